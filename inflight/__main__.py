@@ -1,0 +1,3 @@
+from inflight.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""Every name that crosses a boundary between the parts, defined once.
+
+Router metrics, scaler metrics, vLLM's metric names, the ScaledObject metadata
+keys and the PromQL for the derived signals. Dashboards, rules, manifests and
+tests import from here; contract tests fail when a file drifts from it.
+See ``docs/ARCHITECTURE.md`` for what each signal means.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Router (Prometheus text at GET /metrics on the router port) -----------------------
+ROUTER_INFLIGHT: Final = "router_inflight_requests"  # gauge: L at the router (held included)
+ROUTER_QUEUED: Final = "router_queued_requests"  # gauge: held at the router, not dispatched
+ROUTER_ENDPOINT_INFLIGHT: Final = "router_endpoint_inflight_requests"  # gauge{endpoint}
+ROUTER_ENDPOINTS: Final = "router_endpoints"  # gauge{state=ready|draining|unhealthy}
+ROUTER_SLOTS_PER_ENDPOINT: Final = "router_slots_per_endpoint"  # gauge
+ROUTER_REQUESTS_RECEIVED: Final = "router_requests_received_total"  # counter: arrivals (λ)
+ROUTER_REQUESTS: Final = "router_requests_total"  # counter{endpoint,code}: finished
+ROUTER_REQUEST_DURATION: Final = "router_request_duration_seconds"  # histogram: W
+ROUTER_TTFB: Final = "router_time_to_first_byte_seconds"  # histogram
+ROUTER_UPSTREAM_ERRORS: Final = "router_upstream_errors_total"  # counter{endpoint,reason}
+ROUTER_RETRIES: Final = "router_retries_total"  # counter
+
+ENDPOINT_STATES: Final = ("ready", "draining", "unhealthy")
+
+ROUTER_METRICS: Final[dict[str, str]] = {
+    ROUTER_INFLIGHT: "gauge",
+    ROUTER_QUEUED: "gauge",
+    ROUTER_ENDPOINT_INFLIGHT: "gauge",
+    ROUTER_ENDPOINTS: "gauge",
+    ROUTER_SLOTS_PER_ENDPOINT: "gauge",
+    ROUTER_REQUESTS_RECEIVED: "counter",
+    ROUTER_REQUESTS: "counter",
+    ROUTER_REQUEST_DURATION: "histogram",
+    ROUTER_TTFB: "histogram",
+    ROUTER_UPSTREAM_ERRORS: "counter",
+    ROUTER_RETRIES: "counter",
+}
+
+# --- Scaler (Prometheus text at GET /metrics on the scaler's --metrics-port) -----------
+SCALER_METRIC_VALUE: Final = "inflight_scaler_metric_value"  # gauge{metric_name}: sent to KEDA
+SCALER_METRIC_TARGET: Final = "inflight_scaler_metric_target"  # gauge{metric_name}
+SCALER_DESIRED_REPLICAS: Final = "inflight_scaler_desired_replicas"  # gauge{metric_name}
+SCALER_SATURATION: Final = "inflight_scaler_saturation"  # gauge{metric_name}
+SCALER_ACTIVE: Final = "inflight_scaler_active"  # gauge{metric_name}: 1 active, 0 idle
+SCALER_DECISIONS: Final = "inflight_scaler_decisions_total"  # counter{metric_name,direction}
+SCALER_QUERY_DURATION: Final = "inflight_scaler_query_duration_seconds"  # histogram
+SCALER_ERRORS: Final = "inflight_scaler_errors_total"  # counter{kind}
+SCALER_GRPC_REQUESTS: Final = "inflight_scaler_grpc_requests_total"  # counter{method,code}
+
+SCALER_METRICS: Final[dict[str, str]] = {
+    SCALER_METRIC_VALUE: "gauge",
+    SCALER_METRIC_TARGET: "gauge",
+    SCALER_DESIRED_REPLICAS: "gauge",
+    SCALER_SATURATION: "gauge",
+    SCALER_ACTIVE: "gauge",
+    SCALER_DECISIONS: "counter",
+    SCALER_QUERY_DURATION: "histogram",
+    SCALER_ERRORS: "counter",
+    SCALER_GRPC_REQUESTS: "counter",
+}
+
+# --- vLLM (and the emulator, which must be indistinguishable) --------------------------
+VLLM_RUNNING: Final = "vllm:num_requests_running"
+VLLM_WAITING: Final = "vllm:num_requests_waiting"
+VLLM_KV_CACHE_USAGE: Final = "vllm:kv_cache_usage_perc"
+VLLM_PROMPT_TOKENS: Final = "vllm:prompt_tokens_total"
+VLLM_GENERATION_TOKENS: Final = "vllm:generation_tokens_total"
+VLLM_REQUEST_SUCCESS: Final = "vllm:request_success_total"  # {finished_reason}
+VLLM_E2E_LATENCY: Final = "vllm:e2e_request_latency_seconds"
+VLLM_TTFT: Final = "vllm:time_to_first_token_seconds"
+VLLM_ITL: Final = "vllm:inter_token_latency_seconds"
+VLLM_QUEUE_TIME: Final = "vllm:request_queue_time_seconds"
+VLLM_MODEL_LABEL: Final = "model_name"
+
+# --- ScaledObject trigger metadata (strings; see external_scaler) -----------------------
+META_METRIC_NAME: Final = "metricName"
+META_SELECTOR: Final = "selector"
+META_SLOTS_PER_REPLICA: Final = "slotsPerReplica"
+META_TARGET_SATURATION: Final = "targetSaturation"
+META_SCALE_UP_WINDOW_S: Final = "scaleUpWindowSeconds"
+META_SCALE_DOWN_WINDOW_S: Final = "scaleDownWindowSeconds"
+META_ACTIVATION_INFLIGHT: Final = "activationInflight"
+META_SOURCE: Final = "source"
+
+METADATA_DEFAULTS: Final[dict[str, str]] = {
+    META_METRIC_NAME: "inflight",
+    META_SELECTOR: "",
+    META_SLOTS_PER_REPLICA: "4",
+    META_TARGET_SATURATION: "1.0",
+    META_SCALE_UP_WINDOW_S: "10",
+    META_SCALE_DOWN_WINDOW_S: "60",
+    META_ACTIVATION_INFLIGHT: "0",
+    META_SOURCE: "router",
+}
+
+# --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.
+PROMQL_L: Final = "sum(" + ROUTER_INFLIGHT + "{{{sel}}})"
+PROMQL_L_VLLM: Final = "sum(" + VLLM_RUNNING + "{{{sel}}}) + sum(" + VLLM_WAITING + "{{{sel}}})"
+PROMQL_LAMBDA: Final = "sum(rate(" + ROUTER_REQUESTS_RECEIVED + "{{{sel}}}[1m]))"
+PROMQL_W: Final = (
+    "sum(rate(" + ROUTER_REQUEST_DURATION + "_sum{{{sel}}}[1m]))"
+    " / sum(rate(" + ROUTER_REQUEST_DURATION + "_count{{{sel}}}[1m]))"
+)
+PROMQL_CAPACITY: Final = (
+    "max(" + ROUTER_SLOTS_PER_ENDPOINT + "{{{sel}}})"
+    " * max(" + ROUTER_ENDPOINTS + '{{state="ready"{comma_sel}}})'
+)
+
+
+def promql(template: str, selector: str = "") -> str:
+    """Fill a PROMQL_* template with a label-matcher list (already validated).
+
+    >>> promql(PROMQL_L, 'namespace="llm"')
+    'sum(router_inflight_requests{namespace="llm"})'
+    """
+    return template.format(sel=selector, comma_sel=("," + selector) if selector else "")

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Set everything up, then lint, type-check and run every test tier.
+# Extra arguments go to pytest (e.g. scripts/test.sh tests/unit -x).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+VENV="${VENV:-.venv}"
+echo "== ruff check" >&2
+"$VENV/bin/ruff" check .
+echo "== ruff format --check" >&2
+"$VENV/bin/ruff" format --check .
+echo "== mypy" >&2
+"$VENV/bin/mypy" inflight router external_scaler emulator orchestrator bench dashboards tests
+echo "== pytest" >&2
+# pytest exits 5 when no test ran: that is a failure here too.
+exec "$VENV/bin/python" -m pytest "$@"

@@ -1,0 +1,97 @@
+"""Fixtures shared by every tier.
+
+* Tier markers come from the folder: tests/unit -> ``unit``, tests/component ->
+  ``component``, tests/integration -> ``integration``.
+* ``procs``: start subprocess servers on free ports; at teardown every process group
+  it started must be gone, or the test fails.
+* ``prometheus_factory``: a real Prometheus (Debian's binary) on a free port.
+* Every test fails if it leaves a live child process of the test runner behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from inflight.prom import PrometheusServer, find_prometheus
+from tests.support import ProcessTracker, live_children, wait_for
+
+_TIERS = ("unit", "component", "integration")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for tier in _TIERS:
+            if tier in parts:
+                item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_children() -> Iterator[None]:
+    before = set(live_children())
+    yield
+    leaked = set(live_children()) - before
+    if leaked:
+        try:
+            wait_for(
+                lambda: not (set(live_children()) - before),
+                timeout_s=5.0,
+                what="child processes to exit",
+            )
+        except AssertionError:
+            pytest.fail(f"test left child processes running: {sorted(leaked)}")
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[ProcessTracker]:
+    tracker = ProcessTracker(tmp_path / "logs")
+    yield tracker
+    survivors = tracker.stop_all()
+    assert not survivors, f"processes still alive after teardown: {survivors}"
+
+
+PrometheusFactory = Callable[..., PrometheusServer]
+
+
+@pytest.fixture
+def prometheus_factory(tmp_path: Path) -> Iterator[PrometheusFactory]:
+    """``start(jobs={"job": ["127.0.0.1:P"]}, rule_files=[...], scrape_interval_s=1.0)``."""
+    if find_prometheus() is None:
+        pytest.fail(
+            "prometheus binary not found: run the README's test command, which installs "
+            "Debian's package (apt-get install -y --no-install-recommends prometheus)"
+        )
+    started: list[PrometheusServer] = []
+
+    def start(
+        jobs: Mapping[str, Sequence[str]],
+        rule_files: Sequence[Path] = (),
+        scrape_interval_s: float = 1.0,
+        evaluation_interval_s: float = 1.0,
+    ) -> PrometheusServer:
+        server = PrometheusServer(
+            data_dir=tmp_path / f"prometheus-{len(started)}",
+            jobs=jobs,
+            scrape_interval_s=scrape_interval_s,
+            evaluation_interval_s=evaluation_interval_s,
+            rule_files=rule_files,
+        )
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in reversed(started):
+        server.stop()
+        assert server.process is None or not server.process.alive(), "prometheus survived stop"
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail("promtool not found: install Debian's prometheus package")
+    return path

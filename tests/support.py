@@ -1,0 +1,128 @@
+"""Helpers every test uses: polling with a deadline, servers on free ports, Prometheus.
+
+Written once here; tests get them through the fixtures in ``tests/conftest.py``.
+Nothing here sleeps to wait for a condition it could poll for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from inflight.procs import ManagedProcess, free_port
+
+T = TypeVar("T")
+
+# The Python of the test run, so subprocesses use the same virtual environment.
+PYTHON = sys.executable
+INFLIGHT = [PYTHON, "-m", "inflight"]
+
+
+class WaitTimeout(AssertionError):
+    """A polled condition did not hold before its deadline."""
+
+
+def wait_for(
+    probe: Callable[[], T | bool | None],
+    timeout_s: float = 10.0,
+    interval_s: float = 0.05,
+    what: str = "condition",
+) -> T:
+    """Call ``probe`` until it returns something truthy; return that value.
+
+    Raises WaitTimeout naming ``what`` and the last value seen.
+    """
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while True:
+        last = probe()
+        if last:
+            return last  # type: ignore[return-value]
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout_s} s waiting for {what}; last={last!r}")
+        time.sleep(interval_s)
+
+
+@dataclass
+class Server:
+    """A subprocess server started by a test."""
+
+    process: ManagedProcess
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+class ProcessTracker:
+    """Starts servers for one test and proves, at teardown, that none is left alive."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.processes: list[ManagedProcess] = []
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        name: str,
+        ready_path: str | None = "/health",
+        ready_timeout_s: float = 30.0,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        grace_s: float = 5.0,
+    ) -> Server:
+        """Start ``argv`` with ``{port}`` replaced by a free port; poll ``ready_path``."""
+        port = free_port() if port is None else port
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        proc = ManagedProcess(
+            [a.replace("{port}", str(port)) for a in argv],
+            name=name,
+            env=full_env,
+            log_path=self.log_dir / f"{name}-{port}.log",
+            grace_s=grace_s,
+        )
+        self.processes.append(proc)
+        proc.start()
+        if ready_path is not None:
+            proc.wait_ready(f"http://127.0.0.1:{port}{ready_path}", timeout_s=ready_timeout_s)
+        return Server(process=proc, port=port)
+
+    def start_inflight(self, subcommand: Sequence[str], **kwargs: object) -> Server:
+        """``python -m inflight <subcommand …>`` (use ``{port}`` for the listen port)."""
+        return self.start([*INFLIGHT, *subcommand], **kwargs)  # type: ignore[arg-type]
+
+    def stop_all(self) -> list[str]:
+        """Stop every process (reverse start order); return the labels still alive."""
+        survivors = []
+        for proc in reversed(self.processes):
+            with contextlib.suppress(Exception):
+                proc.stop()
+            if proc.alive():
+                survivors.append(f"{proc.label} (pgid {proc.pgid})")
+        return survivors
+
+
+def live_children(pid: int | None = None) -> list[int]:
+    """PIDs of live (non-zombie) children of ``pid`` (default: this process)."""
+    pid = os.getpid() if pid is None else pid
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            rest = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(rest) >= 2 and int(rest[1]) == pid and rest[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
