@@ -84,6 +84,12 @@ META_SCALE_UP_WINDOW_S: Final = "scaleUpWindowSeconds"
 META_SCALE_DOWN_WINDOW_S: Final = "scaleDownWindowSeconds"
 META_ACTIVATION_INFLIGHT: Final = "activationInflight"
 META_SOURCE: Final = "source"
+# Which policy turns the window into a value: "saturation" (the product) or "qps" (the
+# seed's arrival-rate rule, kept only as the benchmark's comparison baseline).
+META_POLICY: Final = "policy"
+# Multiplies every window and divides every rate the scaler uses (1.0 in production;
+# set by ``inflight up`` / ``inflight bench`` when the emulator runs at a small time-scale).
+META_TIME_SCALE: Final = "timeScale"
 
 METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_METRIC_NAME: "inflight",
@@ -94,6 +100,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_SCALE_DOWN_WINDOW_S: "60",
     META_ACTIVATION_INFLIGHT: "0",
     META_SOURCE: "router",
+    META_POLICY: "saturation",
+    META_TIME_SCALE: "1.0",
 }
 
 # --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.
