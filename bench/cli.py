@@ -1,0 +1,168 @@
+"""``inflight bench run|compare``: the one wiring site of the benchmark.
+
+Heavy imports (aiohttp, matplotlib, tqdm) happen inside the commands so ``inflight --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONCURRENCY = "4,8,16,32,64"
+
+
+def concurrency_list(text: str) -> list[int]:
+    """``"4,8,16"`` → [4, 8, 16]; errors name the flag."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"--concurrency: expected comma-separated integers, got {text!r}"
+        ) from exc
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"--concurrency: every level must be >= 1, got {text!r}")
+    return values
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from exc
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def _workload_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--concurrency",
+        type=concurrency_list,
+        default=concurrency_list(DEFAULT_CONCURRENCY),
+        help=f"closed-loop workers per level (default {DEFAULT_CONCURRENCY})",
+    )
+    p.add_argument("--requests", type=int, default=128, help="requests per level (default 128)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=8,
+        help="unmeasured warm-up requests before the first level (default 8)",
+    )
+    p.add_argument("--warmup-concurrency", type=int, default=4)
+    p.add_argument(
+        "--gap-s",
+        type=float,
+        default=10.0,
+        help="idle seed seconds between levels (default 10, as in the seed)",
+    )
+    p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+    p.add_argument("--model", default=None, help="model name (default: the router's /v1/models)")
+    p.add_argument("--prompt-tokens", type=int, default=3000)
+    p.add_argument("--max-tokens", type=int, default=300)
+    p.add_argument(
+        "--sample-interval-s",
+        type=positive_float,
+        default=0.1,
+        help="wall seconds between polls of the router's /router/status (default 0.1)",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite existing result files")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def register(subparsers: Any) -> None:
+    bench = subparsers.add_parser(
+        "bench",
+        help="the reference benchmark: closed-loop sweep, Little's Law check, policy comparison",
+        description="Closed-loop meeting-summary benchmark; every figure in seed time.",
+    )
+    sub = bench.add_subparsers(dest="bench_command", metavar="{run,compare}")
+    sub.required = True
+
+    run = sub.add_parser("run", help="one sweep against a running router")
+    run.add_argument("--url", help="router base URL, e.g. http://127.0.0.1:8000")
+    run.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="an `inflight up` state dir: router URL, time-scale and the replica "
+        "timeline come from its stack.json and timeline.jsonl",
+    )
+    run.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=None,
+        help="time-scale the stack runs at (default: stack.json's, else 1.0)",
+    )
+    run.add_argument(
+        "--frozen",
+        action="store_true",
+        help="the replica count is meant to be fixed: a change makes the run invalid",
+    )
+    run.add_argument("--policy", default=None, help="label for the results (e.g. fixed:2)")
+    run.add_argument("--results-file", type=Path, required=True)
+    run.add_argument("--summary-file", type=Path, default=None)
+    run.add_argument("--plot-dir", type=Path, default=None)
+    _workload_flags(run)
+    run.set_defaults(func=_run)
+
+    cmp = sub.add_parser("compare", help="start `inflight up` per policy, sweep each, compare")
+    cmp.add_argument(
+        "--policies",
+        default="fixed:1,fixed:2,qps,saturation",
+        help="comma-separated: fixed:N, qps, saturation (default all four)",
+    )
+    cmp.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=None,
+        help="time-scale of every stack (default: bench.compare.DEFAULT_TIME_SCALE)",
+    )
+    cmp.add_argument("--max-replicas", type=int, default=2)
+    cmp.add_argument(
+        "--out-dir",
+        type=Path,
+        required=True,
+        help="new folder for the comparison (JSON, Markdown, PNGs, one run file per "
+        "policy, stack logs); refused if it exists unless --force",
+    )
+    cmp.add_argument("--no-slowing", action="store_true", help="skip the slowing-model scenario")
+    cmp.add_argument("--slowing-concurrency", type=int, default=8)
+    cmp.add_argument(
+        "--slowing-max-tokens",
+        default="300,600,1200,2400",
+        help="answer length per phase of the slowing-model scenario",
+    )
+    cmp.add_argument(
+        "--slowing-phase-s",
+        type=positive_float,
+        default=75.0,
+        help="seed seconds per phase of the slowing-model scenario",
+    )
+    cmp.add_argument(
+        "--up-arg",
+        action="append",
+        default=[],
+        help="extra argument passed to every `inflight up` (repeatable)",
+    )
+    cmp.add_argument(
+        "--stack-timeout-s",
+        type=positive_float,
+        default=180.0,
+        help="wall seconds to wait for stack.json",
+    )
+    _workload_flags(cmp)
+    cmp.set_defaults(func=_compare)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bench.run_cmd import main
+
+    return main(args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from bench.compare import main
+
+    return main(args)

@@ -1,0 +1,109 @@
+"""PNG plots (matplotlib, Agg backend) from result documents, so plots can be redrawn from files.
+
+* ``sweep_plot``: throughput and p50 per concurrency, one line per policy;
+* ``timeseries_plot``: per run, L at the router and client λ over time with the replica
+  count: the QPS fallacy made visible (λ falls while L stays at capacity).
+
+All times are seed seconds from the run's start (``t0_unix``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.stats import rate_series
+
+LAMBDA_WINDOW_S = 10.0  # seed seconds: the seed's QPS window, so the plot shows what it saw
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def sweep_plot(runs: Mapping[str, Mapping[str, Any]], path: Path, title: str = "") -> Path:
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name, run in runs.items():
+        levels = sorted(run["levels"], key=lambda lv: lv["concurrency"])
+        cs = [lv["concurrency"] for lv in levels]
+        marker = "o" if run.get("valid", True) else "x"
+        label = name + ("" if run.get("valid", True) else " (INVALID)")
+        ax1.plot(cs, [lv["throughput_rps"] for lv in levels], marker=marker, label=label)
+        ax2.plot(cs, [lv["e2e_p50_s"] for lv in levels], marker=marker, label=label)
+    for ax, ylabel in ((ax1, "throughput (req/s, seed time)"), (ax2, "p50 latency (s, seed time)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrency (closed-loop workers)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title or "throughput and p50 per concurrency")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def timeseries_plot(
+    runs: Mapping[str, Mapping[str, Any]],
+    path: Path,
+    title: str = "",
+    slots_per_replica: int = 4,
+    phases: Sequence[str] | None = None,
+) -> Path:
+    """One panel per run: L and capacity (slots × ready replicas) left, λ right."""
+    plt = _pyplot()
+    n = len(runs)
+    fig, axes = plt.subplots(n, 1, figsize=(11, 3.2 * n), squeeze=False, sharex=False)
+    for ax, (name, run) in zip(axes[:, 0], runs.items(), strict=True):
+        samples = run["router_samples"]
+        ts = [s[0] for s in samples]
+        ax.plot(ts, [s[1] for s in samples], lw=0.8, color="tab:blue", label="L (router)")
+        ax.step(
+            ts,
+            [s[3] * slots_per_replica for s in samples],
+            where="post",
+            color="tab:gray",
+            lw=1.5,
+            label=f"capacity = {slots_per_replica} × ready replicas",
+        )
+        if run.get("timeline"):
+            tl = run["timeline"]
+            ax.step(
+                [p[0] for p in tl],
+                [p[1] * slots_per_replica for p in tl],
+                where="post",
+                color="tab:red",
+                lw=1,
+                ls="--",
+                label=f"{slots_per_replica} × desired replicas",
+            )
+        for i, lv in enumerate(run["levels"]):
+            a = (lv["start_t"] - run["t0_unix"]) / run["time_scale"]
+            b = (lv["end_t"] - run["t0_unix"]) / run["time_scale"]
+            ax.axvspan(a, b, color="0.9" if i % 2 else "0.95", zorder=0)
+            label = phases[i] if phases and i < len(phases) else f"c={lv['concurrency']}"
+            ax.text(a, 0.98, label, transform=ax.get_xaxis_transform(), va="top", fontsize=7)
+        ax.set_ylabel("requests in flight")
+        ax.set_xlabel("seed seconds since start")
+        ax2 = ax.twinx()
+        ends = [r[2] for r in run["requests"]]
+        if ends and ts:
+            lam = rate_series(ends, min(ts), max(ts), LAMBDA_WINDOW_S, 1.0)
+            ax2.plot([p[0] for p in lam], [p[1] for p in lam], color="tab:orange", lw=0.8)
+        ax2.set_ylabel(f"λ (completions/s, {LAMBDA_WINDOW_S:.0f} s window)", color="tab:orange")
+        ax.set_title(name, fontsize=9)
+        ax.legend(loc="upper left", fontsize=7)
+    fig.suptitle(title or "L and λ over time with the replica count")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,147 @@
+"""``inflight bench run``: one sweep against a running router, judged and written to files."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.model import TimelinePoint
+from bench.progress import Bars
+from bench.results import ResultFileExists, RunResult, check_writable
+from bench.runner import build_result, write_result
+from bench.sweep import Level, SweepConfig, run_sweep, sweep_levels
+from bench.timeline import read_timeline
+from bench.workload import Workload
+
+
+class BenchError(RuntimeError):
+    """A run cannot start: the message names the flag or file at fault."""
+
+
+async def discover_model(session: aiohttp.ClientSession, router_url: str) -> str:
+    url = router_url.rstrip("/") + "/v1/models"
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            resp.raise_for_status()
+            doc = await resp.json(content_type=None)
+        return str(doc["data"][0]["id"])
+    except (aiohttp.ClientError, TimeoutError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise BenchError(f"cannot read the model name from {url} ({exc}); pass --model") from exc
+
+
+async def sweep_to_result(
+    *,
+    router_url: str,
+    time_scale: float,
+    levels: Sequence[Level],
+    args: argparse.Namespace,
+    frozen: bool,
+    policy: str | None,
+    timeline_path: Path | None,
+    progress_prefix: str = "",
+    extra: dict[str, Any] | None = None,
+) -> RunResult:
+    """Warm up, run the levels, read the replica timeline, judge: one ``RunResult``."""
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        model = args.model or await discover_model(session, router_url)
+        cfg = SweepConfig(
+            router_url=router_url,
+            workload=Workload(
+                model=model,
+                endpoint=args.endpoint,
+                prompt_tokens=args.prompt_tokens,
+                max_tokens=args.max_tokens,
+            ),
+            levels=tuple(levels),
+            time_scale=time_scale,
+            warmup_requests=args.warmup,
+            warmup_concurrency=args.warmup_concurrency,
+            gap_s=args.gap_s,
+            sample_interval_wall_s=args.sample_interval_s,
+        )
+        bars = Bars(prefix=progress_prefix, enabled=not args.no_progress)
+        try:
+            warmup, windows, sampler = await run_sweep(session, cfg, bars)
+        finally:
+            bars.close()
+    timeline: list[TimelinePoint] = read_timeline(timeline_path) if timeline_path else []
+    return build_result(
+        url=router_url,
+        time_scale=time_scale,
+        frozen=frozen,
+        policy=policy,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        command=sys.argv,
+        warmup=warmup,
+        windows=windows,
+        timeline=timeline,
+        extra={
+            "model": model,
+            "workload": {
+                "endpoint": args.endpoint,
+                "prompt_tokens": args.prompt_tokens,
+                "max_tokens": args.max_tokens,
+                "warmup": args.warmup,
+                "gap_s": args.gap_s,
+            },
+            "router_sample_errors": sampler.errors,
+            **(extra or {}),
+        },
+    )
+
+
+def _stack_info(state_dir: Path) -> dict[str, Any]:
+    path = state_dir / "stack.json"
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BenchError(
+            f"--state-dir: cannot read {path}: {exc} (is `inflight up` running?)"
+        ) from exc
+    return doc
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        check_writable([args.results_file, args.summary_file], args.force)
+        stack = _stack_info(args.state_dir) if args.state_dir else {}
+        url = args.url or stack.get("router_url")
+        if not url:
+            raise BenchError("give --url (the router) or --state-dir (an `inflight up` state dir)")
+        time_scale = args.time_scale or float(stack.get("time_scale") or 1.0)
+        timeline_path = args.state_dir / "timeline.jsonl" if args.state_dir else None
+        result = asyncio.run(
+            sweep_to_result(
+                router_url=url,
+                time_scale=time_scale,
+                levels=sweep_levels(args.concurrency, args.requests, args.max_tokens),
+                args=args,
+                frozen=args.frozen,
+                policy=args.policy or stack.get("policy"),
+                timeline_path=timeline_path,
+            )
+        )
+        doc = write_result(result, args.results_file, args.summary_file, args.force)
+    except (BenchError, ResultFileExists, ValueError) as exc:
+        print(f"inflight bench run: {exc}", file=sys.stderr)
+        return 2
+    if args.plot_dir is not None:
+        from bench.plots import sweep_plot, timeseries_plot
+
+        stem = args.results_file.stem
+        label = doc.get("policy") or "run"
+        sweep_plot({label: doc}, args.plot_dir / f"{stem}-sweep.png")
+        timeseries_plot({label: doc}, args.plot_dir / f"{stem}-timeseries.png")
+    from bench.table import run_table
+
+    print(run_table(doc))
+    return 0 if result.valid else 1
