@@ -1,0 +1,147 @@
+"""The router's ASGI application: ``/v1/*`` to the raw proxy, the rest to Starlette.
+
+Built from collaborators passed in (dispatcher, registry, background tasks); the one
+place that creates them is :mod:`router.cli`. The shared aiohttp session is created at
+startup (it needs the running loop) and closed at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from router.dispatch import Dispatcher
+from router.metrics import RouterMetrics
+from router.proxy import Proxy, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+# A background job: runs for the app's lifetime, gets the live session, cancelled at exit.
+Background = Callable[[Callable[[], aiohttp.ClientSession]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class UpstreamSettings:
+    """The shared session's limits, in seconds."""
+
+    connect_timeout_s: float = 5.0
+    total_timeout_s: float | None = None  # None: LLM requests may take minutes
+    # Below uvicorn's 5 s keep-alive (vLLM's server): a pooled connection is dropped by
+    # us before the upstream closes it, so a POST never lands on a stale socket.
+    keepalive_s: float = 4.0
+
+
+def make_session(settings: UpstreamSettings) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(
+        limit=0,  # no cap: the slots, not the pool, bound concurrency
+        keepalive_timeout=settings.keepalive_s,
+        ttl_dns_cache=10,
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(
+            total=settings.total_timeout_s, sock_connect=settings.connect_timeout_s
+        ),
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
+
+
+def status_document(dispatcher: Dispatcher) -> dict[str, object]:
+    """``GET /router/status`` as docs/ARCHITECTURE.md fixes it."""
+    return {
+        "inflight": dispatcher.inflight,
+        "queued": dispatcher.queued,
+        "slots_per_endpoint": dispatcher.pool.slots,
+        "endpoints": [
+            {"url": v.url, "state": v.state, "inflight": v.inflight}
+            for v in dispatcher.pool.snapshot()
+        ],
+    }
+
+
+class RouterApp:
+    """The ASGI callable uvicorn serves."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        registry: CollectorRegistry,
+        max_body_bytes: int,
+        unhealthy_backoff_s: float,
+        upstream: UpstreamSettings = UpstreamSettings(),
+        background: Sequence[Background] = (),
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.registry = registry
+        self.metrics = RouterMetrics(registry, dispatcher)
+        self._session: aiohttp.ClientSession | None = None
+        self._upstream = upstream
+        self._background = list(background)
+        self.proxy = Proxy(
+            dispatcher,
+            self.metrics,
+            self.session,
+            max_body_bytes=max_body_bytes,
+            unhealthy_backoff_s=unhealthy_backoff_s,
+        )
+        self.rest = Starlette(
+            routes=[
+                Route("/health", self._health, methods=["GET"]),
+                Route("/ready", self._ready, methods=["GET"]),
+                Route("/metrics", self._metrics, methods=["GET"]),
+                Route("/router/status", self._status, methods=["GET"]),
+            ],
+            lifespan=self._lifespan,
+        )
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("router session used before startup")
+        return self._session
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            await self.proxy(scope, receive, send)
+        else:
+            await self.rest(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        self._session = make_session(self._upstream)
+        tasks = [asyncio.ensure_future(job(self.session)) for job in self._background]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self._session.close()
+
+    async def _health(self, _request: Request) -> Response:
+        """200 whenever the router process is up, even with zero endpoints."""
+        return JSONResponse({"status": "ok"})
+
+    async def _ready(self, _request: Request) -> Response:
+        """200 only with at least one ready endpoint (for a load balancer in front)."""
+        ok = self.dispatcher.pool.has_ready()
+        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+    async def _metrics(self, _request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def _status(self, _request: Request) -> Response:
+        return JSONResponse(status_document(self.dispatcher))

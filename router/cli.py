@@ -1,0 +1,107 @@
+"""``inflight router``: the one wiring site of the router.
+
+Parses and validates flags, builds the pool, dispatcher, registry, discovery source and
+health checker, and serves the app with uvicorn. Heavy imports stay inside :func:`run`
+so ``inflight --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from router.config import ConfigError, add_arguments, from_args
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "router",
+        help="least-outstanding router for vLLM with exact in-flight accounting",
+        description=(
+            "An OpenAI-compatible reverse proxy for /v1/* that sends each request to the "
+            "ready replica with the fewest requests in flight and exports L (requests in "
+            "flight) at /metrics and /router/status."
+        ),
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = from_args(args)
+    except ConfigError as exc:
+        print(f"inflight router: error: {exc}", file=sys.stderr)
+        return 2
+
+    import functools
+    import logging
+
+    import uvicorn
+    from prometheus_client import CollectorRegistry
+
+    from router import health, sources
+    from router.app import Background, RouterApp, UpstreamSettings
+    from router.dispatch import Dispatcher
+    from router.pool import Pool
+
+    logging.basicConfig(
+        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    pool = Pool(config.slots_per_endpoint, dispatch=config.dispatch)
+    dispatcher = Dispatcher(
+        pool,
+        hold_when_full=config.hold_when_full,
+        max_queue=config.max_queue,
+        queue_timeout_s=config.queue_timeout_s,
+    )
+    background: list[Background] = []
+    if config.endpoints is not None:
+        sources.apply(dispatcher, config.endpoints)
+    elif config.endpoints_file is not None:
+        path = config.endpoints_file
+        try:
+            sources.apply(dispatcher, sources.read_endpoints_file(path))
+        except sources.SourceError as exc:
+            print(f"inflight router: error: {exc}", file=sys.stderr)
+            return 2
+        background.append(
+            lambda _s: sources.watch_file(dispatcher, path, interval_s=config.file_poll_s)
+        )
+    elif config.k8s is not None:
+        from router import k8s
+
+        background.append(functools.partial(k8s.watch_service_job, dispatcher, config.k8s))
+    background.append(
+        lambda get_session: health.run_health_checks(
+            dispatcher,
+            get_session,
+            interval_s=config.health_interval_s,
+            timeout_s=config.health_timeout_s,
+            backoff_s=config.unhealthy_backoff_s,
+        )
+    )
+    app = RouterApp(
+        dispatcher,
+        CollectorRegistry(),
+        max_body_bytes=config.max_body_bytes,
+        unhealthy_backoff_s=config.unhealthy_backoff_s,
+        upstream=UpstreamSettings(
+            connect_timeout_s=config.connect_timeout_s,
+            total_timeout_s=config.upstream_timeout_s,
+        ),
+        background=background,
+    )
+    uvicorn.run(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
+        access_log=False,
+        lifespan="on",
+        # Clients (SDKs, the bench) reuse connections; keep them a little longer than
+        # uvicorn's 5 s default so an idle pause between load levels does not reconnect.
+        timeout_keep_alive=30,
+    )
+    return 0
