@@ -1,0 +1,210 @@
+"""The Prometheus rules, defined once: recording rules for L, λ, W, capacity, saturation,
+and the alerts that page on saturation, never on traffic.
+
+``inflight dashboards build`` renders these into the Prometheus rule file
+(``dashboards/rules/inflight.rules.yaml``, which promtool tests) and into the
+PrometheusRule manifest (``manifests/generated/prometheusrule.yaml``), so the two can
+not drift. Every alert names its runbook section in ``docs/runbook.md``.
+
+Why these ``for:`` durations (production, 1.0 time-scale):
+
+* a vLLM replica of the reference model takes about 30 s to several minutes to start,
+  and the scaler holds L for 60 s before scaling down, so saturation above 1.0 for a
+  few minutes is the autoscaler working; 10 m is the autoscaler failing;
+* imbalance and Little's Law drift are slow, ticket-level faults (15 m);
+* scaler errors turn into KEDA's fallback replica count at once, so 5 m;
+* no ready endpoint while requests arrive is an outage; 5 m covers a scale-from-zero
+  start of the reference model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from dashboards import signals as s
+from inflight import names as n
+
+RUNBOOK_PATH: Final = "docs/runbook.md"
+GROUP_RECORDING: Final = "inflight.recording"
+GROUP_ALERTS: Final = "inflight.alerts"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A recording rule: ``record`` is the new series name, ``expr`` its PromQL."""
+
+    record: str
+    expr: str
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alerting rule; ``for_s`` in seconds; ``description`` may use ``$value``."""
+
+    name: str
+    expr: str
+    for_s: int
+    severity: str
+    summary: str
+    description: str
+
+    @property
+    def runbook_anchor(self) -> str:
+        """GitHub's anchor for the runbook heading, which is the alert name."""
+        return self.name.lower()
+
+
+RECORDINGS: Final = (
+    Recording(s.REC_L, s.rec_l()),
+    Recording(s.REC_QUEUED, s.rec_queued()),
+    Recording(s.REC_LAMBDA, s.rec_lambda()),
+    Recording(s.REC_W, s.rec_w()),
+    Recording(s.REC_READY, s.rec_ready()),
+    Recording(s.REC_CAPACITY, s.rec_capacity()),
+    Recording(s.REC_SATURATION, s.rec_saturation()),
+    Recording(s.REC_SPREAD, s.rec_spread()),
+    Recording(s.REC_LITTLE, s.rec_little()),
+)
+
+_WHERE = "{{ $labels.namespace }}/{{ $labels.job }}"
+
+ALERTS: Final = (
+    Alert(
+        name="InflightSustainedQueueing",
+        expr=f"{s.REC_SATURATION} > 1",
+        for_s=600,
+        severity="warning",
+        summary="Requests have been queueing for 10 minutes: saturation above 1.0",
+        description=(
+            f"Saturation (in flight ÷ slots × ready replicas) of {_WHERE} is "
+            "{{ $value | humanize }}; above 1.0 every slot is busy and requests wait. "
+            "The autoscaler should have added replicas by now."
+        ),
+    ),
+    Alert(
+        name="InflightSaturatedAtMaxReplicas",
+        expr=(
+            f"{s.REC_SATURATION} > 1\n"
+            f"and on (namespace)\n"
+            f"(max by (namespace) ({n.SCALER_DESIRED_REPLICAS})\n"
+            f" > on (namespace)\n"
+            f" max by (namespace) ({s.REC_READY}))"
+        ),
+        for_s=900,
+        severity="critical",
+        summary="Saturated and not scaling: the scaler asks for more replicas than are ready",
+        description=(
+            f"Saturation of {_WHERE} has been {{{{ $value | humanize }}}} for 15 minutes "
+            "while the scaler asks for more replicas than are ready: the deployment is at "
+            "its maxReplicaCount or new replicas cannot start (no GPU, image pull, quota)."
+        ),
+    ),
+    Alert(
+        name="InflightEndpointImbalance",
+        expr=(
+            f"{s.REC_SPREAD}\n"
+            f"> on (namespace, job)\n"
+            f"max by (namespace, job) ({n.ROUTER_SLOTS_PER_ENDPOINT})"
+        ),
+        for_s=900,
+        severity="warning",
+        summary="One endpoint holds a whole replica's worth more requests than another",
+        description=(
+            f"The busiest endpoint of {_WHERE} has {{{{ $value | humanize }}}} more "
+            "requests in flight than the least busy, more than one replica's slots. "
+            "Least-outstanding dispatch keeps this within 1; check dispatch mode, "
+            "router replicas and endpoint health."
+        ),
+    ),
+    Alert(
+        name="InflightLittlesLawMismatch",
+        expr=f"{s.REC_LITTLE} > 1.5\nor\n{s.REC_LITTLE} < 0.67",
+        for_s=900,
+        severity="warning",
+        summary="In-flight count disagrees with λ·W: the saturation signal is untrustworthy",
+        description=(
+            f"Mean in flight ÷ (arrival rate × mean duration) for {_WHERE} is "
+            "{{ $value | humanize }} over 5 minutes (1.0 when the count is honest). "
+            "A leaked or lost in-flight count makes the autoscaler scale on a wrong L."
+        ),
+    ),
+    Alert(
+        name="InflightScalerErrors",
+        expr=f"sum by (namespace, job, kind) (rate({n.SCALER_ERRORS}[5m])) > 0",
+        for_s=300,
+        severity="critical",
+        summary="The scaler answers KEDA with errors (cannot read Prometheus or bad metadata)",
+        description=(
+            f"Scaler {_WHERE} reports {{{{ $value | humanize }}}} errors/s of kind "
+            "{{ $labels.kind }} for 5 minutes. KEDA is using its fallback replica count, "
+            "not the load."
+        ),
+    ),
+    Alert(
+        name="InflightNoReadyEndpoints",
+        expr=(
+            f"{s.REC_READY} == 0\nand on (namespace, job)\n({s.REC_L} > 0 or {s.REC_LAMBDA} > 0)"
+        ),
+        for_s=300,
+        severity="critical",
+        summary="Requests arrive but the router has no ready endpoint",
+        description=(
+            f"Router {_WHERE} has {{{{ $value }}}} ready endpoints while requests arrive; "
+            "they are held or refused. Scale-from-zero should have brought a replica up."
+        ),
+    ),
+)
+
+
+def _duration(seconds: int) -> str:
+    """Prometheus duration text for the ``for:`` field: 600 -> '10m', 90 -> '90s'."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
+def rule_groups(runbook_base_url: str = RUNBOOK_PATH) -> dict[str, Any]:
+    """The rule file's content (``groups:``), as Prometheus and the Operator read it."""
+    alerts = []
+    for a in ALERTS:
+        alerts.append(
+            {
+                "alert": a.name,
+                "expr": a.expr,
+                "for": _duration(a.for_s),
+                "labels": {"severity": a.severity},
+                "annotations": {
+                    "summary": a.summary,
+                    "description": a.description,
+                    "runbook_url": f"{runbook_base_url}#{a.runbook_anchor}",
+                },
+            }
+        )
+    return {
+        "groups": [
+            {
+                "name": GROUP_RECORDING,
+                "rules": [{"record": r.record, "expr": r.expr} for r in RECORDINGS],
+            },
+            {"name": GROUP_ALERTS, "rules": alerts},
+        ]
+    }
+
+
+def prometheus_rule_manifest(groups: dict[str, Any]) -> dict[str, Any]:
+    """The Prometheus Operator's PrometheusRule wrapping ``groups`` unchanged."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": "inflight",
+            "labels": {
+                "app.kubernetes.io/name": "inflight",
+                "app.kubernetes.io/part-of": "inflight",
+            },
+        },
+        "spec": groups,
+    }

@@ -1,0 +1,156 @@
+"""The "Saturation and Little's Law" dashboard: L against λ, so the QPS fallacy shows.
+
+Read top to bottom: L and λ together (a full system keeps L high while λ falls);
+W; the Little's Law check (is L honest?); saturation against the 1.0 line; replicas
+ready against what the scaler asks for; balance across endpoints; requests held at
+the router; and the two scaling rules side by side, computed live in PromQL.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from grafana_foundation_sdk.builders import dashboard as dash_b
+
+from dashboards import panels as p
+from dashboards import signals as s
+from inflight import names as n
+
+UID: Final = "inflight-saturation"
+TITLE: Final = "inflight: Saturation and Little's Law"
+VARIABLES: Final = ("namespace", "job")
+
+
+def build() -> dash_b.Dashboard:
+    sel = p.selector(*VARIABLES)
+    scaler_sel = p.selector("namespace")
+    q = p.Query
+    board = (
+        dash_b.Dashboard(TITLE)
+        .uid(UID)
+        .description(
+            "L (requests in flight) against λ (arrivals/s): at saturation L stays pinned "
+            "at capacity while λ falls, so QPS reads low exactly when the system is full."
+        )
+        .tags(["inflight", "vllm", "autoscaling"])
+        .editable()
+        .refresh("10s")
+        .time("now-30m", "now")
+        .timezone("browser")
+        .with_variable(p.datasource_variable())
+        .with_variable(
+            p.label_variable(
+                "namespace", n.ROUTER_INFLIGHT, "namespace", "Kubernetes namespace of the router"
+            )
+        )
+        .with_variable(
+            p.label_variable("job", n.ROUTER_INFLIGHT, "job", "Prometheus job of the router")
+        )
+    )
+    board = (
+        board.with_row(dash_b.Row("Load: L against λ"))
+        .with_panel(
+            p.timeseries(
+                1,
+                "L (in flight) and λ (arrivals/s)",
+                "Left axis: L, requests accepted and not finished (router queue included). "
+                "Right axis: λ over 1 m. When every slot is busy, L stays at capacity and "
+                "λ = L ÷ W falls as requests slow down.",
+                [q(s.l_expr(sel), "L in flight"), q(s.lambda_expr(sel), "λ arrivals/s")],
+                right_axis={"B": "reqps"},
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                2,
+                "W: request duration p50 / p95 / mean",
+                "Arrival at the router to last byte sent, router queueing included (1 m).",
+                [
+                    q(s.duration_quantile_expr(0.5, sel), "p50"),
+                    q(s.duration_quantile_expr(0.95, sel), "p95"),
+                    q(s.w_expr(sel), "mean W"),
+                ],
+                unit="s",
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                3,
+                "Little's Law check: mean L against λ·W",
+                "The two lines agree (within ~10%) when the in-flight count is honest. A gap "
+                "means leaked or lost counts, and the autoscaler is scaling on a wrong L.",
+                [q(s.l_mean_expr(sel), "mean L (1 m)"), q(s.little_lw_expr(sel), "λ·W (1 m)")],
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                4,
+                "Saturation: L ÷ capacity",
+                "Capacity = slots per replica × ready replicas. Above the red 1.0 line "
+                "requests queue; the scaler targets 1.0 by default.",
+                [q(s.saturation_expr(sel), "saturation"), q(s.capacity_expr(sel), "capacity")],
+                unit="percentunit",
+                right_axis={"B": "short"},
+                threshold=1.0,
+            )
+        )
+    )
+    board = (
+        board.with_row(dash_b.Row("Replicas: what each rule would do"))
+        .with_panel(
+            p.timeseries(
+                5,
+                "Ready replicas and what the scaler asks for",
+                "Ready endpoints as the router sees them, and the replica count the scaler "
+                "derives (ceil(value ÷ target), before the HPA's min/max).",
+                [
+                    q(s.ready_expr(sel), "ready"),
+                    q(
+                        f"max by (metric_name) ({n.SCALER_DESIRED_REPLICAS}{{{scaler_sel}}})",
+                        "scaler asks ({{metric_name}})",
+                    ),
+                ],
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                6,
+                "What a QPS rule would do beside what saturation does",
+                "Desired replicas from the seed's QPS rule (requests received in 10 s ÷ 10; "
+                f"+1 above {s.QPS_RULE_UP_ABOVE}/s, −1 below {s.QPS_RULE_DOWN_BELOW}/s, from "
+                "the ready count, at least 1) and from saturation (ceil of L, averaged "
+                f"{s.SCALE_UP_WINDOW_S} s and maxed over {s.SCALE_DOWN_WINDOW_S} s, ÷ slots). "
+                "Under full load the QPS line flaps while the saturation line holds. The "
+                "QPS rule needs a scrape interval of 5 s or less to have two samples in 10 s.",
+                [
+                    q(s.qps_desired_expr(sel), "QPS rule"),
+                    q(s.saturation_desired_expr(sel), "saturation rule"),
+                    q(s.ready_expr(sel), "ready"),
+                    q(s.qps_seed_expr(sel), "seed QPS (req/s)"),
+                ],
+                right_axis={"D": "reqps"},
+            )
+        )
+    )
+    board = (
+        board.with_row(dash_b.Row("Balance and the router queue"))
+        .with_panel(
+            p.timeseries(
+                7,
+                "In flight per endpoint",
+                "Dispatched and not finished, per replica (router replicas summed). "
+                "Least-outstanding dispatch keeps the lines within one of each other.",
+                [q(s.endpoint_inflight_expr(sel), "{{endpoint}}")],
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                8,
+                "Requests held at the router",
+                "Accepted but not dispatched: all slots busy with holding on, or no ready "
+                "replica (scale from zero).",
+                [q(s.queued_expr(sel), "held at router")],
+            )
+        )
+    )
+    return board

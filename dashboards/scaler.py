@@ -1,0 +1,163 @@
+"""The "Scaler" dashboard: is the external scaler doing its job for KEDA?
+
+What it returned (value and target, so the HPA's ceil(value ÷ target) can be read off),
+the replica count that implies, whether it reports the workload active, how long its
+Prometheus queries take, and its errors by kind (which make KEDA fall back).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from grafana_foundation_sdk.builders import dashboard as dash_b
+
+from dashboards import panels as p
+from inflight import names as n
+
+UID: Final = "inflight-scaler"
+TITLE: Final = "inflight: Scaler"
+VARIABLES: Final = ("namespace", "job", "metric_name")
+
+
+def build() -> dash_b.Dashboard:
+    sel = p.selector(*VARIABLES)
+    sel_no_metric = p.selector("namespace", "job")
+    q = p.Query
+    dur = n.SCALER_QUERY_DURATION
+    board = (
+        dash_b.Dashboard(TITLE)
+        .uid(UID)
+        .description(
+            "The KEDA external scaler: the value and target it returns, the replicas "
+            "they imply, activity, Prometheus query latency and errors."
+        )
+        .tags(["inflight", "keda", "autoscaling"])
+        .editable()
+        .refresh("10s")
+        .time("now-30m", "now")
+        .timezone("browser")
+        .with_variable(p.datasource_variable())
+        .with_variable(
+            p.label_variable(
+                "namespace", n.SCALER_METRIC_VALUE, "namespace", "Kubernetes namespace"
+            )
+        )
+        .with_variable(
+            p.label_variable("job", n.SCALER_METRIC_VALUE, "job", "Prometheus job of the scaler")
+        )
+        .with_variable(
+            p.label_variable(
+                "metric_name",
+                n.SCALER_METRIC_VALUE,
+                "metric_name",
+                "ScaledObject trigger metricName",
+            )
+        )
+    )
+    board = (
+        board.with_row(dash_b.Row("What KEDA is told"))
+        .with_panel(
+            p.timeseries(
+                1,
+                "Value and target returned to KEDA",
+                "GetMetrics value (stabilized L) and GetMetricSpec target (slots × target "
+                "saturation). The HPA asks for ceil(value ÷ target) replicas.",
+                [
+                    q(f"{n.SCALER_METRIC_VALUE}{{{sel}}}", "value {{metric_name}}"),
+                    q(f"{n.SCALER_METRIC_TARGET}{{{sel}}}", "target {{metric_name}}"),
+                ],
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                2,
+                "Derived replica count and saturation",
+                "Replicas the value implies (before the HPA's min/max), and L ÷ capacity "
+                "as the scaler computed it (right axis, 1.0 = full).",
+                [
+                    q(f"{n.SCALER_DESIRED_REPLICAS}{{{sel}}}", "desired {{metric_name}}"),
+                    q(f"{n.SCALER_SATURATION}{{{sel}}}", "saturation {{metric_name}}"),
+                ],
+                right_axis={"B": "percentunit"},
+            )
+        )
+        .with_panel(
+            p.state_timeline(
+                3,
+                "Active (IsActive)",
+                "1 while in-flight or recent arrivals exceed activationInflight; KEDA "
+                "scales to zero only when inactive.",
+                [q(f"{n.SCALER_ACTIVE}{{{sel}}}", "{{metric_name}}")],
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                4,
+                "Scaling decisions by direction",
+                "Decisions per minute, by direction (up, down, hold).",
+                [
+                    q(
+                        f"sum by (direction) (rate({n.SCALER_DECISIONS}{{{sel}}}[5m])) * 60",
+                        "{{direction}}",
+                    )
+                ],
+                unit="short",
+            )
+        )
+    )
+    board = (
+        board.with_row(dash_b.Row("Health"))
+        .with_panel(
+            p.timeseries(
+                5,
+                "Prometheus query latency p50 / p95",
+                "Time for the scaler's PromQL range query; KEDA gives each call 3 s.",
+                [
+                    q(
+                        f"histogram_quantile(0.5, sum by (le) (rate({dur}_bucket"
+                        f"{{{sel_no_metric}}}[5m])))",
+                        "p50",
+                    ),
+                    q(
+                        f"histogram_quantile(0.95, sum by (le) (rate({dur}_bucket"
+                        f"{{{sel_no_metric}}}[5m])))",
+                        "p95",
+                    ),
+                ],
+                unit="s",
+                threshold=3.0,
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                6,
+                "Errors by kind",
+                "Errors per second; while any persist KEDA uses its fallback replica count.",
+                [
+                    q(
+                        f"sum by (kind) (rate({n.SCALER_ERRORS}{{{sel_no_metric}}}[5m]))",
+                        "{{kind}}",
+                    )
+                ],
+                unit="reqps",
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                7,
+                "gRPC calls by method and code",
+                "Calls from KEDA per second: GetMetricSpec, GetMetrics, IsActive, "
+                "StreamIsActive; any code other than OK is an error KEDA saw.",
+                [
+                    q(
+                        f"sum by (method, code) (rate({n.SCALER_GRPC_REQUESTS}"
+                        f"{{{sel_no_metric}}}[5m]))",
+                        "{{method}} {{code}}",
+                    )
+                ],
+                unit="reqps",
+                width=24,
+            )
+        )
+    )
+    return board

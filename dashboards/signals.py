@@ -1,0 +1,224 @@
+"""The PromQL the dashboards and the rules show, built from ``inflight.names`` only.
+
+Two flavours of every derived signal:
+
+* **dashboard PromQL**: the ``PROMQL_*`` templates of ``inflight.names`` filled with the
+  dashboard's label selector (Grafana variables), so a panel shows exactly what the
+  scaler reads, whether or not the recording rules are deployed;
+* **recording-rule PromQL**: the same arithmetic grouped ``by (namespace, job)`` so one
+  Prometheus holding several deployments records one series per deployment.
+
+Worked example of the fallacy the "what a QPS rule would do" panel shows (reference
+workload, WORKLOAD.md): 8 requests always in flight on 1 replica of 4 slots, W ≈ 33 s.
+L = 8, capacity = 4, saturation = 2.0, so the saturation rule asks for
+ceil(8 / (4 × 1.0)) = 2 replicas; λ = 8 / 33 ≈ 0.24 req/s < 0.5, so the seed's QPS rule
+never scales up, and in the gaps between batches reads 0 < 0.05 and scales down.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from inflight import names as n
+
+# Labels that separate one deployment from another in a shared Prometheus. Prometheus
+# sets ``job`` itself; the Prometheus Operator's ServiceMonitor adds ``namespace``. A
+# label that is absent is the empty string, so grouping by it costs nothing locally.
+GROUP_LABELS: Final = ("namespace", "job")
+BY: Final = "by (" + ", ".join(GROUP_LABELS) + ")"
+ON: Final = "on (" + ", ".join(GROUP_LABELS) + ")"
+
+# The seed's flawed QPS rule (WORKLOAD.md): requests started in the last 10 s / 10,
+# scale up above 0.5 req/s, down below 0.05 req/s, one replica at a time.
+QPS_RULE_WINDOW_S: Final = 10
+QPS_RULE_UP_ABOVE: Final = 0.5
+QPS_RULE_DOWN_BELOW: Final = 0.05
+
+# The scaler's defaults, as the ScaledObject ships them.
+SLOTS_DEFAULT: Final = int(n.METADATA_DEFAULTS[n.META_SLOTS_PER_REPLICA])
+TARGET_SATURATION_DEFAULT: Final = float(n.METADATA_DEFAULTS[n.META_TARGET_SATURATION])
+SCALE_UP_WINDOW_S: Final = int(n.METADATA_DEFAULTS[n.META_SCALE_UP_WINDOW_S])
+SCALE_DOWN_WINDOW_S: Final = int(n.METADATA_DEFAULTS[n.META_SCALE_DOWN_WINDOW_S])
+
+# --- Recording-rule names (level:metric:operations, Prometheus' convention) ----------
+REC_L: Final = "inflight:router_inflight_requests:sum"
+REC_QUEUED: Final = "inflight:router_queued_requests:sum"
+REC_LAMBDA: Final = "inflight:router_requests_received:rate1m"
+REC_W: Final = "inflight:router_request_duration_seconds:mean1m"
+REC_READY: Final = "inflight:router_endpoints_ready:max"
+REC_CAPACITY: Final = "inflight:capacity_slots:max"
+REC_SATURATION: Final = "inflight:saturation:ratio"
+REC_SPREAD: Final = "inflight:endpoint_inflight_spread:max_min"
+REC_LITTLE: Final = "inflight:littles_law:ratio5m"
+
+RECORDED_NAMES: Final = (
+    REC_L,
+    REC_QUEUED,
+    REC_LAMBDA,
+    REC_W,
+    REC_READY,
+    REC_CAPACITY,
+    REC_SATURATION,
+    REC_SPREAD,
+    REC_LITTLE,
+)
+
+
+def matchers(*pairs: str) -> str:
+    """Join label matchers, skipping empty ones: ``matchers('a="1"', '')`` -> ``a="1"``."""
+    return ",".join(p for p in pairs if p)
+
+
+# --- Dashboard PromQL (selector = Grafana variables) ----------------------------------
+
+
+def l_expr(sel: str) -> str:
+    """L: requests in flight at the router (held included), summed over routers."""
+    return n.promql(n.PROMQL_L, sel)
+
+
+def lambda_expr(sel: str) -> str:
+    """λ: arrivals per second over 1 m (requests/s)."""
+    return n.promql(n.PROMQL_LAMBDA, sel)
+
+
+def w_expr(sel: str) -> str:
+    """W: mean seconds from arrival to last byte over 1 m."""
+    return n.promql(n.PROMQL_W, sel)
+
+
+def capacity_expr(sel: str) -> str:
+    """Capacity in slots: slots per replica × ready replicas."""
+    return n.promql(n.PROMQL_CAPACITY, sel)
+
+
+def saturation_expr(sel: str) -> str:
+    """L ÷ capacity; 1.0 means every slot busy and nothing queued."""
+    return f"({l_expr(sel)}) / ({capacity_expr(sel)})"
+
+
+def little_lw_expr(sel: str) -> str:
+    """λ·W over the same 1 m window; equals the mean of L when instrumentation is right."""
+    return f"({lambda_expr(sel)}) * ({w_expr(sel)})"
+
+
+def l_mean_expr(sel: str) -> str:
+    """L averaged over 1 m, the side of Little's Law that λ·W is compared with."""
+    return f"sum(avg_over_time({n.ROUTER_INFLIGHT}{{{sel}}}[1m]))"
+
+
+def ready_expr(sel: str) -> str:
+    """Ready replicas as the router sees them (max over router replicas)."""
+    ready = matchers('state="ready"', sel)
+    return f"max({n.ROUTER_ENDPOINTS}{{{ready}}})"
+
+
+def queued_expr(sel: str) -> str:
+    """Requests held at the router, not yet dispatched."""
+    return f"sum({n.ROUTER_QUEUED}{{{sel}}})"
+
+
+def endpoint_inflight_expr(sel: str) -> str:
+    """In flight per endpoint, summed over router replicas (the balance picture)."""
+    return f"sum by (endpoint) ({n.ROUTER_ENDPOINT_INFLIGHT}{{{sel}}})"
+
+
+def duration_quantile_expr(q: float, sel: str) -> str:
+    """W's q-quantile over 1 m, from the router's histogram (seconds)."""
+    bucket = f"{n.ROUTER_REQUEST_DURATION}_bucket{{{sel}}}"
+    return f"histogram_quantile({q}, sum by (le) (rate({bucket}[1m])))"
+
+
+def qps_seed_expr(sel: str) -> str:
+    """The seed's QPS signal: requests received in the last 10 s ÷ 10 (requests/s)."""
+    w = QPS_RULE_WINDOW_S
+    return f"sum(increase({n.ROUTER_REQUESTS_RECEIVED}{{{sel}}}[{w}s])) / {w}"
+
+
+def qps_desired_expr(sel: str) -> str:
+    """Replicas the seed's QPS rule would ask for next: ready ± 1 on its thresholds, ≥ 1.
+
+    Example: 1 ready, qps 0.24 → 1 (no scale-up at 100% saturation); qps 0.00 in a gap
+    between batches → max(1 - 1, 1) = 1 at the floor, and from 2 ready it drops to 1.
+    """
+    ready = ready_expr(sel)
+    qps = qps_seed_expr(sel)
+    return (
+        f"clamp_min(({ready}) + (({qps}) > bool {QPS_RULE_UP_ABOVE})"
+        f" - (({qps}) < bool {QPS_RULE_DOWN_BELOW}), 1)"
+    )
+
+
+def stabilized_l_expr(sel: str) -> str:
+    """The scaler's value: max over the scale-down window of L averaged over scale-up.
+
+    Defaults 10 s and 60 s (``inflight.names.METADATA_DEFAULTS``): scale up at once,
+    scale down only when the lower count would have carried the whole last minute.
+    """
+    up, down = SCALE_UP_WINDOW_S, SCALE_DOWN_WINDOW_S
+    inner = f"sum(avg_over_time({n.ROUTER_INFLIGHT}{{{sel}}}[{up}s]))"
+    return f"max_over_time(({inner})[{down}s:5s])"
+
+
+def saturation_desired_expr(sel: str) -> str:
+    """Replicas the saturation rule asks for: ceil(stabilized L ÷ (slots × target)).
+
+    The HPA's AverageValue arithmetic on what the scaler returns. Example: L = 8,
+    4 slots, target 1.0 → ceil(8 / 4) = 2.
+    """
+    target = f"(max({n.ROUTER_SLOTS_PER_ENDPOINT}{{{sel}}}) * {TARGET_SATURATION_DEFAULT})"
+    return f"ceil(({stabilized_l_expr(sel)}) / {target})"
+
+
+# --- Recording-rule PromQL (grouped by deployment) ------------------------------------
+
+
+def rec_l() -> str:
+    return f"sum {BY} ({n.ROUTER_INFLIGHT})"
+
+
+def rec_queued() -> str:
+    return f"sum {BY} ({n.ROUTER_QUEUED})"
+
+
+def rec_lambda() -> str:
+    return f"sum {BY} (rate({n.ROUTER_REQUESTS_RECEIVED}[1m]))"
+
+
+def rec_w() -> str:
+    d = n.ROUTER_REQUEST_DURATION
+    return f"sum {BY} (rate({d}_sum[1m]))\n/\nsum {BY} (rate({d}_count[1m]))"
+
+
+def rec_ready() -> str:
+    return f'max {BY} ({n.ROUTER_ENDPOINTS}{{state="ready"}})'
+
+
+def rec_capacity() -> str:
+    return f"max {BY} ({n.ROUTER_SLOTS_PER_ENDPOINT})\n* {ON}\n{REC_READY}"
+
+
+def rec_saturation() -> str:
+    """L ÷ capacity; no series when capacity is 0 (the no-ready-endpoints alert covers it)."""
+    return f"{REC_L}\n/ {ON}\n({REC_CAPACITY} > 0)"
+
+
+def rec_spread() -> str:
+    """Most minus least in flight over endpoints (router replicas summed per endpoint)."""
+    per_endpoint = f"sum by (namespace, job, endpoint) ({n.ROUTER_ENDPOINT_INFLIGHT})"
+    return f"max {BY} ({per_endpoint})\n-\nmin {BY} ({per_endpoint})"
+
+
+def rec_little() -> str:
+    """Mean L over 5 m ÷ (λ·W over 5 m); 1.0 when the in-flight count is honest.
+
+    5 m, not 1 m: Little's Law holds over windows much longer than W, and a
+    reference request takes ~30 s. L stuck above 0 with no traffic (a leaked slot, as in
+    the seed's warm-up bug) gives +Inf; an idle system gives no sample (0 ÷ 0).
+    """
+    d = n.ROUTER_REQUEST_DURATION
+    lam = f"sum {BY} (rate({n.ROUTER_REQUESTS_RECEIVED}[5m]))"
+    w = f"(sum {BY} (rate({d}_sum[5m])) / sum {BY} (rate({d}_count[5m])))"
+    mean_l = f"sum {BY} (avg_over_time({n.ROUTER_INFLIGHT}[5m]))"
+    # W is NaN (0 ÷ 0) when nothing finished; read it as 0 so a stuck L still shows.
+    return f"{mean_l}\n/ {ON}\n({lam} * {ON} ({w} > 0 or {lam} * 0))"
