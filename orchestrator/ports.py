@@ -1,0 +1,74 @@
+"""Which TCP ports a process group really listens on, read from /proc (Linux).
+
+The supervisor picks a free port and passes it to the replica, but between our probe and
+the replica's bind another process can take the port (the seed's ports drifted
+8003 → 8004 → 8005). So before a replica joins the router we read back the ports its
+process group listens on and check that ours is one of them: a ``/health`` that answers
+on the port proves nothing if the answer comes from someone else.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PROC = Path("/proc")
+_TCP_LISTEN = "0A"
+
+
+def group_pids(pgid: int) -> list[int]:
+    """PIDs of the live members of process group ``pgid``."""
+    pids = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            rest = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(rest) >= 3 and int(rest[2]) == pgid and rest[0] not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes: set[int] = set()
+    fd_dir = _PROC / str(pid) / "fd"
+    try:
+        fds = list(fd_dir.iterdir())
+    except OSError:
+        return inodes
+    for fd in fds:
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
+
+
+def _listening_by_inode() -> dict[int, int]:
+    """inode -> port for every listening TCP socket (IPv4 and IPv6)."""
+    found: dict[int, int] = {}
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (_PROC / "net" / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != _TCP_LISTEN:
+                continue
+            port = int(fields[1].rsplit(":", 1)[1], 16)
+            found[int(fields[9])] = port
+    return found
+
+
+def listening_ports(pgid: int) -> set[int]:
+    """TCP ports on which some member of process group ``pgid`` listens."""
+    inodes: set[int] = set()
+    for pid in group_pids(pgid):
+        inodes |= _socket_inodes(pid)
+    by_inode = _listening_by_inode()
+    return {by_inode[i] for i in inodes if i in by_inode}

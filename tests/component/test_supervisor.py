@@ -1,0 +1,163 @@
+"""The replica supervisor with real processes (a tiny stand-in replica) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.request
+
+import pytest
+
+from inflight.procs import http_ok, pid_alive, port_is_free
+from orchestrator.ports import listening_ports
+from orchestrator.supervisor import (
+    ReplicaPhase,
+    Supervisor,
+    SupervisorConfig,
+    check_replica_command,
+)
+from tests.support import PYTHON, wait_for
+
+FAKE = [PYTHON, "-m", "orchestrator.fake_replica", "--port", "{port}", "--worker"]
+FAST = SupervisorConfig(
+    health_interval_s=0.2,
+    health_timeout_s=0.5,
+    grace_s=3.0,
+    backoff_base_s=0.2,
+    startup_timeout_s=60.0,
+    drain_timeout_s=30.0,
+)
+
+
+@pytest.fixture
+def make_supervisor(tmp_path):
+    made = []
+
+    def make(command=FAKE, **kwargs):
+        kwargs.setdefault("config", FAST)
+        sup = Supervisor(
+            command=command,
+            endpoints_file=tmp_path / "endpoints.json",
+            log_dir=tmp_path / "logs",
+            **kwargs,
+        )
+        made.append(sup)
+        return sup
+
+    yield make
+    for sup in made:
+        assert sup.stop_all() == [], "replica groups survived stop_all"
+
+
+def endpoints(sup):
+    try:
+        return json.loads(sup.endpoints_file.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def until(sup, cond, what, timeout_s=60.0):
+    """Tick the supervisor until ``cond()`` holds."""
+
+    def probe():
+        sup.tick()
+        return cond()
+
+    return wait_for(probe, timeout_s=timeout_s, interval_s=0.02, what=what)
+
+
+def worker_pid(url):
+    with urllib.request.urlopen(url + "/worker", timeout=5) as resp:
+        return json.loads(resp.read())["pid"]
+
+
+def test_replicas_join_after_health_and_listen_where_told(make_supervisor):
+    sup = make_supervisor(
+        command=[*FAKE, "--startup-s", "0.5"],
+    )
+    sup.set_desired(2)
+    sup.tick()
+    assert sup.active == 2
+    assert endpoints(sup) == [], "nothing may join before /health answers 200"
+    until(sup, lambda: len(endpoints(sup) or []) == 2, "two ready endpoints")
+    for r in sup.replicas:
+        assert http_ok(r.url + "/health")
+        assert r.port in listening_ports(r.process.pid)
+    assert len({r.port for r in sup.replicas}) == 2
+
+
+def test_scale_down_drains_before_stopping(make_supervisor):
+    asked = []
+
+    def drained(url):
+        # The replica must already be out of the endpoint file when we are asked.
+        asked.append((url, url in (endpoints(sup) or []), sup_proc_alive(url)))
+        return len(asked) >= 3
+
+    def sup_proc_alive(url):
+        return any(r.url == url and r.process.alive() for r in sup.replicas)
+
+    sup = make_supervisor(drained=drained)
+    sup.set_desired(2)
+    until(sup, lambda: sup.ready == 2, "two ready")
+    victim = sup.replicas[-1]
+    child = worker_pid(victim.url)
+    sup.set_desired(1)
+    sup.tick()
+    assert victim.phase is ReplicaPhase.DRAINING
+    assert victim.url not in endpoints(sup)
+    until(sup, lambda: victim not in sup.replicas, "the drained replica to be stopped")
+    assert asked and all(not in_file and alive for _, in_file, alive in asked)
+    wait_for(lambda: not victim.process.alive(), what="victim group gone")
+    assert not pid_alive(child), "the replica's worker child survived"
+    assert endpoints(sup) == [sup.replicas[0].url]
+
+
+def test_killed_replica_is_removed_and_replaced(make_supervisor):
+    sup = make_supervisor()
+    sup.set_desired(2)
+    until(sup, lambda: sup.ready == 2, "two ready")
+    victim = sup.replicas[0]
+    child = worker_pid(victim.url)
+    os.kill(victim.process.pid, signal.SIGKILL)  # the leader only: its worker lives on
+    until(sup, lambda: victim.url not in endpoints(sup), "dead replica out of the file")
+    until(
+        sup,
+        lambda: sup.ready == 2 and victim.url not in endpoints(sup),
+        "a replacement replica",
+    )
+    assert victim not in sup.replicas
+    wait_for(lambda: not pid_alive(child), what="the dead replica's orphaned worker to go")
+    assert sup.crashes >= 1
+
+
+def test_crash_loop_backs_off(make_supervisor):
+    sup = make_supervisor(command=[PYTHON, "-c", "import sys; sys.exit(3)", "{port}"])
+    sup.set_desired(1)
+    until(sup, lambda: sup.crashes >= 3, "three crashes")
+    assert sup.restart_not_before_s - sup.clock() > 0
+    assert endpoints(sup) == []
+
+
+def test_stop_all_leaves_no_process_and_frees_ports(make_supervisor):
+    sup = make_supervisor()
+    sup.set_desired(2)
+    until(sup, lambda: sup.ready == 2, "two ready")
+    children = [worker_pid(r.url) for r in sup.replicas]
+    ports = set(sup.ports_used)
+    assert sup.stop_all() == []
+    assert not any(pid_alive(p) for p in children)
+    assert all(port_is_free(p) for p in ports)
+    assert endpoints(sup) == []
+
+
+@pytest.mark.parametrize("cmd", [[], ["vllm", "serve", "m", "--port", "8000"]])
+def test_replica_command_needs_port_placeholder(cmd):
+    with pytest.raises(ValueError, match="replica-cmd"):
+        check_replica_command(cmd)
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="health_timeout_s"):
+        SupervisorConfig(health_timeout_s=0)
