@@ -38,12 +38,14 @@ def parse_status(doc: Any, t: float) -> RouterSample:
 
 
 async def fetch_status(session: aiohttp.ClientSession, router_url: str) -> RouterSample:
+    """One poll, stamped halfway between sending it and reading the answer."""
+    sent = time.time()
     async with session.get(
         router_url.rstrip("/") + STATUS_PATH, timeout=aiohttp.ClientTimeout(total=5.0)
     ) as resp:
         resp.raise_for_status()
         doc = await resp.json(content_type=None)
-    return parse_status(doc, time.time())
+    return parse_status(doc, (sent + time.time()) / 2)
 
 
 class RouterSampler:

@@ -50,26 +50,26 @@ def littles_law_error(l_measured: float, lambda_rps: float, w_s: float) -> float
 
 
 def time_average(samples: Sequence[RouterSample], start_t: float, end_t: float) -> float | None:
-    """Time-weighted mean of ``inflight`` over [start_t, end_t]; each sample holds until the next.
+    """Time-weighted mean of ``inflight`` over [start_t, end_t] from the samples inside it.
 
-    The value before the first sample in the window is the last sample before it (if any),
-    else the first sample in the window. None when no sample lies in or before the window.
+    Midpoint rule: each sample stands for the time from halfway to its previous sample to
+    halfway to its next one; the first and last reach to the window's edges. A sample taken
+    just before the window (the idle gap, L = 0) is not used: held into the level it would
+    bias L low by one sampling interval. None when no sample lies inside the window.
+
+    >>> time_average([RouterSample(1.0, 4, 0, 1), RouterSample(3.0, 8, 0, 1)], 0.0, 4.0)
+    6.0
     """
     if end_t <= start_t:
         raise ValueError(f"empty window [{start_t}, {end_t}]")
-    ordered = sorted(samples, key=lambda s: s.t)
-    before = [s for s in ordered if s.t <= start_t]
-    inside = [s for s in ordered if start_t < s.t < end_t]
-    if not before and not inside:
+    inside = sorted((s for s in samples if start_t <= s.t <= end_t), key=lambda s: s.t)
+    if not inside:
         return None
-    current = before[-1].inflight if before else inside[0].inflight
     area = 0.0
-    t = start_t
-    for s in inside:
-        area += current * (s.t - t)
-        t = s.t
-        current = s.inflight
-    area += current * (end_t - t)
+    for i, s in enumerate(inside):
+        lo = start_t if i == 0 else (inside[i - 1].t + s.t) / 2
+        hi = end_t if i == len(inside) - 1 else (s.t + inside[i + 1].t) / 2
+        area += s.inflight * (hi - lo)
     return area / (end_t - start_t)
 
 

@@ -51,10 +51,12 @@ def test_percentile_interpolates() -> None:
 
 
 def test_time_average_weights_by_duration() -> None:
-    samples = [RouterSample(0.0, 4, 0, 1), RouterSample(1.0, 8, 4, 1), RouterSample(4.0, 0, 0, 1)]
-    # [0,1): 4, [1,4): 8  over [0,4] -> (4 + 24) / 4 = 7
-    assert time_average(samples, 0.0, 4.0) == pytest.approx(7.0)
-    assert time_average(samples, 10.0, 11.0) == 0.0  # last value before the window holds
+    samples = [RouterSample(0.0, 4, 0, 1), RouterSample(2.0, 8, 4, 1), RouterSample(4.0, 0, 0, 1)]
+    # midpoint rule over [0, 4]: 4 on [0, 1), 8 on [1, 3), 0 on [3, 4] -> (4 + 16) / 4 = 5
+    assert time_average(samples, 0.0, 4.0) == pytest.approx(5.0)
+    # a sample before the window (the idle gap) is not held into it
+    assert time_average([RouterSample(0.0, 0, 0, 1), RouterSample(6.0, 8, 0, 1)], 5.0, 7.0) == 8.0
+    assert time_average(samples, 10.0, 11.0) is None
     assert time_average([], 0.0, 1.0) is None
 
 

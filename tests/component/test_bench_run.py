@@ -1,0 +1,85 @@
+"""`inflight bench run` against real emulators behind a real router: a tiny sweep, seconds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.support import INFLIGHT, ProcessTracker, Server
+
+TIME_SCALE = "0.1"
+
+
+def _stack(procs: ProcessTracker, replicas: int) -> Server:
+    urls = []
+    for i in range(replicas):
+        emu = procs.start_inflight(
+            ["emulator", "--port", "{port}", "--time-scale", TIME_SCALE, "--startup-s", "0"],
+            name=f"emulator{i}",
+        )
+        urls.append(emu.url)
+    return procs.start_inflight(
+        ["router", "--port", "{port}", "--endpoints", ",".join(urls)],
+        name="router",
+        ready_path="/router/status",
+    )
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*INFLIGHT, "bench", "run", "--no-progress", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_tiny_sweep_writes_valid_results_and_refuses_to_overwrite(
+    procs: ProcessTracker, tmp_path: Path
+) -> None:
+    router = _stack(procs, replicas=2)
+    results = tmp_path / "2026-11-29-tiny.json"
+    summary = tmp_path / "2026-11-29-tiny.md"
+    common = [
+        "--url", router.url, "--time-scale", TIME_SCALE, "--concurrency", "4,8",
+        "--sample-interval-s", "0.02",
+        "--requests", "24", "--warmup", "8", "--gap-s", "2", "--frozen",
+        "--results-file", str(results), "--summary-file", str(summary),
+    ]  # fmt: skip
+    done = _bench(*common, "--plot-dir", str(tmp_path / "plots"))
+    assert done.returncode == 0, done.stderr + done.stdout
+
+    doc = json.loads(results.read_text())
+    assert doc["time_scale"] == 0.1
+    assert doc["valid"] is True, doc["invalid_reasons"]
+    assert doc["warmup"]["completed"] == 8
+    assert [lv["concurrency"] for lv in doc["levels"]] == [4, 8]
+    for lv in doc["levels"]:
+        assert lv["requests"] == 24 and lv["errors"] == 0
+        assert lv["replicas"] == [2]
+        assert lv["littles_law_error"] is not None and lv["littles_law_error"] <= 0.10
+        assert lv["output_tokens_per_s"] > 0
+        assert lv["ttft_p50_s"] is not None and lv["ttft_p50_s"] < lv["e2e_p50_s"]
+    # 8 workers on 2 replicas x 4 slots: the router held L near 8 during the level
+    assert doc["levels"][1]["l_router"] > 6
+    assert len(doc["requests"]) == 48
+    assert "| 8 | 24 | 0 |" in summary.read_text()
+    assert (tmp_path / "plots" / "2026-11-29-tiny-sweep.png").stat().st_size > 0
+    assert (tmp_path / "plots" / "2026-11-29-tiny-timeseries.png").stat().st_size > 0
+
+    before = results.read_bytes()
+    again = _bench(*common)
+    assert again.returncode == 2
+    assert "--force" in again.stderr and str(results) in again.stderr
+    assert results.read_bytes() == before
+
+
+def test_unreachable_router_fails_with_a_clear_message(tmp_path: Path) -> None:
+    done = _bench(
+        "--url", "http://127.0.0.1:9", "--results-file", str(tmp_path / "r.json"),
+        "--concurrency", "1", "--requests", "1", "--warmup", "0",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--model" in done.stderr
+    assert not (tmp_path / "r.json").exists()
