@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from dashboards import signals as s
+from external_scaler import errors
 from inflight import names as n
 
 RUNBOOK_PATH: Final = "docs/runbook.md"
@@ -68,6 +69,12 @@ RECORDINGS: Final = (
 )
 
 _WHERE = "{{ $labels.namespace }}/{{ $labels.job }}"
+
+# The scaler's error kinds that mean "no trustworthy window of L from the source"
+# (mapped to UNAVAILABLE); ``source_rejected`` is a metadata fault and is left out.
+_SOURCE_KINDS = "|".join(
+    sorted(k.kind for k in (errors.SourceError, errors.SourceTimeout, errors.SourceEmpty))
+)
 
 ALERTS: Final = (
     Alert(
@@ -130,15 +137,18 @@ ALERTS: Final = (
         ),
     ),
     Alert(
-        name="InflightScalerErrors",
-        expr=f"sum by (namespace, job, kind) (rate({n.SCALER_ERRORS}[5m])) > 0",
+        name="InflightScalerCannotReadPrometheus",
+        expr=(
+            "sum by (namespace, job, kind) "
+            f'(rate({n.SCALER_ERRORS}{{kind=~"{_SOURCE_KINDS}"}}[5m])) > 0'
+        ),
         for_s=300,
         severity="critical",
-        summary="The scaler answers KEDA with errors (cannot read Prometheus or bad metadata)",
+        summary="The scaler cannot read L from Prometheus; KEDA is scaling on its fallback",
         description=(
-            f"Scaler {_WHERE} reports {{{{ $value | humanize }}}} errors/s of kind "
-            "{{ $labels.kind }} for 5 minutes. KEDA is using its fallback replica count, "
-            "not the load."
+            f"Scaler {_WHERE} fails {{{{ $value | humanize }}}} queries/s with "
+            "{{ $labels.kind }} for 5 minutes. It answers KEDA with UNAVAILABLE (never a "
+            "silent 0), so KEDA holds its fallback replica count instead of following the load."
         ),
     ),
     Alert(

@@ -48,7 +48,7 @@ def build() -> dash_b.Dashboard:
         )
     )
     board = (
-        board.with_row(dash_b.Row("Load: L against λ"))
+        board.with_row(dash_b.Row("Load: L against λ").id(100))
         .with_panel(
             p.timeseries(
                 1,
@@ -96,7 +96,7 @@ def build() -> dash_b.Dashboard:
         )
     )
     board = (
-        board.with_row(dash_b.Row("Replicas: what each rule would do"))
+        board.with_row(dash_b.Row("Replicas: what each rule would do").id(101))
         .with_panel(
             p.timeseries(
                 5,
@@ -133,7 +133,7 @@ def build() -> dash_b.Dashboard:
         )
     )
     board = (
-        board.with_row(dash_b.Row("Balance and the router queue"))
+        board.with_row(dash_b.Row("Balance and the router queue").id(102))
         .with_panel(
             p.timeseries(
                 7,

@@ -55,7 +55,7 @@ def build() -> dash_b.Dashboard:
         )
     )
     board = (
-        board.with_row(dash_b.Row("What KEDA is told"))
+        board.with_row(dash_b.Row("What KEDA is told").id(100))
         .with_panel(
             p.timeseries(
                 1,
@@ -106,7 +106,7 @@ def build() -> dash_b.Dashboard:
         )
     )
     board = (
-        board.with_row(dash_b.Row("Health"))
+        board.with_row(dash_b.Row("Health").id(101))
         .with_panel(
             p.timeseries(
                 5,
