@@ -1,0 +1,60 @@
+"""The scaler's one error tree, mapped to gRPC status codes once, in the servicer.
+
+    ScalerError
+    ├── MetadataError        bad ScaledObject metadata       → INVALID_ARGUMENT
+    └── SourceError          no trustworthy window of L      → UNAVAILABLE
+        ├── SourceTimeout    the source did not answer in time
+        ├── SourceEmpty      the source answered with no data
+        └── SourceRejected   the source refused the query itself → INVALID_ARGUMENT
+                             (e.g. a selector regex Prometheus' RE2 cannot compile)
+
+``external_scaler.policy.NoSamples`` (the pure core's "no data yet") is mapped to
+UNAVAILABLE as well: a missing signal is never reported as 0, which would scale a busy
+service down; KEDA's ``fallback`` decides what to do instead.
+"""
+
+from __future__ import annotations
+
+
+class ScalerError(Exception):
+    """Base of every error the scaler maps to a gRPC status."""
+
+
+class MetadataError(ScalerError):
+    """A ScaledObject metadata key has a bad value; the message names key and form."""
+
+    def __init__(self, key: str, accepted: str, got: str | None = None, detail: str = "") -> None:
+        self.key = key
+        self.accepted = accepted
+        parts = [f"metadata key {key!r}"]
+        if got is not None:
+            shown = got if len(got) <= 80 else got[:77] + "..."
+            parts.append(f"got {shown!r}")
+        if detail:
+            parts.append(detail)
+        parts.append(f"expected {accepted}")
+        super().__init__(": ".join(parts))
+
+
+class SourceError(ScalerError):
+    """The metric source could not deliver a window (unreachable, error status, bad data)."""
+
+    kind = "source_error"
+
+
+class SourceTimeout(SourceError):
+    """The source did not answer within the time the call had left."""
+
+    kind = "source_timeout"
+
+
+class SourceEmpty(SourceError):
+    """The source answered, but without any sample of L for this selector."""
+
+    kind = "source_empty"
+
+
+class SourceRejected(SourceError):
+    """The source rejected the query itself (e.g. Prometheus ``bad_data``): a metadata fault."""
+
+    kind = "source_rejected"

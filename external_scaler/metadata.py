@@ -1,0 +1,169 @@
+"""ScaledObject trigger metadata → a validated, frozen ``ScalerSpec`` (defaults → parse → validate).
+
+KEDA passes the trigger's metadata as strings (``scalerMetadata``). Keys and defaults are
+``inflight.names.META_*`` / ``METADATA_DEFAULTS``. KEDA's own keys (``scalerAddress``,
+``enableTLS``, …) are ignored. ``<key>FromEnv`` carries the value KEDA resolved from the
+target's environment and stands for ``<key>``. Every other key, and every bad value,
+raises MetadataError naming the key and the accepted form (→ INVALID_ARGUMENT).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from external_scaler.errors import MetadataError
+from external_scaler.policy import POLICIES, PolicyName, PolicySpec
+from external_scaler.selector import parse_selector
+from inflight import names
+
+_T = TypeVar("_T", bound=str)
+
+SourceName = Literal["router", "vllm"]
+SOURCES: tuple[SourceName, ...] = ("router", "vllm")
+
+# Keys KEDA itself reads from the trigger metadata (pkg/scalers/external_scaler.go) or
+# that belong to the ScaledObject machinery; they reach us and mean nothing here.
+KEDA_KEYS = frozenset(
+    {
+        "scalerAddress",
+        "enableTLS",
+        "unsafeSsl",
+        "caCert",
+        "tlsCertFile",
+        "tlsClientCert",
+        "tlsClientKey",
+        "metricType",
+        "useCachedMetrics",
+    }
+)
+_FROM_ENV = "FromEnv"
+
+# Bounds that keep a Prometheus range query sane (≤ 11,000 points) and a typo visible.
+MAX_WINDOW_S = 86_400.0
+MIN_TIME_SCALE, MAX_TIME_SCALE = 0.001, 1000.0
+_METRIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
+_DECIMAL = re.compile(r"^\s*(\d+(\.\d*)?|\.\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class ScalerSpec:
+    """One trigger's configuration: what to query, and how to decide."""
+
+    metric_name: str
+    selector: str  # canonical PromQL label matchers, "" for none
+    source: SourceName
+    policy: PolicySpec
+
+
+def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
+    """Validate KEDA's ``scalerMetadata``; raise MetadataError naming the key at fault."""
+    raw = _resolve(metadata)
+    values = {**names.METADATA_DEFAULTS, **raw}
+    metric_name = values[names.META_METRIC_NAME].strip()
+    if not _METRIC_NAME.match(metric_name):
+        raise MetadataError(
+            names.META_METRIC_NAME,
+            "a name of letters, digits, '_', '.', '-' starting with a letter (≤ 63 chars)",
+            metric_name,
+        )
+    selector = parse_selector(names.META_SELECTOR, values[names.META_SELECTOR])
+    source = _choice(names.META_SOURCE, values[names.META_SOURCE], SOURCES)
+    policy: PolicyName = _choice(names.META_POLICY, values[names.META_POLICY], POLICIES)
+    slots = _decimal(names.META_SLOTS_PER_REPLICA, values, 'a whole number ≥ 1, e.g. "4"')
+    if slots != int(slots) or slots < 1 or slots > 1_000_000:
+        raise MetadataError(
+            names.META_SLOTS_PER_REPLICA,
+            'a whole number ≥ 1, e.g. "4"',
+            values[names.META_SLOTS_PER_REPLICA],
+        )
+    target_saturation = _decimal(
+        names.META_TARGET_SATURATION, values, 'a number > 0, e.g. "1.0"', positive=True
+    )
+    time_scale = _decimal(
+        names.META_TIME_SCALE,
+        values,
+        f'a number from {MIN_TIME_SCALE:g} to {MAX_TIME_SCALE:g}, e.g. "0.1"',
+        low=MIN_TIME_SCALE,
+        high=MAX_TIME_SCALE,
+    )
+    window_form = f'seconds from 0 to {MAX_WINDOW_S:g}, e.g. "60"'
+    up_s = _decimal(names.META_SCALE_UP_WINDOW_S, values, window_form, high=MAX_WINDOW_S)
+    down_s = _decimal(names.META_SCALE_DOWN_WINDOW_S, values, window_form, high=MAX_WINDOW_S)
+    activation = _decimal(
+        names.META_ACTIVATION_INFLIGHT, values, 'a number ≥ 0, e.g. "0"', high=1e9
+    )
+    if policy == "qps" and source != "router":
+        raise MetadataError(
+            names.META_POLICY,
+            f'"saturation" when {names.META_SOURCE} is "{source}"',
+            policy,
+            "the qps baseline counts arrivals at the router",
+        )
+    return ScalerSpec(
+        metric_name=metric_name,
+        selector=selector,
+        source=source,
+        policy=PolicySpec(
+            slots_per_replica=int(slots),
+            target_saturation=target_saturation,
+            scale_up_window_s=up_s * time_scale,
+            scale_down_window_s=down_s * time_scale,
+            activation_inflight=activation,
+            policy=policy,
+            time_scale=time_scale,
+        ),
+    )
+
+
+def _resolve(metadata: Mapping[str, str]) -> dict[str, str]:
+    """Our keys from ``metadata``: KEDA's keys dropped, ``<key>FromEnv`` folded into ``<key>``."""
+    known = set(names.METADATA_DEFAULTS)
+    out: dict[str, str] = {}
+    for key, value in metadata.items():
+        base = key[: -len(_FROM_ENV)] if key.endswith(_FROM_ENV) else key
+        if key in KEDA_KEYS or base in KEDA_KEYS:
+            continue
+        if base not in known:
+            raise MetadataError(
+                key,
+                "one of " + ", ".join(sorted(known)) + " (or KEDA's own keys)",
+                detail="unknown key",
+            )
+        if base in out:
+            raise MetadataError(
+                key, f"either {base} or {base}{_FROM_ENV}, not both", detail="given twice"
+            )
+        if not isinstance(value, str):
+            raise MetadataError(key, "a string value", repr(value))
+        out[base] = value
+    return out
+
+
+def _choice(key: str, value: str, allowed: tuple[_T, ...]) -> _T:
+    for option in allowed:
+        if value.strip() == option:
+            return option
+    raise MetadataError(key, "one of " + ", ".join(f'"{a}"' for a in allowed), value)
+
+
+def _decimal(
+    key: str,
+    values: Mapping[str, str],
+    form: str,
+    *,
+    positive: bool = False,
+    low: float = 0.0,
+    high: float = 1e9,
+) -> float:
+    """A plain non-negative decimal ("4", "0.5", ".5"); no signs, exponents, nan or inf."""
+    text = values[key]
+    if not _DECIMAL.match(text):
+        raise MetadataError(key, form, text)
+    number = float(text)
+    if not math.isfinite(number) or number < low or number > high or (positive and number <= 0):
+        raise MetadataError(key, form, text)
+    return number

@@ -1,0 +1,92 @@
+"""The scaler's own Prometheus metrics, on a registry passed in (a fresh one per app).
+
+Names and label sets come from ``inflight.names`` (SCALER_*). ``metric_name`` is the
+trigger's metric name (bounded by configuration); ``kind`` and ``direction`` are fixed sets.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from external_scaler.policy import Decision
+from inflight import names
+
+# Query latency buckets (seconds): Prometheus on loopback answers in milliseconds; KEDA's
+# deadline is 3 s.
+_QUERY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0)
+
+
+def _base(name: str, suffix: str) -> str:
+    """prometheus_client appends ``_total`` to counters itself."""
+    return name[: -len(suffix)] if name.endswith(suffix) else name
+
+
+class ScalerMetrics:
+    """Gauges of the last decision, counters of decisions, errors and calls, query latency."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        label = ["metric_name"]
+        self.value = Gauge(
+            names.SCALER_METRIC_VALUE,
+            "Metric value last returned to KEDA (requests in flight)",
+            label,
+            registry=registry,
+        )
+        self.target = Gauge(
+            names.SCALER_METRIC_TARGET,
+            "Per-replica target returned to KEDA (requests in flight)",
+            label,
+            registry=registry,
+        )
+        self.desired = Gauge(
+            names.SCALER_DESIRED_REPLICAS,
+            "Replicas KEDA/HPA derive: ceil(value / target)",
+            label,
+            registry=registry,
+        )
+        self.saturation = Gauge(
+            names.SCALER_SATURATION,
+            "Latest L / (slots x ready replicas); NaN when unknown",
+            label,
+            registry=registry,
+        )
+        self.active = Gauge(
+            names.SCALER_ACTIVE,
+            "1 when the trigger is active, 0 when idle",
+            label,
+            registry=registry,
+        )
+        self.decisions = Counter(
+            _base(names.SCALER_DECISIONS, "_total"),
+            "Decisions returned by GetMetrics, by direction against the ready replicas",
+            ["metric_name", "direction"],
+            registry=registry,
+        )
+        self.query_duration = Histogram(
+            names.SCALER_QUERY_DURATION,
+            "Time to fetch one window from the source (seconds)",
+            buckets=_QUERY_BUCKETS_S,
+            registry=registry,
+        )
+        self.errors = Counter(
+            _base(names.SCALER_ERRORS, "_total"), "Errors by kind", ["kind"], registry=registry
+        )
+        self.grpc_requests = Counter(
+            _base(names.SCALER_GRPC_REQUESTS, "_total"),
+            "gRPC calls by method and status code",
+            ["method", "code"],
+            registry=registry,
+        )
+
+    def record(self, metric_name: str, decision: Decision, *, count: bool) -> None:
+        """Set the gauges from ``decision``; count it when ``count`` (GetMetrics only)."""
+        self.value.labels(metric_name).set(decision.value)
+        self.target.labels(metric_name).set(decision.target)
+        self.desired.labels(metric_name).set(decision.desired_replicas)
+        self.saturation.labels(metric_name).set(
+            float("nan") if decision.saturation is None else decision.saturation
+        )
+        self.active.labels(metric_name).set(1 if decision.active else 0)
+        if count:
+            self.decisions.labels(metric_name, decision.direction).inc()

@@ -1,0 +1,133 @@
+"""Serving: the gRPC server (scaler, health, reflection, optional TLS/mTLS) and /metrics.
+
+Importable and testable without the CLI: ``ScalerApp`` takes its source, registry and
+settings from the wiring site (``external_scaler.cli``) and owns only their lifecycle.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from aiohttp import web
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from external_scaler.proto import externalscaler_pb2 as pb
+from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
+from external_scaler.servicer import ExternalScalerServicer
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Server certificate and key (PEM); with ``client_ca``, clients must present a
+    certificate signed by it (mutual TLS, KEDA's ``tlsClientCert``/``tlsClientKey``)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def credentials(self) -> grpc.ServerCredentials:
+        def read(flag: str, path: Path) -> bytes:
+            try:
+                return path.read_bytes()
+            except OSError as exc:
+                raise ValueError(f"{flag}: cannot read {path}: {exc}") from exc
+
+        cert = read("--tls-cert", self.cert)
+        key = read("--tls-key", self.key)
+        ca = read("--tls-client-ca", self.client_ca) if self.client_ca else None
+        return grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+        )
+
+
+class ScalerApp:
+    """One scaler process: gRPC on ``grpc_address``, Prometheus text on the metrics port."""
+
+    def __init__(
+        self,
+        servicer: ExternalScalerServicer,
+        registry: CollectorRegistry,
+        *,
+        host: str = "127.0.0.1",
+        grpc_port: int = 0,
+        metrics_port: int = 0,
+        tls: TlsFiles | None = None,
+    ) -> None:
+        self.servicer = servicer
+        self.registry = registry
+        self.host = host
+        self.grpc_port = grpc_port
+        self.metrics_port = metrics_port
+        self.tls = tls
+        self.health = HealthServicer()
+        self._server: grpc.aio.Server | None = None
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_ExternalScalerServicer_to_server(self.servicer, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (
+                SERVICE_NAME,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            server,
+        )
+        address = f"{self.host}:{self.grpc_port}"
+        if self.tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, self.tls.credentials())
+        if port == 0:
+            raise OSError(f"--grpc-port: cannot listen on {address}")
+        self.grpc_port = port
+        await server.start()
+        self._server = server
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/health", self._healthz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.metrics_port)
+        await site.start()
+        server_obj: Any = site._server  # aiohttp keeps the asyncio Server here
+        if server_obj is not None and server_obj.sockets:
+            self.metrics_port = server_obj.sockets[0].getsockname()[1]
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        if self._server is None:
+            return web.json_response({"status": "starting"}, status=503)
+        return web.json_response({"status": "ok", "grpc_port": self.grpc_port})
+
+    async def wait(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Report NOT_SERVING, let calls in flight finish (up to ``grace_s``), then close."""
+        await self.health.enter_graceful_shutdown()
+        if self._server is not None:
+            await self._server.stop(grace_s)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.servicer.source.close()

@@ -1,0 +1,207 @@
+"""KEDA's ``externalscaler.ExternalScaler``: translate calls, decide, encode. Nothing else.
+
+Every handler is parse → observe → decide → encode, and the scaler's error tree is mapped
+to gRPC status codes here, once:
+
+* MetadataError, SourceRejected → INVALID_ARGUMENT (the message names the key);
+* SourceError, NoSamples        → UNAVAILABLE (never a made-up 0; KEDA's ``fallback``
+                                   decides what to do instead);
+* anything else                 → INTERNAL (logged; the process keeps serving).
+
+Every call answers within KEDA's 3 s deadline: the source gets ``call_budget_s``, or less
+when the caller's own deadline is nearer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import NoReturn
+
+import grpc
+
+from external_scaler.errors import MetadataError, ScalerError, SourceError, SourceRejected
+from external_scaler.metadata import ScalerSpec, parse_metadata
+from external_scaler.metrics import ScalerMetrics
+from external_scaler.policy import Decision, NoSamples, evaluate
+from external_scaler.proto import externalscaler_pb2 as pb
+from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
+from external_scaler.sources import WindowSource
+
+log = logging.getLogger(__name__)
+
+# KEDA gives each call 3 s; leave room for the network and the encoding.
+DEFAULT_CALL_BUDGET_S = 2.5
+
+
+class _Abort(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.kind = kind
+
+
+class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
+    """The four RPCs KEDA calls, over a WindowSource and the pure policy."""
+
+    def __init__(
+        self,
+        source: WindowSource,
+        metrics: ScalerMetrics,
+        *,
+        call_budget_s: float = DEFAULT_CALL_BUDGET_S,
+        stream_interval_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.source = source
+        self.metrics = metrics
+        self.call_budget_s = call_budget_s
+        self.stream_interval_s = stream_interval_s
+        self._clock = clock
+
+    # --- RPCs -------------------------------------------------------------------------
+
+    async def GetMetricSpec(
+        self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
+    ) -> pb.GetMetricSpecResponse:
+        method = "GetMetricSpec"
+        try:
+            spec = self._parse(request.scalerMetadata)
+        except _Abort as abort:
+            await self._fail(context, method, abort)
+        target = spec.policy.target
+        self._count(method, grpc.StatusCode.OK)
+        return pb.GetMetricSpecResponse(
+            metricSpecs=[
+                pb.MetricSpec(
+                    metricName=spec.metric_name,
+                    targetSize=math.ceil(target),
+                    targetSizeFloat=target,
+                )
+            ]
+        )
+
+    async def GetMetrics(
+        self, request: pb.GetMetricsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetMetricsResponse:
+        method = "GetMetrics"
+        try:
+            spec = self._parse(request.scaledObjectRef.scalerMetadata)
+            if request.metricName and request.metricName != spec.metric_name:
+                raise _Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"metric {request.metricName!r} requested, but metadata key "
+                    f"'metricName' is {spec.metric_name!r}",
+                    "invalid_argument",
+                )
+            decision = await self._decide(spec, context)
+        except _Abort as abort:
+            await self._fail(context, method, abort)
+        self.metrics.record(spec.metric_name, decision, count=True)
+        self._count(method, grpc.StatusCode.OK)
+        return pb.GetMetricsResponse(
+            metricValues=[
+                pb.MetricValue(
+                    metricName=request.metricName or spec.metric_name,
+                    metricValue=math.ceil(decision.value),
+                    metricValueFloat=decision.value,
+                )
+            ]
+        )
+
+    async def IsActive(
+        self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
+    ) -> pb.IsActiveResponse:
+        method = "IsActive"
+        try:
+            spec = self._parse(request.scalerMetadata)
+            decision = await self._decide(spec, context)
+        except _Abort as abort:
+            await self._fail(context, method, abort)
+        self.metrics.record(spec.metric_name, decision, count=False)
+        self._count(method, grpc.StatusCode.OK)
+        return pb.IsActiveResponse(result=decision.active)
+
+    async def StreamIsActive(
+        self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.IsActiveResponse]:
+        """Push ``true`` once each time the trigger turns active after being idle.
+
+        KEDA scales from zero at once on a pushed ``true`` and ignores ``false``, so only
+        the idle → active edge is sent (and ``true`` on opening when already active). A
+        source failure leaves the state as it was and is retried next interval.
+        """
+        method = "StreamIsActive"
+        try:
+            spec = self._parse(request.scalerMetadata)
+        except _Abort as abort:
+            await self._fail(context, method, abort)
+        was_active = False
+        while True:
+            try:
+                decision = await self._decide(spec, None)
+            except _Abort as abort:
+                self.metrics.errors.labels(abort.kind).inc()
+                if abort.code == grpc.StatusCode.INVALID_ARGUMENT:
+                    await self._fail(context, method, abort)
+            else:
+                if decision.active and not was_active:
+                    yield pb.IsActiveResponse(result=True)
+                was_active = decision.active
+            await asyncio.sleep(self.stream_interval_s)
+
+    # --- parse → observe → decide, errors mapped once ---------------------------------
+
+    def _parse(self, metadata: Mapping[str, str]) -> ScalerSpec:
+        try:
+            return parse_metadata(metadata)
+        except MetadataError as exc:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), "invalid_argument") from exc
+
+    async def _decide(self, spec: ScalerSpec, context: grpc.aio.ServicerContext | None) -> Decision:
+        budget_s = self.call_budget_s
+        remaining = context.time_remaining() if context is not None else None
+        if remaining is not None:
+            budget_s = min(budget_s, remaining - 0.1)
+        if budget_s <= 0:
+            raise _Abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "no time left before the deadline", "deadline"
+            )
+        try:
+            observed = await asyncio.wait_for(
+                self.source.observe(spec, self._clock(), budget_s), budget_s
+            )
+            return evaluate(observed.window, spec.policy, observed.end_s)
+        except TimeoutError as exc:
+            raise _Abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the metric source did not answer within {budget_s:.2f} s",
+                "source_timeout",
+            ) from exc
+        except MetadataError as exc:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), "invalid_argument") from exc
+        except SourceRejected as exc:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), exc.kind) from exc
+        except SourceError as exc:
+            raise _Abort(grpc.StatusCode.UNAVAILABLE, str(exc), exc.kind) from exc
+        except NoSamples as exc:
+            raise _Abort(grpc.StatusCode.UNAVAILABLE, str(exc), "no_samples") from exc
+        except ScalerError as exc:
+            raise _Abort(grpc.StatusCode.INTERNAL, str(exc), "internal") from exc
+        except Exception as exc:
+            log.exception("unexpected error deciding for %s", spec.metric_name)
+            raise _Abort(grpc.StatusCode.INTERNAL, f"internal error: {exc!r}", "internal") from exc
+
+    async def _fail(
+        self, context: grpc.aio.ServicerContext, method: str, abort: _Abort
+    ) -> NoReturn:
+        self.metrics.errors.labels(abort.kind).inc()
+        self._count(method, abort.code)
+        await context.abort(abort.code, str(abort))
+        raise AssertionError("unreachable: context.abort raises")
+
+    def _count(self, method: str, code: grpc.StatusCode) -> None:
+        self.metrics.grpc_requests.labels(method, code.name).inc()

@@ -1,0 +1,171 @@
+"""The window of L without Prometheus: poll the routers' ``/metrics`` and keep it in memory.
+
+The no-Prometheus default of ``inflight up``. Unlike the Prometheus source, the window
+lives in this process: a restarted scaler starts with an empty window, and two scaler
+processes poll at different instants. A tick counts only when *every* router answered:
+a partial sum would understate L and scale a busy service down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from external_scaler.errors import MetadataError, SourceEmpty, SourceError
+from external_scaler.metadata import ScalerSpec
+from external_scaler.metrics import ScalerMetrics
+from external_scaler.policy import Sample, Window
+from external_scaler.sources import Observed
+from inflight import names
+
+
+@dataclass(frozen=True)
+class RouterReading:
+    """One router's ``/metrics`` at one instant (summed/maxed across routers later)."""
+
+    inflight: float
+    arrivals_total: float | None
+    ready_replicas: float | None
+
+
+def parse_router_metrics(text: str) -> RouterReading:
+    """Pick L, arrivals and ready endpoints out of a router's Prometheus text.
+
+    Raises SourceError when ``router_inflight_requests`` is missing.
+    """
+    inflight = arrivals = ready = None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == names.ROUTER_INFLIGHT:
+                inflight = (inflight or 0.0) + sample.value
+            elif sample.name == names.ROUTER_REQUESTS_RECEIVED:
+                arrivals = (arrivals or 0.0) + sample.value
+            elif sample.name == names.ROUTER_ENDPOINTS and sample.labels.get("state") == "ready":
+                ready = (ready or 0.0) + sample.value
+    if inflight is None:
+        raise SourceError(f"the router's /metrics has no {names.ROUTER_INFLIGHT}")
+    return RouterReading(inflight, arrivals, ready)
+
+
+class DirectSource:
+    """Polls ``router_urls`` every ``poll_interval_s``; keeps ``retention_s`` of samples."""
+
+    def __init__(
+        self,
+        router_urls: Sequence[str],
+        session: aiohttp.ClientSession,
+        metrics: ScalerMetrics,
+        *,
+        poll_interval_s: float = 0.5,
+        retention_s: float = 900.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not router_urls:
+            raise ValueError("--router-url: at least one router URL is needed")
+        self.router_urls = [u.rstrip("/") for u in router_urls]
+        self.session = session
+        self.metrics = metrics
+        self.poll_interval_s = poll_interval_s
+        self.retention_s = retention_s
+        self._clock = clock
+        self._inflight: deque[Sample] = deque()
+        self._arrivals: deque[Sample] = deque()
+        self._ready: deque[Sample] = deque()
+        self._last_error = "no poll has completed yet"
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the polling loop on the running event loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="direct-poll")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            began = time.monotonic()
+            await self.poll_once()
+            await asyncio.sleep(max(0.0, self.poll_interval_s - (time.monotonic() - began)))
+
+    async def poll_once(self) -> None:
+        """Read every router once; record one sample when all of them answered."""
+        t_s = self._clock()
+        timeout = aiohttp.ClientTimeout(total=max(0.2, min(2.0, self.poll_interval_s * 2)))
+        began = time.perf_counter()
+        results = await asyncio.gather(
+            *(self._read(url, timeout) for url in self.router_urls), return_exceptions=True
+        )
+        self.metrics.query_duration.observe(time.perf_counter() - began)
+        readings = []
+        for url, result in zip(self.router_urls, results, strict=True):
+            if isinstance(result, BaseException):
+                self._last_error = f"router {url}: {result}"
+                self.metrics.errors.labels("router_poll").inc()
+                return
+            readings.append(result)
+        self._append(self._inflight, Sample(t_s, sum(r.inflight for r in readings)))
+        arrivals = [r.arrivals_total for r in readings]
+        if all(a is not None for a in arrivals):
+            self._append(self._arrivals, Sample(t_s, sum(a or 0.0 for a in arrivals)))
+        ready = [r.ready_replicas for r in readings if r.ready_replicas is not None]
+        if ready:  # several routers in front of the same replicas: the max, not the sum
+            self._append(self._ready, Sample(t_s, max(ready)))
+
+    async def _read(self, url: str, client_timeout: aiohttp.ClientTimeout) -> RouterReading:
+        try:
+            async with self.session.get(f"{url}/metrics", timeout=client_timeout) as resp:
+                if resp.status != 200:
+                    raise SourceError(f"GET {url}/metrics answered HTTP {resp.status}")
+                text = await resp.text()
+        except TimeoutError as exc:
+            raise SourceError(f"GET {url}/metrics timed out") from exc
+        except aiohttp.ClientError as exc:
+            raise SourceError(f"GET {url}/metrics failed: {exc}") from exc
+        return parse_router_metrics(text)
+
+    def _append(self, series: deque[Sample], sample: Sample) -> None:
+        series.append(sample)
+        while series and series[0].t_s < sample.t_s - self.retention_s:
+            series.popleft()
+
+    async def observe(self, spec: ScalerSpec, now_s: float, timeout_s: float) -> Observed:
+        if spec.source != "router":
+            raise MetadataError(
+                names.META_SOURCE,
+                '"router" (the direct source reads routers; use --prometheus-url for vllm)',
+                spec.source,
+            )
+        if spec.selector:
+            raise MetadataError(
+                names.META_SELECTOR,
+                '"" (the direct source reads its --router-url routers whole; '
+                "label selection needs --prometheus-url)",
+                spec.selector,
+            )
+        start_s = now_s - spec.policy.lookback_s - self.poll_interval_s
+        stale_s = max(3 * self.poll_interval_s, 1.0)
+        inflight = tuple(s for s in self._inflight if start_s <= s.t_s <= now_s)
+        if not inflight or inflight[-1].t_s < now_s - stale_s:
+            raise SourceEmpty(
+                f"no complete poll of the routers in the last {stale_s:g} s ({self._last_error})"
+            )
+        return Observed(
+            window=Window(
+                inflight=inflight,
+                arrivals_total=tuple(s for s in self._arrivals if start_s <= s.t_s <= now_s),
+                ready_replicas=tuple(s for s in self._ready if start_s <= s.t_s <= now_s),
+            ),
+            end_s=now_s,
+        )

@@ -1,0 +1,75 @@
+"""The PromQL that fetches one trigger's window in one range query (pure: text only).
+
+One query returns up to three series, told apart by a ``signal`` label that
+``label_replace`` adds: ``inflight`` (L), ``arrivals`` (the received-requests counter,
+summed) and ``ready`` (ready replicas). One round trip per poll, whatever the policy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from external_scaler.metadata import ScalerSpec
+from inflight import names
+
+SIGNAL_LABEL = "signal"
+SIGNAL_INFLIGHT, SIGNAL_ARRIVALS, SIGNAL_READY = "inflight", "arrivals", "ready"
+
+# Prometheus refuses range queries over 11,000 points per series.
+MAX_POINTS = 10_000
+MIN_STEP_S, MAX_STEP_S = 0.05, 15.0
+
+
+@dataclass(frozen=True)
+class RangeQuery:
+    """``expr`` evaluated every ``step_s`` over the last ``lookback_s`` seconds."""
+
+    expr: str
+    lookback_s: float
+    step_s: float
+
+    def bounds(self, now_s: float) -> tuple[float, float]:
+        """(start, end) in unix seconds, ``end`` aligned down to a multiple of the step.
+
+        Aligning makes scaler replicas that KEDA round-robins between evaluate the very
+        same instants, so they answer alike.
+        """
+        end = math.floor(now_s / self.step_s) * self.step_s
+        start = end - math.ceil(self.lookback_s / self.step_s) * self.step_s - self.step_s
+        return round(start, 3), round(end, 3)
+
+
+def step_for(spec: ScalerSpec) -> float:
+    """A tenth of the shortest window, in [50 ms, 15 s], and ≤ MAX_POINTS per series.
+
+    Worked example: scale-up 10 s, scale-down 60 s → step 1 s, 72 points. At time-scale
+    0.1 (1 s and 6 s) → step 0.1 s, still 72 points.
+    """
+    p = spec.policy
+    windows = [w for w in (p.scale_up_window_s, p.scale_down_window_s) if w > 0]
+    if p.policy == "qps":
+        windows.append(p.qps_window_s)
+    shortest = min(windows) if windows else MIN_STEP_S * 10
+    step = min(MAX_STEP_S, max(MIN_STEP_S, shortest / 10))
+    step = max(step, p.lookback_s / MAX_POINTS)
+    return round(step, 3)
+
+
+def range_query(spec: ScalerSpec) -> RangeQuery:
+    """The one range query that gives ``spec``'s policy everything it needs."""
+    sel = spec.selector
+    if spec.source == "vllm":
+        inflight = "(" + names.promql(names.PROMQL_L_VLLM, sel) + ")"
+        ready = f"count({names.VLLM_RUNNING}{{{sel}}})"
+        parts = [(inflight, SIGNAL_INFLIGHT), (ready, SIGNAL_READY)]
+    else:
+        inflight = names.promql(names.PROMQL_L, sel)
+        arrivals = f"sum({names.ROUTER_REQUESTS_RECEIVED}{{{sel}}})"
+        comma_sel = "," + sel if sel else ""
+        ready = f'max({names.ROUTER_ENDPOINTS}{{state="ready"{comma_sel}}})'
+        parts = [(inflight, SIGNAL_INFLIGHT), (arrivals, SIGNAL_ARRIVALS), (ready, SIGNAL_READY)]
+    expr = " or ".join(
+        f'label_replace({e}, "{SIGNAL_LABEL}", "{signal}", "", "")' for e, signal in parts
+    )
+    return RangeQuery(expr=expr, lookback_s=spec.policy.lookback_s, step_s=step_for(spec))
