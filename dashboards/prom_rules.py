@@ -71,9 +71,13 @@ RECORDINGS: Final = (
 _WHERE = "{{ $labels.namespace }}/{{ $labels.job }}"
 
 # The scaler's error kinds that mean "no trustworthy window of L from the source"
-# (mapped to UNAVAILABLE); ``source_rejected`` is a metadata fault and is left out.
+# (answered UNAVAILABLE); ``source_rejected`` is a metadata fault and is left out.
+# ``no_samples`` is the servicer's kind for the pure core's NoSamples (no class attribute).
 _SOURCE_KINDS = "|".join(
-    sorted(k.kind for k in (errors.SourceError, errors.SourceTimeout, errors.SourceEmpty))
+    sorted(
+        [k.kind for k in (errors.SourceError, errors.SourceTimeout, errors.SourceEmpty)]
+        + ["no_samples"]
+    )
 )
 
 ALERTS: Final = (
