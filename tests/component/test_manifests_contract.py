@@ -1,0 +1,590 @@
+"""The manifests agree with the code: flags, metadata keys, ports, probes, names, metrics.
+
+Every built kustomization (``kubectl kustomize``, see ``test_manifests_build.py``) is
+checked against the real thing, never against a copy of it:
+
+* container args parse with the real ``inflight`` parser (``inflight.cli.build_parser``)
+  and, for the router, its real config validation; the flags' values agree with the
+  ports, Services and ScaledObject beside them;
+* the ScaledObject's trigger metadata parses with the scaler's real metadata parser,
+  uses only ``inflight.names`` META_* keys (and KEDA's own), points at the scaler
+  Service's gRPC port, selects this stack's router, and its HPA behaviour, polling
+  interval and cooldown are ``orchestrator.hpa``'s shipped constants;
+* Services, probes and ServiceMonitors name ports that exist; RBAC lets the router read
+  EndpointSlices;
+* the metric names the ServiceMonitors keep and the PrometheusRule uses are the router's,
+  scaler's and vLLM's names from ``inflight.names``;
+* the router, emulator and scaler started with the manifests' own args (host and ports
+  moved to 127.0.0.1 and free ports) answer the probe paths and serve, at the scraped
+  path, only metric names the ServiceMonitors keep.
+
+A subcommand whose CLI has not landed yet makes its tests skip with a "NOT YET" reason
+(listed by ``pytest -ra``), never pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from inflight import __version__, cli, names
+from inflight.procs import free_port
+from tests.component.test_manifests_build import KUSTOMIZATIONS, find, objects, one
+from tests.support import INFLIGHT, ProcessTracker, wait_for
+
+IMAGE = "inflight"
+NAMESPACE_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+Obj = dict[str, Any]
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def series_names(metrics: dict[str, str]) -> set[str]:
+    """The sample names Prometheus stores for ``{name: type}`` (histograms expand)."""
+    out: set[str] = set()
+    for name, kind in metrics.items():
+        if kind == "histogram":
+            out.update(name + suffix for suffix in HISTOGRAM_SUFFIXES)
+        else:
+            out.add(name)
+    return out
+
+
+VLLM_SERIES = {
+    getattr(names, n) for n in dir(names) if n.startswith("VLLM_") and n != "VLLM_MODEL_LABEL"
+}
+
+
+def deployment_container(objs: list[Obj], deployment: str) -> tuple[Obj, Obj]:
+    dep = one(objs, "Deployment", deployment)
+    containers = dep["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1, f"Deployment {deployment}: expected one container"
+    return dep, containers[0]
+
+
+def expanded_args(obj: Obj, container: Obj) -> list[str]:
+    """The container's args with ``$(VAR)`` expanded as the kubelet does."""
+    env: dict[str, str] = {}
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[var["name"]] = obj["metadata"]["namespace"]
+
+    def expand(arg: str) -> str:
+        def sub(match: re.Match[str]) -> str:
+            assert match.group(1) in env, f"{arg}: ${match.group(1)} is not set in the container"
+            return env[match.group(1)]
+
+        return NAMESPACE_REF.sub(sub, arg)
+
+    return [expand(a) for a in container.get("args", [])]
+
+
+def parse_inflight(args: list[str]) -> argparse.Namespace:
+    """Parse a container's args with the real ``inflight`` parser; fail with its message."""
+    subcommand = args[0]
+    if subcommand not in cli.available_subcommands():
+        pytest.skip(f"NOT YET: `inflight {subcommand}` has not landed; cannot check {args}")
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return cli.build_parser().parse_args(args)
+    except SystemExit as exc:
+        pytest.fail(f"`inflight {' '.join(args)}` is rejected (exit {exc.code}):\n{err.getvalue()}")
+
+
+def flag_values(args: list[str]) -> dict[str, str]:
+    """``--name=value`` / ``--name value`` pairs of a foreign command (vLLM's)."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--"):
+            if "=" in arg:
+                key, value = arg[2:].split("=", 1)
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                key, value = arg[2:], args[i + 1]
+                i += 1
+            else:
+                key, value = arg[2:], ""
+            out[key] = value
+        i += 1
+    return out
+
+
+def container_port(container: Obj, ref: int | str) -> int:
+    """Resolve a port name (or number) against the container's declared ports."""
+    ports = container.get("ports", [])
+    for port in ports:
+        if ref in (port.get("name"), port["containerPort"]):
+            return int(port["containerPort"])
+    raise AssertionError(f"container {container['name']}: no port {ref!r} in {ports}")
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def service_backend(objs: list[Obj], service: Obj) -> tuple[Obj, Obj]:
+    """The one Deployment (and its container) a Service selects."""
+    matched = [
+        d
+        for d in find(objs, "Deployment")
+        if selects(service["spec"]["selector"], d["spec"]["template"]["metadata"]["labels"])
+    ]
+    assert len(matched) == 1, (
+        f"Service {service['metadata']['name']} selects {len(matched)} Deployments"
+    )
+    return deployment_container(objs, matched[0]["metadata"]["name"])
+
+
+def service_target(objs: list[Obj], service_name: str, port_ref: int | str) -> int:
+    """The container port behind ``service_name``'s port (by name or number)."""
+    service = one(objs, "Service", service_name)
+    for port in service["spec"]["ports"]:
+        if port_ref in (port.get("name"), port["port"]):
+            _dep, container = service_backend(objs, service)
+            return container_port(container, port.get("targetPort", port["port"]))
+    raise AssertionError(f"Service {service_name} has no port {port_ref!r}")
+
+
+def scaled_object(objs: list[Obj]) -> tuple[Obj, dict[str, str]]:
+    so = one(objs, "ScaledObject", "vllm")
+    triggers = so["spec"]["triggers"]
+    assert [t["type"] for t in triggers] == ["external"], "one external trigger expected"
+    return so, dict(triggers[0]["metadata"])
+
+
+def keep_regex(objs: list[Obj], monitor: str) -> re.Pattern[str]:
+    """The ServiceMonitor's ``keep`` regex on ``__name__`` (anchored, as Prometheus does)."""
+    sm = one(objs, "ServiceMonitor", monitor)
+    (endpoint,) = sm["spec"]["endpoints"]
+    keeps = [
+        r["regex"]
+        for r in endpoint.get("metricRelabelings", [])
+        if r.get("action") == "keep" and r.get("sourceLabels") == ["__name__"]
+    ]
+    assert len(keeps) == 1, f"ServiceMonitor {monitor}: expected one keep rule on __name__"
+    return re.compile(f"^(?:{keeps[0]})$")
+
+
+def metric_tokens(expr: str) -> set[str]:
+    """Metric names (and recorded series) in a PromQL expression; strings removed."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    return {
+        t
+        for t in re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*", text)
+        if t.startswith(("router_", "inflight_scaler_", "vllm:", "inflight:"))
+    }
+
+
+@pytest.fixture(params=KUSTOMIZATIONS)
+def objs(request: pytest.FixtureRequest) -> Iterator[list[Obj]]:
+    yield objects(request.param)
+
+
+# --- flags --------------------------------------------------------------------------------
+
+
+def test_every_inflight_container_runs_the_package_version(objs: list[Obj]) -> None:
+    images = {
+        c["image"]
+        for d in find(objs, "Deployment")
+        for c in d["spec"]["template"]["spec"]["containers"]
+        if c["image"].split(":")[0].rsplit("/", 1)[-1] == IMAGE
+    }
+    assert images == {f"{IMAGE}:{__version__}"}
+
+
+def test_router_args_parse_and_agree(objs: list[Obj]) -> None:
+    dep, container = deployment_container(objs, "inflight-router")
+    args = parse_inflight(expanded_args(dep, container))
+    from router.config import from_args  # the router's own validation, beyond argparse
+
+    from_args(args)
+    assert args.command == "router"
+    assert args.host == "0.0.0.0", "listen on the pod IP, not loopback"
+    assert args.port == container_port(container, "http")
+    assert args.k8s_namespace == dep["metadata"]["namespace"]
+    service = one(objs, "Service", args.k8s_service)
+    port_names = [p.get("name") for p in service["spec"]["ports"]]
+    assert args.k8s_port_name in port_names, f"--k8s-port-name not a port of {args.k8s_service}"
+    _so, meta = scaled_object(objs)
+    assert args.slots_per_endpoint == int(meta[names.META_SLOTS_PER_REPLICA])
+
+
+def test_scaler_args_parse_and_agree(objs: list[Obj]) -> None:
+    dep, container = deployment_container(objs, "inflight-scaler")
+    args = parse_inflight(expanded_args(dep, container))
+    assert args.command == "scaler"
+    assert args.host == "0.0.0.0"
+    assert args.grpc_port == container_port(container, "grpc")
+    assert args.metrics_port == container_port(container, "metrics")
+    assert args.prometheus_url.startswith("http")
+
+
+def test_replica_args_agree(objs: list[Obj]) -> None:
+    """vLLM (base) or the emulator (overlay): slots, port and model name line up."""
+    dep, container = deployment_container(objs, "vllm")
+    _so, meta = scaled_object(objs)
+    slots = int(meta[names.META_SLOTS_PER_REPLICA])
+    args = expanded_args(dep, container)
+    if container["image"].split(":")[0] == IMAGE:
+        parsed = parse_inflight(args)
+        assert parsed.command == "emulator"
+        assert (parsed.host, parsed.port) == ("0.0.0.0", container_port(container, "http"))
+        assert parsed.max_num_seqs == slots
+    else:
+        flags = flag_values(args)
+        assert container["command"] == ["vllm", "serve"]
+        assert int(flags["max-num-seqs"]) == slots
+        assert int(flags["port"]) == container_port(container, "http")
+        assert flags["host"] == "0.0.0.0"
+        gpus = container["resources"]["limits"]["nvidia.com/gpu"]
+        assert int(gpus) == int(flags.get("tensor-parallel-size", "1")), "one GPU per TP rank"
+
+
+# --- ScaledObject ---------------------------------------------------------------------------
+
+
+def test_scaledobject_metadata_parses_with_the_real_scaler_parser(objs: list[Obj]) -> None:
+    _so, meta = scaled_object(objs)
+    from external_scaler.metadata import KEDA_KEYS, parse_metadata
+
+    ours = set(meta) - KEDA_KEYS
+    assert ours <= set(names.METADATA_DEFAULTS), (
+        f"unknown keys: {ours - set(names.METADATA_DEFAULTS)}"
+    )
+    spec = parse_metadata(meta)
+    assert spec.metric_name == meta[names.META_METRIC_NAME]
+    assert spec.policy.slots_per_replica == int(meta[names.META_SLOTS_PER_REPLICA])
+    assert spec.policy.time_scale == 1.0, "production runs in real time"
+
+
+def test_the_scaler_parser_rejects_what_the_manifests_must_not_contain(objs: list[Obj]) -> None:
+    """The metadata check can fail: a misspelt key and a non-matcher selector are refused."""
+    _so, meta = scaled_object(objs)
+    from external_scaler.errors import MetadataError
+    from external_scaler.metadata import parse_metadata
+
+    with pytest.raises(MetadataError, match="slotsPerReplika"):
+        parse_metadata({**meta, "slotsPerReplika": "4"})
+    with pytest.raises(MetadataError, match=names.META_SELECTOR):
+        parse_metadata({**meta, names.META_SELECTOR: "up == 1"})
+
+
+def test_scaledobject_points_at_the_scaler_and_the_replicas(objs: list[Obj]) -> None:
+    so, meta = scaled_object(objs)
+    namespace = so["metadata"]["namespace"]
+    host, _, port = meta["scalerAddress"].rpartition(":")
+    service, ns, svc = host.split(".")[:3]
+    assert (ns, svc) == (namespace, "svc"), (
+        f"scalerAddress {meta['scalerAddress']} must name the Service in namespace {namespace}"
+        " (KEDA runs in its own namespace)"
+    )
+    dep, container = deployment_container(objs, "inflight-scaler")
+    grpc_port = parse_inflight(expanded_args(dep, container)).grpc_port
+    assert service_target(objs, service, int(port)) == grpc_port
+    target = so["spec"]["scaleTargetRef"]
+    assert (target["apiVersion"], target["kind"]) == ("apps/v1", "Deployment")
+    one(objs, "Deployment", target["name"])
+
+
+def test_scaledobject_selector_selects_this_stacks_router(objs: list[Obj]) -> None:
+    """Prometheus Operator labels a target ``namespace`` and ``job`` (= Service name)."""
+    so, meta = scaled_object(objs)
+    from external_scaler.selector import parse_selector
+
+    canonical = parse_selector(names.META_SELECTOR, meta[names.META_SELECTOR])
+    matchers = dict(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"', canonical))
+    router_sm = one(objs, "ServiceMonitor", "inflight-router")
+    assert "jobLabel" not in router_sm["spec"], "job would no longer be the Service name"
+    (router_service,) = [
+        s
+        for s in find(objs, "Service")
+        if selects(router_sm["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
+    ]
+    assert matchers == {
+        "namespace": so["metadata"]["namespace"],
+        "job": router_service["metadata"]["name"],
+    }
+    assert meta[names.META_SOURCE] == "router"
+
+
+def test_scaledobject_behaviour_is_the_shipped_one(objs: list[Obj]) -> None:
+    from orchestrator.hpa import (
+        KEDA_COOLDOWN_PERIOD_S,
+        KEDA_POLLING_INTERVAL_S,
+        SHIPPED_BEHAVIOR,
+        ScalingRules,
+    )
+
+    def rules(r: ScalingRules) -> dict[str, Any]:
+        return {
+            "stabilizationWindowSeconds": int(r.stabilization_window_s),
+            "selectPolicy": r.select_policy,
+            "policies": [
+                {"type": p.type, "value": p.value, "periodSeconds": int(p.period_s)}
+                for p in r.policies
+            ],
+        }
+
+    so, _meta = scaled_object(objs)
+    spec = so["spec"]
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior == {
+        "scaleUp": rules(SHIPPED_BEHAVIOR.scale_up),
+        "scaleDown": rules(SHIPPED_BEHAVIOR.scale_down),
+    }
+    assert spec["pollingInterval"] == KEDA_POLLING_INTERVAL_S
+    assert spec["cooldownPeriod"] == KEDA_COOLDOWN_PERIOD_S
+    low, high = spec["minReplicaCount"], spec["maxReplicaCount"]
+    assert 1 <= low <= high
+    assert low <= spec["fallback"]["replicas"] <= high
+
+
+# --- Services, probes, RBAC -----------------------------------------------------------------
+
+
+def test_services_reach_declared_container_ports(objs: list[Obj]) -> None:
+    for service in find(objs, "Service"):
+        _dep, container = service_backend(objs, service)
+        for port in service["spec"]["ports"]:
+            container_port(container, port.get("targetPort", port["port"]))
+
+
+def test_probes_use_declared_ports(objs: list[Obj]) -> None:
+    for dep in find(objs, "Deployment"):
+        for container in dep["spec"]["template"]["spec"]["containers"]:
+            probes = [container.get(k) for k in ("startupProbe", "readinessProbe", "livenessProbe")]
+            assert container.get("readinessProbe"), f"{container['name']} has no readinessProbe"
+            for probe in filter(None, probes):
+                action = probe.get("httpGet") or probe.get("grpc")
+                assert action, f"{container['name']}: probe is neither httpGet nor grpc"
+                container_port(container, action["port"])
+
+
+def test_router_rbac_reads_endpointslices(objs: list[Obj]) -> None:
+    dep, _container = deployment_container(objs, "inflight-router")
+    account = dep["spec"]["template"]["spec"]["serviceAccountName"]
+    one(objs, "ServiceAccount", account)
+    bindings = [
+        b
+        for b in find(objs, "RoleBinding")
+        if any(s["kind"] == "ServiceAccount" and s["name"] == account for s in b["subjects"])
+    ]
+    assert bindings, f"no RoleBinding for ServiceAccount {account}"
+    verbs: set[str] = set()
+    for binding in bindings:
+        assert binding["roleRef"]["kind"] == "Role"
+        role = one(objs, "Role", binding["roleRef"]["name"])
+        for rule in role["rules"]:
+            if "discovery.k8s.io" in rule["apiGroups"] and "endpointslices" in rule["resources"]:
+                verbs.update(rule["verbs"])
+    assert {"get", "list", "watch"} <= verbs
+
+
+# --- metric names -----------------------------------------------------------------------------
+
+
+def test_servicemonitors_select_one_service_and_its_ports(objs: list[Obj]) -> None:
+    for sm in find(objs, "ServiceMonitor"):
+        selector = sm["spec"]["selector"]["matchLabels"]
+        matched = [s for s in find(objs, "Service") if selects(selector, s["metadata"]["labels"])]
+        assert len(matched) == 1, (
+            f"ServiceMonitor {sm['metadata']['name']}: {len(matched)} Services"
+        )
+        port_names = {p.get("name") for p in matched[0]["spec"]["ports"]}
+        for endpoint in sm["spec"]["endpoints"]:
+            assert endpoint["port"] in port_names
+            assert endpoint.get("path", "/metrics") == "/metrics"
+
+
+@pytest.mark.parametrize(
+    ("monitor", "metrics"),
+    [
+        ("inflight-router", names.ROUTER_METRICS),
+        ("inflight-scaler", names.SCALER_METRICS),
+    ],
+)
+def test_servicemonitors_keep_exactly_the_shared_names(
+    objs: list[Obj], monitor: str, metrics: dict[str, str]
+) -> None:
+    keep = keep_regex(objs, monitor)
+    wanted = series_names(metrics)
+    assert [n for n in sorted(wanted) if not keep.match(n)] == []
+    # Nothing else: every name the regex lists is a shared name, so a stale one is noticed.
+    listed = {n.rstrip("_") for n in re.findall(r"[a-z][a-z0-9_:]*", keep.pattern)}
+    listed -= {"bucket", "sum", "count"}
+    assert listed - set(metrics) == set()
+    assert not keep.match("python_gc_objects_collected_total")
+
+
+def test_vllm_servicemonitor_keeps_vllm_names(objs: list[Obj]) -> None:
+    keep = keep_regex(objs, "vllm")
+    assert all(keep.match(n) for n in VLLM_SERIES)
+
+
+def test_prometheusrule_uses_only_kept_shared_names(objs: list[Obj]) -> None:
+    rules = find(objs, "PrometheusRule")
+    assert rules, "no PrometheusRule in the build (manifests/generated not included?)"
+    keeps = {
+        "router_": (series_names(names.ROUTER_METRICS), keep_regex(objs, "inflight-router")),
+        "inflight_scaler_": (
+            series_names(names.SCALER_METRICS),
+            keep_regex(objs, "inflight-scaler"),
+        ),
+        "vllm:": (VLLM_SERIES, keep_regex(objs, "vllm")),
+    }
+    all_rules = [r for obj in rules for g in obj["spec"]["groups"] for r in g["rules"]]
+    recorded = {r["record"] for r in all_rules if "record" in r}
+    problems = []
+    used_router = set()
+    for rule in all_rules:
+        for token in metric_tokens(str(rule["expr"])):
+            if token.startswith("inflight:"):
+                if token not in recorded:
+                    problems.append(f"{token}: not recorded by any rule")
+                continue
+            prefix = next(p for p in keeps if token.startswith(p))
+            known, keep = keeps[prefix]
+            if token not in known:
+                problems.append(f"{token}: not a name in inflight/names.py")
+            elif not keep.match(token):
+                problems.append(f"{token}: dropped by the ServiceMonitor")
+            if prefix == "router_":
+                used_router.add(token)
+    assert not problems, "\n".join(problems)
+    assert names.ROUTER_INFLIGHT in used_router, "the rules do not use L at all"
+
+
+# --- the real servers, started with the manifests' args ---------------------------------------
+
+
+def _local(args: list[str], ports: dict[str, int]) -> list[str]:
+    """Args moved to loopback and free ports: ``--host`` → 127.0.0.1, ``--<flag>`` → port."""
+    out = []
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag == "--host":
+            arg = "--host=127.0.0.1"
+        elif flag.lstrip("-") in ports:
+            arg = f"{flag}={ports[flag.lstrip('-')]}"
+        out.append(arg)
+    return out
+
+
+def _scrape(url: str) -> set[str]:
+    """Sample names served at ``url``, less prometheus_client's ``*_created`` timestamps
+    (which the ServiceMonitors drop on purpose: nothing reads them)."""
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    return {
+        s.name
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if not s.name.endswith("_created")
+    }
+
+
+def _probe_paths(container: Obj) -> set[str]:
+    return {
+        container[k]["httpGet"]["path"]
+        for k in ("startupProbe", "readinessProbe", "livenessProbe")
+        if "httpGet" in container.get(k, {})
+    }
+
+
+def _get_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def test_router_answers_its_probes_and_serves_kept_metrics(procs: ProcessTracker) -> None:
+    objs = objects("base")
+    dep, container = deployment_container(objs, "inflight-router")
+    args = expanded_args(dep, container)
+    parse_inflight(args)
+    # No API server here: swap EndpointSlice discovery for an empty static list.
+    args = [a for a in args if not a.startswith("--k8s-")] + ["--endpoints="]
+    (path,) = _probe_paths(container)
+    port = free_port()
+    server = procs.start(
+        [*INFLIGHT, *_local(args, {"port": port})], name="router", port=port, ready_path=path
+    )
+    samples = _scrape(server.url + "/metrics")
+    keep = keep_regex(objs, "inflight-router")
+    ours = {s for s in samples if s.startswith("router_")}
+    assert names.ROUTER_INFLIGHT in ours
+    assert [s for s in sorted(ours) if not keep.match(s)] == []
+
+
+def test_emulator_answers_its_probes_and_serves_kept_metrics(procs: ProcessTracker) -> None:
+    objs = objects("overlays/emulator")
+    dep, container = deployment_container(objs, "vllm")
+    args = expanded_args(dep, container)
+    parse_inflight(args)
+    port = free_port()
+    server = procs.start(
+        [*INFLIGHT, *_local(args, {"port": port}), "--startup-s=0"],
+        name="emulator",
+        port=port,
+        ready_path=None,
+    )
+    for path in sorted(_probe_paths(container)):
+        url = server.url + path
+        wait_for(lambda: _get_ok(url), timeout_s=30.0, what=f"emulator {path}")  # noqa: B023
+    samples = _scrape(server.url + "/metrics")
+    keep = keep_regex(objs, "vllm")
+    ours = {s for s in samples if s.startswith("vllm:")}
+    assert {names.VLLM_RUNNING, names.VLLM_WAITING} <= ours
+    assert [s for s in sorted(ours) if not keep.match(s)] == []
+
+
+def test_scaler_answers_grpc_health_and_serves_kept_metrics(procs: ProcessTracker) -> None:
+    objs = objects("base")
+    dep, container = deployment_container(objs, "inflight-scaler")
+    args = expanded_args(dep, container)
+    probe_port = container_port(container, container["readinessProbe"]["grpc"]["port"])
+    assert probe_port == parse_inflight(args).grpc_port, "the gRPC probe misses the gRPC port"
+    grpc_port, metrics_port = free_port(), free_port()
+    local = _local(args, {"grpc-port": grpc_port, "metrics-port": metrics_port})
+    # Nothing listens there: the scaler must still start and report itself serving.
+    local = [a for a in local if not a.startswith("--prometheus-url")]
+    local.append("--prometheus-url=http://127.0.0.1:9")
+    server = procs.start(
+        [*INFLIGHT, *local], name="scaler", port=metrics_port, ready_path="/metrics"
+    )
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+
+        def serving() -> bool:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            except grpc.RpcError:
+                return False
+            return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+        wait_for(serving, timeout_s=30, what="scaler gRPC health SERVING")
+    samples = _scrape(server.url + "/metrics")
+    keep = keep_regex(objs, "inflight-scaler")
+    ours = {s for s in samples if s.startswith("inflight_scaler_")}
+    assert [s for s in sorted(ours) if not keep.match(s)] == []
