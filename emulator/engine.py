@@ -81,7 +81,9 @@ class Engine:
     waiting: deque[Sequence] = field(default_factory=deque)
     running: list[Sequence] = field(default_factory=list)
     step_end_s: float | None = None  # None: idle (nothing running)
+    step_start_s: float | None = None
     step_dur_s: float = 0.0
+    step_prefill_s: float = 0.0  # prefill paid by the current step
     admitted_total: int = 0
 
     # --- queries -----------------------------------------------------------------------
@@ -128,7 +130,8 @@ class Engine:
         """Queue ``seq`` (arrived at ``now_s``); start a step at once if the engine idles."""
         self.advance(now_s)
         self.waiting.append(seq)
-        if self.step_end_s is None:
+        if self.step_end_s is None or now_s == self.step_start_s:
+            # Idle, or a step that starts at this very instant: it takes the newcomer.
             self._start_step(now_s)
 
     def abort(self, seq: Sequence, now_s: float) -> bool:
@@ -183,7 +186,12 @@ class Engine:
         self.running = still
 
     def _start_step(self, start_s: float) -> None:
-        prefill_s = 0.0
+        """Fill free slots from the queue and time the step that starts at ``start_s``.
+
+        Called again for the same ``start_s`` when more sequences arrive at that instant;
+        the prefill already paid by this step is kept.
+        """
+        prefill_s = self.step_prefill_s if start_s == self.step_start_s else 0.0
         while self.waiting and len(self.running) < self.profile.max_num_seqs:
             seq = self.waiting.popleft()
             seq.admitted_s = start_s
@@ -192,8 +200,11 @@ class Engine:
             prefill_s += self.profile.prefill_s(seq.prompt_tokens)
             self.running.append(seq)
             self.observer.admitted(start_s - seq.arrival_s, seq.prompt_tokens)
+        self.step_start_s = start_s
+        self.step_prefill_s = prefill_s
         if not self.running:
             self.step_end_s = None
+            self.step_start_s = None
             self.step_dur_s = 0.0
             return
         self.step_dur_s = self._decode_step_s(self.running) + prefill_s

@@ -18,7 +18,7 @@ CHARS_PER_TOKEN = 4.0
 # Chat template overhead per message (role markers), as chat templates add.
 CHAT_TOKENS_PER_MESSAGE = 4
 # The words the emulator "generates", cycled; each is one token.
-WORDS = (" the", " meeting", " agreed", " to", " ship", " on", " time", ".")
+WORDS = (" the", " meeting", " agreed", " to", " ship", " on", " time", " today")
 
 
 class ApiError(Exception):

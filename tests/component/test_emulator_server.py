@@ -1,0 +1,269 @@
+"""``inflight emulator`` as a client sees it: a real subprocess on 127.0.0.1, the OpenAI SDK.
+
+Everything is polled (``wait_for``); nothing asserts on speed. Durations the emulator
+reports in its metrics come from its step clock, so they can be checked exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from emulator.profile import Profile
+from inflight import names
+from tests.support import ProcessTracker, Server, wait_for
+
+MODEL = "test-model"
+LONG_BODY = {"model": MODEL, "prompt": "x", "max_tokens": 100_000}
+
+
+def emulator_argv(*extra: str, time_scale: float = 0.1, slots: int = 4) -> list[str]:
+    return [
+        "emulator",
+        "--host", "127.0.0.1",
+        "--port", "{port}",
+        "--served-model-name", MODEL,
+        "--max-num-seqs", str(slots),
+        "--time-scale", str(time_scale),
+        "--startup-s", "0",
+        *extra,
+    ]  # fmt: skip
+
+
+# One slot, room for 100k-token requests that run for minutes unless their client leaves.
+ONE_SLOT_LONG = emulator_argv("--max-model-len", "200000", time_scale=0.1, slots=1)
+
+
+def samples(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def metric(server: Server, name: str, **labels: str) -> float:
+    key = (name, tuple(sorted({names.VLLM_MODEL_LABEL: MODEL, **labels}.items())))
+    return samples(server)[key]
+
+
+def running_waiting(server: Server) -> tuple[float, float]:
+    s = samples(server)
+    lab = ((names.VLLM_MODEL_LABEL, MODEL),)
+    return s[(names.VLLM_RUNNING, lab)], s[(names.VLLM_WAITING, lab)]
+
+
+def arrived(server: Server, count: int) -> Callable[[], bool]:
+    return lambda: sum(running_waiting(server)) == count
+
+
+def client(server: Server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One emulator for the tests that do not care about its state."""
+    tracker = ProcessTracker(tmp_path_factory.mktemp("emulator-logs"))
+    server = tracker.start_inflight(emulator_argv(time_scale=0.01), name="emulator")
+    yield server
+    assert tracker.stop_all() == []
+
+
+def test_eight_requests_on_four_slots(procs: ProcessTracker) -> None:
+    # Half a second per batch of 300 tokens: long enough to see 4 + 4 while they run.
+    server = procs.start_inflight(
+        emulator_argv("--cold-start-requests", "0", time_scale=0.2), name="emulator"
+    )
+    sdk = client(server)
+    done: list[int] = []
+
+    def call(i: int) -> str:
+        out = sdk.completions.create(model=MODEL, prompt="x" * 12000, max_tokens=300)
+        done.append(i)
+        return out.choices[0].finish_reason
+
+    with ThreadPoolExecutor(8) as pool:
+        futures = []
+        for i in range(8):  # one at a time, so the arrival order is known
+            futures.append(pool.submit(call, i))
+            wait_for(arrived(server, i + 1), 30, what=f"arrival {i}")
+        assert running_waiting(server) == (4, 4)
+        reasons = [f.result(timeout=60) for f in futures]
+    assert reasons == ["length"] * 8
+    assert sorted(done[:4]) == [0, 1, 2, 3]  # the first four finish before any later one
+    assert metric(server, names.VLLM_REQUEST_SUCCESS, finished_reason="length") == 8
+    assert metric(server, names.VLLM_GENERATION_TOKENS) == 8 * 300
+    assert metric(server, names.VLLM_PROMPT_TOKENS) == 8 * 3000
+    assert metric(server, names.VLLM_QUEUE_TIME + "_count") == 8
+    assert running_waiting(server) == (0, 0)
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_streaming_with_the_sdk(shared: Server, chat: bool) -> None:
+    sdk = client(shared)
+    options: Any = {"include_usage": True}
+    messages: Any = [{"role": "user", "content": "summarize"}]
+    if chat:
+        stream = sdk.chat.completions.create(
+            model=MODEL,
+            messages=messages,
+            max_tokens=40,
+            stream=True,
+            stream_options=options,
+        )
+        chunks = list(stream)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        cstream = sdk.completions.create(
+            model=MODEL, prompt="summarize", max_tokens=40, stream=True, stream_options=options
+        )
+        chunks = list(cstream)  # type: ignore[arg-type]
+        text = "".join(c.choices[0].text for c in chunks if c.choices)  # type: ignore[attr-defined]
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "length" and set(finishes[:-1]) == {None}
+    assert len(text.split()) == 40
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 40
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+def test_raw_stream_ends_with_done_and_no_usage_unless_asked(shared: Server) -> None:
+    body = {"model": MODEL, "prompt": "hi", "max_tokens": 5, "stream": True}
+    with httpx.stream("POST", f"{shared.url}/v1/completions", json=body, timeout=30) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        raw = "".join(resp.iter_text())
+    events = [e for e in raw.split("\n\n") if e]
+    assert all(e.startswith("data: ") for e in events)
+    assert events[-1] == "data: [DONE]"
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+    assert len(chunks) == 6 and all("usage" not in c for c in chunks)
+
+
+def test_non_streaming_chat_and_models_and_version(shared: Server) -> None:
+    sdk = client(shared)
+    out = sdk.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "x" * 400}], max_tokens=12
+    )
+    assert out.choices[0].message.role == "assistant"
+    assert len((out.choices[0].message.content or "").split()) == 12
+    assert out.usage is not None and out.usage.prompt_tokens == 100 + 4
+    no_max = sdk.completions.create(model=MODEL, prompt="hi")
+    assert no_max.choices[0].finish_reason == "stop"
+    assert no_max.usage is not None
+    assert no_max.usage.completion_tokens == Profile().default_max_tokens
+    assert [m.id for m in sdk.models.list().data] == [MODEL]
+    assert "version" in httpx.get(f"{shared.url}/version").json()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "param"),
+    [
+        ("/v1/completions", b"{oops", 400, None),
+        ("/v1/completions", b'{"model": "test-model"}', 400, "prompt"),
+        ("/v1/chat/completions", b'{"model": "test-model"}', 400, "messages"),
+        ("/v1/completions", b'{"model": "nope", "prompt": "x"}', 404, "model"),
+        ("/v1/completions", b'{"prompt": "x", "max_tokens": 0}', 400, "max_tokens"),
+        ("/v1/chat/completions", b'{"messages":[{"role":"u"}],"max_tokens":-1}', 400, "max_tokens"),
+    ],
+)  # fmt: skip
+def test_bad_input_gets_an_openai_error(
+    shared: Server, path: str, body: bytes, status: int, param: str | None
+) -> None:
+    resp = httpx.post(f"{shared.url}{path}", content=body, timeout=10)
+    assert resp.status_code == status
+    err = resp.json()["error"]
+    assert err["code"] == status and err["param"] == param
+    assert isinstance(err["message"], str) and err["message"]
+    assert err["type"] == ("NotFoundError" if status == 404 else "BadRequestError")
+    # The emulator is still alive and serving.
+    assert httpx.post(
+        f"{shared.url}/v1/completions", json={"prompt": "x", "max_tokens": 1}, timeout=10
+    ).is_success
+
+
+def test_sdk_maps_errors(shared: Server) -> None:
+    sdk = client(shared)
+    with pytest.raises(openai.NotFoundError):
+        sdk.completions.create(model="nope", prompt="x", max_tokens=1)
+    with pytest.raises(openai.BadRequestError):
+        sdk.completions.create(model=MODEL, prompt="x", max_tokens=0)
+
+
+def test_closing_a_stream_early_frees_the_slot(procs: ProcessTracker) -> None:
+    server = procs.start_inflight(ONE_SLOT_LONG, name="emulator")
+    sdk = client(server)
+    stream = sdk.completions.create(model=MODEL, prompt="x", max_tokens=100_000, stream=True)
+    it = iter(stream)
+    next(it), next(it)
+    with ThreadPoolExecutor(1) as pool:
+        waiter = pool.submit(sdk.completions.create, model=MODEL, prompt="y", max_tokens=3)
+        wait_for(lambda: running_waiting(server) == (1, 1), 30, what="1 running, 1 waiting")
+        stream.close()
+        out = waiter.result(timeout=60)
+    assert out.choices[0].finish_reason == "length"
+    assert metric(server, names.VLLM_REQUEST_SUCCESS, finished_reason="abort") == 1
+    assert running_waiting(server) == (0, 0)
+
+
+def test_disconnect_while_waiting_aborts(procs: ProcessTracker) -> None:
+    server = procs.start_inflight(ONE_SLOT_LONG, name="emulator")
+    body = json.dumps(LONG_BODY).encode()
+    request = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    running = socket.create_connection(("127.0.0.1", server.port))
+    running.sendall(request)
+    wait_for(lambda: running_waiting(server) == (1, 0), 30, what="one running")
+    waiting = socket.create_connection(("127.0.0.1", server.port))
+    waiting.sendall(request)
+    wait_for(lambda: running_waiting(server) == (1, 1), 30, what="one waiting")
+    waiting.close()  # non-streaming client gives up while queued
+    wait_for(lambda: running_waiting(server) == (1, 0), 30, what="the waiter to be aborted")
+    running.close()  # non-streaming client gives up while running
+    wait_for(lambda: running_waiting(server) == (0, 0), 30, what="the runner to be aborted")
+    assert metric(server, names.VLLM_REQUEST_SUCCESS, finished_reason="abort") == 2
+
+
+def test_health_503_during_startup_and_time_scale_shortens_durations(
+    procs: ProcessTracker, tmp_path: Path
+) -> None:
+    scale = 0.1
+    server = procs.start_inflight(
+        [*emulator_argv(time_scale=scale)[:-2], "--startup-s", "60"],  # 6 s of wall time
+        name="emulator",
+        ready_path=None,
+    )
+    url = f"{server.url}/health"
+
+    def health_code() -> int | None:
+        try:
+            return httpx.get(url, timeout=5).status_code
+        except httpx.TransportError:
+            return None
+
+    first = wait_for(health_code, 30, what="the emulator to listen")
+    assert first == 503
+    starting = httpx.post(f"{server.url}/v1/completions", json={"prompt": "x"}, timeout=5)
+    assert starting.status_code == 503 and "error" in starting.json()
+    wait_for(lambda: health_code() == 200, 60, what="start-up to finish")
+
+    # A lone cold request: its latency on the step clock, all multiplied by the scale.
+    client(server).completions.create(model=MODEL, prompt="x" * 4000, max_tokens=50)
+    p = Profile(time_scale=scale)
+    expected_s = p.prefill_s(1000) + 50 * p.step_s(1) * p.cold_start_factor
+    assert metric(server, names.VLLM_E2E_LATENCY + "_sum") == pytest.approx(expected_s, rel=1e-6)
+    unscaled = Profile(time_scale=1.0)
+    assert expected_s == pytest.approx(
+        scale * (unscaled.prefill_s(1000) + 50 * unscaled.step_s(1) * p.cold_start_factor)
+    )

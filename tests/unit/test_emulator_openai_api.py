@@ -1,0 +1,104 @@
+"""The emulator's OpenAI wire format: parsing, errors, and SSE encoding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from emulator.openai_api import (
+    ApiError,
+    GenRequest,
+    StreamEncoder,
+    estimate_tokens,
+    full_response,
+    parse_request,
+)
+
+NAMES = ("m", "alias")
+
+
+def parse(body: object, chat: bool = False) -> GenRequest:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return parse_request(raw, chat=chat, served_names=NAMES)
+
+
+@pytest.mark.parametrize(
+    ("body", "chat", "status", "param"),
+    [
+        (b"{not json", False, 400, None),
+        (b"\xff\xfe", False, 400, None),
+        ([1, 2], False, 400, None),
+        ({"model": "m"}, False, 400, "prompt"),
+        ({"model": "m", "prompt": ""}, False, None, None),  # empty string is a prompt
+        ({"model": "m", "prompt": 5}, False, 400, "prompt"),
+        ({"model": "m"}, True, 400, "messages"),
+        ({"model": "m", "messages": []}, True, 400, "messages"),
+        ({"model": "m", "messages": ["hi"]}, True, 400, "messages"),
+        ({"model": "other", "prompt": "x"}, False, 404, "model"),
+        ({"model": 3, "prompt": "x"}, False, 400, "model"),
+        ({"model": "m", "prompt": "x", "max_tokens": 0}, False, 400, "max_tokens"),
+        ({"model": "m", "prompt": "x", "max_tokens": -5}, False, 400, "max_tokens"),
+        ({"model": "m", "prompt": "x", "max_tokens": "9"}, False, 400, "max_tokens"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+            True,
+            400,
+            "max_tokens",
+        ),
+        ({"model": "m", "prompt": "x", "stream": "yes"}, False, 400, "stream"),
+        ({"model": "m", "prompt": "x", "n": 2}, False, 400, "n"),
+    ],
+)
+def test_bad_input_gets_status_and_names_the_field(
+    body: object, chat: bool, status: int | None, param: str | None
+) -> None:
+    if status is None:
+        parse(body, chat)
+        return
+    with pytest.raises(ApiError) as info:
+        parse(body, chat)
+    assert info.value.status == status
+    assert info.value.param == param
+    err = info.value.body()["error"]
+    assert err["code"] == status and err["message"] and err["type"].endswith("Error")
+
+
+def test_good_requests() -> None:
+    req = parse({"model": "alias", "prompt": "x" * 12000, "max_tokens": 7, "stream": True})
+    assert (req.model, req.prompt_tokens, req.max_tokens, req.stream) == ("alias", 3000, 7, True)
+    assert parse({"prompt": [1, 2, 3]}).prompt_tokens == 3  # model defaults to the first name
+    chat = parse(
+        {
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "abcd"}]}],
+            "max_completion_tokens": 4,
+            "stream_options": {"include_usage": True},
+        },
+        chat=True,
+    )
+    assert chat.max_tokens == 4 and chat.include_usage and chat.prompt_tokens == 1 + 4
+    assert estimate_tokens("") == 0 and estimate_tokens("abcde") == 2
+
+
+def test_stream_events_decode_and_end_with_done() -> None:
+    req = GenRequest(True, "m", 10, 3, True, True)
+    enc = StreamEncoder(req, "chatcmpl-1", 0)
+    raw = (enc.start() + enc.tokens(2) + enc.tokens(3) + enc.finish("length")).decode()
+    events = [e.removeprefix("data: ") for e in raw.split("\n\n") if e]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == full_response(req, "x", 0, 3, "length")["choices"][0]["message"]["content"]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 3
+
+
+def test_completion_stream_without_usage() -> None:
+    req = GenRequest(False, "m", 10, 2, True, False)
+    enc = StreamEncoder(req, "cmpl-1", 0)
+    raw = (enc.start() + enc.tokens(2) + enc.finish("stop")).decode()
+    events = [e.removeprefix("data: ") for e in raw.split("\n\n") if e]
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert len(chunks) == 3 and all("usage" not in c for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
