@@ -44,51 +44,5 @@ def _machine_ticks() -> tuple[int, int]:
     return sum(values) - idle, sum(values)
 
 
-def tree_cpu_s(root_pid: int) -> float:
-    """CPU seconds (user+system, live processes) of ``root_pid`` and all its descendants.
-
-    Replicas run in their own process groups, so the tree is walked by parent PID.
-    """
-    tick = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    cpu: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            rest = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        pid = int(entry.name)
-        parents[pid] = int(rest[1])
-        cpu[pid] = int(rest[11]) + int(rest[12])  # utime + stime
-    total = 0
-    for pid in cpu:
-        p = pid
-        while p and p != root_pid:
-            p = parents.get(p, 0)
-        if p == root_pid:
-            total += cpu[pid]
-    return total / tick
-
-
-def descendants(root_pid: int) -> set[int]:
-    """PIDs of every live descendant of ``root_pid`` (any process group), by parent PID."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            rest = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if rest[0] not in ("Z", "X"):
-            parents[int(entry.name)] = int(rest[1])
-    found: set[int] = set()
-    for pid in parents:
-        p = parents.get(pid, 0)
-        while p and p != root_pid:
-            p = parents.get(p, 0)
-        if p == root_pid:
-            found.add(pid)
-    return found
+def cores() -> int:
+    return os.cpu_count() or 1

@@ -33,6 +33,9 @@ class LevelPlan:
     body: dict[str, Any]
     timeout_s: float  # wall seconds per request, connect to last byte
     stop_after_t: float | None = None  # unix seconds: no request is sent after this
+    # (unix seconds from which, body): a request sent at t uses the last body whose time
+    # is <= t. The slowing-model scenario lengthens answers this way at constant concurrency.
+    schedule: tuple[tuple[float, dict[str, Any]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -84,6 +87,16 @@ async def closed_loop(
 ) -> list[RequestRecord]:
     """Run one level; return its records in completion order."""
     payload = json.dumps(plan.body).encode()
+    timed = [(t, json.dumps(b).encode()) for t, b in sorted(plan.schedule, key=lambda x: x[0])]
+
+    def payload_now() -> bytes:
+        now = time.time()
+        chosen = payload
+        for t, p in timed:
+            if t <= now:
+                chosen = p
+        return chosen
+
     records: list[RequestRecord] = []
     issued = 0
 
@@ -98,7 +111,7 @@ async def closed_loop(
 
     async def worker() -> None:
         while may_send():
-            record = await send_one(session, url, payload, plan.timeout_s)
+            record = await send_one(session, url, payload_now(), plan.timeout_s)
             records.append(record)
             if on_done is not None:
                 on_done(record)

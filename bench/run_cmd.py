@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +49,7 @@ async def sweep_to_result(
     timeline_path: Path | None,
     progress_prefix: str = "",
     extra: dict[str, Any] | None = None,
+    gap_s: float | None = None,
 ) -> RunResult:
     """Warm up, run the levels, read the replica timeline, judge: one ``RunResult``."""
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
@@ -65,10 +67,11 @@ async def sweep_to_result(
             time_scale=time_scale,
             warmup_requests=args.warmup,
             warmup_concurrency=args.warmup_concurrency,
-            gap_s=args.gap_s,
+            gap_s=args.gap_s if gap_s is None else gap_s,
             sample_interval_wall_s=args.sample_interval_s,
         )
         bars = Bars(prefix=progress_prefix, enabled=not args.no_progress)
+        t0 = time.time()
         try:
             warmup, windows, sampler = await run_sweep(session, cfg, bars)
         finally:
@@ -84,6 +87,7 @@ async def sweep_to_result(
         warmup=warmup,
         windows=windows,
         timeline=timeline,
+        t0=t0,
         extra={
             "model": model,
             "workload": {

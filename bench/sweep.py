@@ -32,6 +32,8 @@ class Level:
     requests: int | None
     max_tokens: int
     duration_s: float | None = None  # seed seconds, for time-bounded phases
+    # (seed seconds after the level starts, max_tokens): answers get longer over time
+    schedule: tuple[tuple[float, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,13 +118,18 @@ async def _run_level(
     sampler: RouterSampler,
     progress: ProgressFactory,
 ) -> LevelWindow:
-    stop_after = None if level.duration_s is None else time.time() + cfg.wall(level.duration_s)
+    level_t0 = time.time()
+    stop_after = None if level.duration_s is None else level_t0 + cfg.wall(level.duration_s)
     plan = LevelPlan(
         concurrency=level.concurrency,
         requests=level.requests,
         body=cfg.workload.body(transcript, level.max_tokens),
         timeout_s=request_timeout_wall_s,
         stop_after_t=stop_after,
+        schedule=tuple(
+            (level_t0 + cfg.wall(offset_s), cfg.workload.body(transcript, max_tokens))
+            for offset_s, max_tokens in level.schedule
+        ),
     )
     label = f"c={level.concurrency}" + (
         f" max_tokens={level.max_tokens}" if level.max_tokens != cfg.workload.max_tokens else ""

@@ -1,0 +1,268 @@
+"""``inflight bench compare``: one ``inflight up`` per policy, the same sweep on each, one verdict.
+
+For each policy it starts a fresh stack, runs warm-up + sweep, stops the stack and proves
+nothing it started is left (PIDs gone, ports free); then, for ``qps`` and ``saturation``,
+the slowing-model scenario on a fresh stack: constant concurrency while answers get
+longer, so λ falls while L stays at capacity. It writes into a new ``--out-dir``:
+
+* ``<policy>.json`` / ``<policy>.md``: each run (raw records, samples, timeline);
+* ``slowing-<policy>.json``: each slowing-model run;
+* ``comparison.json`` / ``comparison.md``: the table, the reproduction checks, CPU;
+* ``sweep.png``, ``timeseries.png``, ``slowing.png``.
+
+Default time-scale: ``DEFAULT_TIME_SCALE`` (chosen so the whole comparison takes ≤ 15
+minutes on a 2-core machine while it stays unsaturated; see docs/benchmark.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import cpu, proctree
+from bench.repro import reproduction_checks
+from bench.results import ResultFileExists, RunResult, dumps, write_new
+from bench.run_cmd import BenchError, sweep_to_result
+from bench.stack import Policy, Stack, StackError, parse_policies
+from bench.sweep import Level, sweep_levels
+from bench.table import checks_list, comparison_table, run_table
+
+DEFAULT_TIME_SCALE = 0.2
+
+
+def slowing_level(concurrency: int, max_tokens: list[int], phase_s: float) -> Level:
+    """One continuous closed-loop level whose answers lengthen every ``phase_s`` seed seconds."""
+    if concurrency < 1:
+        raise ValueError(f"--slowing-concurrency must be >= 1, got {concurrency}")
+    if not max_tokens or any(m < 1 for m in max_tokens):
+        raise ValueError(f"--slowing-max-tokens: positive integers needed, got {max_tokens}")
+    return Level(
+        concurrency=concurrency,
+        requests=None,
+        max_tokens=max_tokens[0],
+        duration_s=phase_s * len(max_tokens),
+        schedule=tuple((i * phase_s, m) for i, m in enumerate(max_tokens)),
+    )
+
+
+def _one(
+    policy: Policy,
+    args: argparse.Namespace,
+    time_scale: float,
+    levels: list[Level],
+    state_dir: Path,
+    label: str,
+    gap_s: float | None = None,
+) -> RunResult:
+    stack = Stack(
+        policy=policy,
+        state_dir=state_dir,
+        time_scale=time_scale,
+        max_replicas=args.max_replicas,
+        extra_args=tuple(args.up_arg),
+    )
+    print(
+        f"== {label}: starting inflight up ({' '.join(policy.up_args(args.max_replicas))})",
+        file=sys.stderr,
+        flush=True,
+    )
+    stack.start(args.stack_timeout_s)
+    cpu_before = proctree.tree_cpu_s(stack.pid)
+    machine_before = cpu.mark()
+    wall0 = time.monotonic()
+    try:
+        result = asyncio.run(
+            sweep_to_result(
+                router_url=stack.router_url,
+                time_scale=time_scale,
+                levels=levels,
+                args=args,
+                frozen=policy.frozen,
+                policy=policy.name,
+                timeline_path=state_dir / "timeline.jsonl",
+                progress_prefix=f"[{label}] ",
+                gap_s=gap_s,
+            )
+        )
+        stack.snapshot()
+        stack_cpu_s = proctree.tree_cpu_s(stack.pid) - cpu_before
+    finally:
+        wall_s = time.monotonic() - wall0
+        report = stack.stop()
+    loadgen_s, busy = cpu.since(machine_before, cpu.mark())
+    print(
+        f"== {label}: stopped; clean={report.get('clean')} wall={wall_s:.0f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    extra = {
+        "stack": {**report, "stack_info": stack.info, "state_dir": str(state_dir)},
+        "cpu": {
+            "wall_s": round(wall_s, 1),
+            "stack_cores": round(stack_cpu_s / wall_s, 3),
+            "loadgen_cores": round(loadgen_s / wall_s, 3),
+            "machine_busy": None if busy is None else round(busy, 3),
+            "cores": cpu.cores(),
+        },
+    }
+    reasons = list(result.invalid_reasons)
+    if not report.get("clean"):
+        reasons.append(
+            f"stack left processes {report.get('pids_left_after_stop')} or ports "
+            f"{report.get('ports_busy_after_stop')} after stop"
+        )
+    return RunResult(
+        **{**result.__dict__, "extra": {**result.extra, **extra}, "invalid_reasons": tuple(reasons)}
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        policies = parse_policies(args.policies)
+        time_scale = args.time_scale or DEFAULT_TIME_SCALE
+        out: Path = args.out_dir
+        if out.exists() and any(out.iterdir()) and not args.force:
+            raise ResultFileExists(
+                f"--out-dir {out} exists and is not empty; comparisons are never overwritten: "
+                "choose a new folder (put the date in it) or pass --force"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        levels = list(sweep_levels(args.concurrency, args.requests, args.max_tokens))
+        slow = slowing_level(
+            args.slowing_concurrency,
+            [int(x) for x in args.slowing_max_tokens.split(",") if x.strip()],
+            args.slowing_phase_s,
+        )
+    except (ValueError, ResultFileExists) as exc:
+        print(f"inflight bench compare: {exc}", file=sys.stderr)
+        return 2
+    started = datetime.now(UTC)
+    t_wall = time.monotonic()
+    runs: dict[str, dict[str, Any]] = {}
+    slowing: dict[str, dict[str, Any]] = {}
+    try:
+        for policy in policies:
+            result = _one(
+                policy, args, time_scale, levels, out / "stacks" / policy.slug, policy.name
+            )
+            doc = result.to_json()
+            write_new(out / f"{policy.slug}.json", dumps(doc), args.force)
+            write_new(out / f"{policy.slug}.md", run_table(doc), args.force)
+            runs[policy.name] = doc
+        if not args.no_slowing:
+            for policy in (p for p in policies if p.kind in ("qps", "saturation")):
+                result = _one(
+                    policy,
+                    args,
+                    time_scale,
+                    [slow],
+                    out / "stacks" / f"slowing-{policy.slug}",
+                    f"slowing {policy.name}",
+                    gap_s=0.0,
+                )
+                doc = result.to_json()
+                doc["slowing_phases"] = [[t, m] for t, m in slow.schedule]
+                write_new(out / f"slowing-{policy.slug}.json", dumps(doc), args.force)
+                slowing[policy.name] = doc
+    except (StackError, BenchError, ResultFileExists, ValueError) as exc:
+        print(f"inflight bench compare: {exc}", file=sys.stderr)
+        return 2
+    wall_s = time.monotonic() - t_wall
+    checks = reproduction_checks(runs, slowing)
+    summary = {
+        "schema": "inflight-bench-compare/1",
+        "created_at": started.isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "time_scale": time_scale,
+        "units": "seed time: wall seconds / time_scale; rates per seed second",
+        "wall_s": round(wall_s, 1),
+        "policies": [p.name for p in policies],
+        "checks": checks,
+        "reproduced": all(c["passed"] for c in checks),
+        "runs": {
+            name: {
+                "file": f"{name.replace(':', '')}.json",
+                "valid": d["valid"],
+                "invalid_reasons": d["invalid_reasons"],
+                "levels": d["levels"],
+                "cpu": d.get("cpu"),
+                "stack": {k: v for k, v in d.get("stack", {}).items() if k != "stack_info"},
+            }
+            for name, d in runs.items()
+        },
+        "slowing": {
+            name: {
+                "file": f"slowing-{name}.json",
+                "valid": d["valid"],
+                "invalid_reasons": d["invalid_reasons"],
+                "cpu": d.get("cpu"),
+            }
+            for name, d in slowing.items()
+        },
+    }
+    write_new(out / "comparison.json", dumps(summary), args.force)
+    md = _markdown(summary, runs, slowing, time_scale, wall_s, started)
+    write_new(out / "comparison.md", md, args.force)
+    from bench.plots import sweep_plot, timeseries_plot
+
+    sweep_plot(runs, out / "sweep.png", title=f"closed-loop sweep · time-scale {time_scale}")
+    auto = {k: v for k, v in runs.items()}
+    timeseries_plot(
+        auto, out / "timeseries.png", title="L (router), λ (client) and replicas over the sweep"
+    )
+    if slowing:
+        timeseries_plot(
+            slowing,
+            out / "slowing.png",
+            title="slowing model: constant concurrency, answers lengthen",
+            phases=[f"max_tokens {m}" for _, m in slow.schedule],
+        )
+    print(md)
+    return 0 if summary["reproduced"] else 1
+
+
+def _markdown(
+    summary: dict[str, Any],
+    runs: dict[str, dict[str, Any]],
+    slowing: dict[str, dict[str, Any]],
+    time_scale: float,
+    wall_s: float,
+    started: datetime,
+) -> str:
+    lines = [
+        f"# Policy comparison ({started:%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"`{' '.join(summary['command'])}`",
+        "",
+        f"Time-scale {time_scale}: every figure in seed time (wall ÷ {time_scale}). "
+        f"Wall time of the whole comparison: {wall_s / 60:.1f} min.",
+        "",
+        comparison_table(runs),
+        "## Reproduction checks (WORKLOAD.md)",
+        "",
+        checks_list(summary["checks"]),
+        "## CPU (fractions of one core; the machine has "
+        f"{next(iter(runs.values()), {}).get('cpu', {}).get('cores', '?')} cores)",
+        "",
+        "| run | wall s | stack | load generator | machine busy (all cores) | clean stop |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, d in [*runs.items(), *((f"slowing {k}", v) for k, v in slowing.items())]:
+        c = d.get("cpu", {})
+        lines.append(
+            f"| {name} | {c.get('wall_s')} | {c.get('stack_cores')} | {c.get('loadgen_cores')} "
+            f"| {c.get('machine_busy')} | {d.get('stack', {}).get('clean')} |"
+        )
+    lines += ["", "## Validity", ""]
+    for name, d in [*runs.items(), *((f"slowing {k}", v) for k, v in slowing.items())]:
+        why = "; ".join(d["invalid_reasons"])
+        lines.append(f"- {name}: {'valid' if d['valid'] else 'INVALID: ' + why}")
+    lines += ["", "## Per-run tables", ""]
+    for name, d in runs.items():
+        lines += [f"### {name}", "", run_table(d)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,176 @@
+"""One ``inflight up`` per policy: start it, wait for ``stack.json``, stop it, prove it is gone.
+
+``inflight up`` runs as a subprocess in its own process group (``ManagedProcess``) and is
+stopped by PID: SIGTERM to its group, SIGKILL after a grace period. Its replicas live in
+their own groups, so while it runs the bench snapshots every descendant PID and every
+port they listen on; after the stop it waits (with a deadline) for each PID to be gone
+and each port to be free, and reports any survivor instead of hiding it. Survivors are
+then killed by PID so one policy's leftovers cannot skew the next one's numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import proctree
+from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
+
+
+class StackError(RuntimeError):
+    """``inflight up`` did not come up; the message carries its log's tail."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A policy of the comparison: ``fixed:N`` (frozen N replicas), ``qps`` or ``saturation``."""
+
+    name: str
+    kind: str  # "fixed" | "qps" | "saturation"
+    replicas: int  # start (and, for fixed, the only) replica count
+
+    @property
+    def frozen(self) -> bool:
+        return self.kind == "fixed"
+
+    @property
+    def slug(self) -> str:
+        return self.name.replace(":", "")
+
+    def up_args(self, max_replicas: int) -> list[str]:
+        if self.frozen:
+            return ["--replicas", str(self.replicas), "--no-autoscale"]
+        return [
+            "--policy", self.kind, "--replicas", str(self.replicas),
+            "--max-replicas", str(max_replicas),
+        ]  # fmt: skip
+
+
+def parse_policies(text: str) -> list[Policy]:
+    """``"fixed:1,fixed:2,qps,saturation"`` → policies; errors name ``--policies``."""
+    out: list[Policy] = []
+    for raw in (p.strip() for p in text.split(",")):
+        if not raw:
+            continue
+        if raw in ("qps", "saturation"):
+            out.append(Policy(raw, raw, 1))
+        elif raw.startswith("fixed:") and raw[6:].isdigit() and int(raw[6:]) >= 1:
+            out.append(Policy(raw, "fixed", int(raw[6:])))
+        else:
+            raise ValueError(
+                f"--policies: unknown policy {raw!r}; use fixed:N (N >= 1), qps or saturation"
+            )
+    if not out:
+        raise ValueError("--policies: no policy given")
+    if len({p.name for p in out}) != len(out):
+        raise ValueError(f"--policies: a policy is listed twice in {text!r}")
+    return out
+
+
+@dataclass
+class Stack:
+    """A running ``inflight up`` for one policy."""
+
+    policy: Policy
+    state_dir: Path
+    time_scale: float
+    max_replicas: int
+    extra_args: tuple[str, ...] = ()
+    process: ManagedProcess | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    seen_pids: set[int] = field(default_factory=set)
+    seen_ports: set[int] = field(default_factory=set)
+    started_wall_s: float = 0.0
+
+    def start(self, timeout_s: float) -> Stack:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        argv = [
+            sys.executable, "-m", "inflight", "up",
+            "--state-dir", str(self.state_dir), "--port", str(port),
+            "--time-scale", str(self.time_scale),
+            *self.policy.up_args(self.max_replicas), *self.extra_args,
+        ]  # fmt: skip
+        t = time.monotonic()
+        self.process = ManagedProcess(
+            argv, name=f"inflight up ({self.policy.name})",
+            log_path=self.state_dir / "up.log", grace_s=20.0,
+        ).start()  # fmt: skip
+        stack_json = self.state_dir / "stack.json"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.process.poll() is not None:
+                raise StackError(f"inflight up exited with {self.process.poll()}" + self._tail())
+            with contextlib.suppress(OSError, ValueError):
+                self.info = json.loads(stack_json.read_text())
+                break
+            if time.monotonic() > deadline:
+                self.stop()
+                raise StackError(f"no {stack_json} after {timeout_s:.0f} s" + self._tail())
+            time.sleep(0.1)
+        self.started_wall_s = time.monotonic() - t
+        self.snapshot()
+        return self
+
+    def _tail(self) -> str:
+        try:
+            text = (self.state_dir / "up.log").read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+        return f"\n--- {self.state_dir / 'up.log'} ---\n{text}"
+
+    @property
+    def router_url(self) -> str:
+        return str(self.info["router_url"])
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def snapshot(self) -> None:
+        """Remember every process and listening port of the stack seen so far."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        pids = proctree.descendants(self.pid, include_root=True)
+        self.seen_pids |= pids
+        self.seen_ports |= proctree.listening_ports(pids)
+
+    def stop(self, check_timeout_s: float = 30.0) -> dict[str, Any]:
+        """Stop by PID; wait for every seen PID to exit and every seen port to be free."""
+        if self.process is None:
+            return {}
+        self.snapshot()
+        code: int | None = None
+        error = ""
+        try:
+            code = self.process.stop()
+        except ProcessError as exc:
+            error = str(exc)
+        deadline = time.monotonic() + check_timeout_s
+        left = proctree.alive(self.seen_pids)
+        busy = {p for p in self.seen_ports if not port_is_free(p)}
+        while (left or busy) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = proctree.alive(self.seen_pids)
+            busy = {p for p in self.seen_ports if not port_is_free(p)}
+        for pid in left:  # never leave them to skew the next policy
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        return {
+            "exit_code": code,
+            "stop_error": error,
+            "pids_seen": len(self.seen_pids),
+            "ports_seen": sorted(self.seen_ports),
+            "pids_left_after_stop": sorted(left),
+            "ports_busy_after_stop": sorted(busy),
+            "clean": not left and not busy and not error,
+            "start_wall_s": round(self.started_wall_s, 2),
+        }
