@@ -17,6 +17,7 @@ minutes on a 2-core machine while it stays unsaturated; see docs/benchmark.md).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import asyncio
 import sys
 import time
@@ -116,8 +117,8 @@ def _one(
             f"stack left processes {report.get('pids_left_after_stop')} or ports "
             f"{report.get('ports_busy_after_stop')} after stop"
         )
-    return RunResult(
-        **{**result.__dict__, "extra": {**result.extra, **extra}, "invalid_reasons": tuple(reasons)}
+    return dataclasses.replace(
+        result, extra={**result.extra, **extra}, invalid_reasons=tuple(reasons)
     )
 
 
@@ -211,9 +212,8 @@ def main(args: argparse.Namespace) -> int:
     from bench.plots import sweep_plot, timeseries_plot
 
     sweep_plot(runs, out / "sweep.png", title=f"closed-loop sweep · time-scale {time_scale}")
-    auto = {k: v for k, v in runs.items()}
     timeseries_plot(
-        auto, out / "timeseries.png", title="L (router), λ (client) and replicas over the sweep"
+        runs, out / "timeseries.png", title="L (router), λ (client) and replicas over the sweep"
     )
     if slowing:
         timeseries_plot(
