@@ -17,8 +17,8 @@ minutes on a 2-core machine while it stays unsaturated; see docs/benchmark.md).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import asyncio
+import dataclasses
 import sys
 import time
 from datetime import UTC, datetime
