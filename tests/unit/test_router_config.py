@@ -1,0 +1,96 @@
+"""Flags, endpoint lists and files: every bad input names what is at fault."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from router.config import ConfigError, add_arguments, from_args
+from router.sources import SourceError, parse_endpoint_list, read_endpoints_file
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_defaults_and_static_list() -> None:
+    cfg = from_args(parse("--endpoints", "http://127.0.0.1:1/,http://127.0.0.1:2"))
+    assert cfg.endpoints == ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    assert cfg.slots_per_endpoint == 4
+    assert cfg.dispatch == "least-outstanding"
+    assert not cfg.hold_when_full
+    assert cfg.upstream_timeout_s is None
+
+
+def test_empty_endpoints_is_zero_endpoints() -> None:
+    assert from_args(parse("--endpoints", "")).endpoints == ()
+
+
+def test_k8s_source() -> None:
+    cfg = from_args(
+        parse("--k8s-namespace", "llm", "--k8s-service", "vllm", "--k8s-port-name", "http")
+    )
+    assert cfg.k8s is not None
+    assert (cfg.k8s.namespace, cfg.k8s.service, cfg.k8s.port_name) == ("llm", "vllm", "http")
+
+
+def test_exactly_one_source_is_required() -> None:
+    with pytest.raises(SystemExit):
+        parse("--port", "1")
+    with pytest.raises(SystemExit):
+        parse("--endpoints", "", "--endpoints-file", "x.json")
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (("--endpoints", "ftp://x:1"), "--endpoints"),
+        (("--endpoints", "", "--slots-per-endpoint", "0"), "--slots-per-endpoint"),
+        (("--endpoints", "", "--max-queue", "-1"), "--max-queue"),
+        (("--endpoints", "", "--queue-timeout-s", "0"), "--queue-timeout-s"),
+        (("--endpoints", "", "--max-body-bytes", "0"), "--max-body-bytes"),
+        (("--endpoints", "", "--port", "70000"), "--port"),
+        (("--endpoints", "", "--health-interval-s", "-1"), "--health-interval-s"),
+        (("--endpoints", "", "--unhealthy-backoff-s", "-1"), "--unhealthy-backoff-s"),
+        (("--endpoints", "", "--upstream-timeout-s", "-1"), "--upstream-timeout-s"),
+        (("--k8s-namespace", "llm"), "--k8s-service"),
+        (("--endpoints", "", "--k8s-service", "vllm"), "--k8s-namespace"),
+    ],
+)
+def test_bad_flags_are_named(argv: tuple[str, ...], flag: str) -> None:
+    with pytest.raises(ConfigError, match=flag):
+        from_args(parse(*argv))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('["http://127.0.0.1:1", "http://127.0.0.1:2/"]', ["http://127.0.0.1:1", "http://127.0.0.1:2"]),
+        ("- http://127.0.0.1:1\n- http://127.0.0.1:2\n", ["http://127.0.0.1:1", "http://127.0.0.1:2"]),
+        ("[]", []),
+        ("", []),
+        ("   \n", []),
+        ("# nothing yet\n", []),
+    ],
+)  # fmt: skip
+def test_endpoint_list_json_or_yaml(text: str, expected: list[str]) -> None:
+    assert parse_endpoint_list(text, "f") == expected
+
+
+@pytest.mark.parametrize(
+    "text", ['{"a": 1}', "[1, 2]", '["not a url"]', "key: [unclosed", '"http://h:1"']
+)
+def test_bad_endpoint_list_names_its_origin(text: str) -> None:
+    with pytest.raises(SourceError, match=r"--endpoints-file eps\.json"):
+        parse_endpoint_list(text, "--endpoints-file eps.json")
+
+
+def test_missing_file_is_zero_endpoints(tmp_path: Path) -> None:
+    assert read_endpoints_file(tmp_path / "absent.json") == []
+    path = tmp_path / "eps.yaml"
+    path.write_text("- http://10.0.0.1:8000\n")
+    assert read_endpoints_file(path) == ["http://10.0.0.1:8000"]
