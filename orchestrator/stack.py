@@ -1,0 +1,403 @@
+"""The whole stack on one machine: replicas, router, Prometheus, scaler, local KEDA+HPA.
+
+Start order (each waits for the previous one's readiness where it matters): replica
+processes, the router (fed through ``endpoints.json``), Prometheus when installed (file
+SD targets: router, ready replicas, scaler; scrape every 5 s × time-scale), the scaler
+(Prometheus source, or the direct router source without Prometheus), then — once the
+first replicas answer ``/health`` — the KEDA+HPA loop, and ``stack.json`` last.
+
+:meth:`Stack.run` is the main loop: supervisor tick, autoscaler tick, timeline. On exit
+every process group is stopped, and the stack checks that none is alive and that every
+port it used is free, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inflight import names
+from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
+from inflight.prom import PrometheusServer
+from orchestrator import hpa
+from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
+from orchestrator.keda import KedaSpec
+from orchestrator.ports import listening_ports
+from orchestrator.scaler_client import ScalerClient
+from orchestrator.state import (
+    ENDPOINTS,
+    PROMETHEUS_DIR,
+    StackInfo,
+    StateDir,
+    TimelinePoint,
+)
+from orchestrator.supervisor import Supervisor, SupervisorConfig
+
+log = logging.getLogger("inflight.up")
+
+#: Prometheus scrapes every 5 s (× time-scale): the seed's sampling period.
+SCRAPE_INTERVAL_S = 5.0
+TICK_S = 0.05
+
+
+class StackError(RuntimeError):
+    """The stack could not start (the message says which part and why)."""
+
+
+@dataclass(frozen=True)
+class UpConfig:
+    """Everything ``inflight up`` needs, validated (durations in real seconds)."""
+
+    state_dir: Path
+    replica_cmd: tuple[str, ...]
+    router_port: int  # 0: a free port from the OS
+    time_scale: float
+    policy: str
+    slots_per_replica: int
+    min_replicas: int
+    max_replicas: int
+    initial_replicas: int
+    autoscale: bool
+    hpa_sync_s: float
+    polling_interval_s: float
+    cooldown_s: float
+    use_prometheus: bool
+    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
+    startup_timeout_s: float = 900.0
+
+    @property
+    def scaler_metadata(self) -> dict[str, str]:
+        """The trigger metadata a ScaledObject would carry (seed-time windows)."""
+        return {
+            names.META_SLOTS_PER_REPLICA: str(self.slots_per_replica),
+            names.META_TARGET_SATURATION: "1.0",
+            names.META_SCALE_UP_WINDOW_S: "10",
+            names.META_SCALE_DOWN_WINDOW_S: "60",
+            names.META_TIME_SCALE: str(self.time_scale),
+            names.META_POLICY: self.policy,
+        }
+
+
+def _get_json(url: str, timeout_s: float = 1.0) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            data = json.loads(resp.read())
+            return data if isinstance(data, dict) else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+class Stack:
+    """One run of ``inflight up``. ``start()``, then ``run(stop)``, then ``shutdown()``."""
+
+    def __init__(self, config: UpConfig) -> None:
+        self.config = config
+        self.state = StateDir(config.state_dir)
+        self.supervisor = Supervisor(
+            command=config.replica_cmd,
+            endpoints_file=self.state.path(ENDPOINTS),
+            log_dir=self.state.logs,
+            config=config.supervisor,
+            drained=self._drained,
+        )
+        self.router: ManagedProcess | None = None
+        self.router_port = 0
+        self.prometheus: PrometheusServer | None = None
+        self.scaler: ManagedProcess | None = None
+        self.scaler_ports: tuple[int, int] = (0, 0)
+        self.client: ScalerClient | None = None
+        self.autoscaler: Autoscaler | None = None
+        self._last_point: tuple[int, int] | None = None
+        self._published_targets: tuple[str, ...] | None = None
+        self._next_poll_s = 0.0
+
+    @property
+    def router_url(self) -> str:
+        return f"http://127.0.0.1:{self.router_port}"
+
+    # --- router status: L, ready endpoints, and whether an endpoint is drained -------------
+    def _status(self) -> dict[str, Any] | None:
+        return _get_json(self.router_url + "/router/status") if self.router_port else None
+
+    def _drained(self, url: str) -> bool:
+        status = self._status()
+        if status is None:
+            return True  # no router to hold requests for it
+        for ep in status.get("endpoints", []):
+            if ep.get("url") == url:
+                return bool(ep.get("state") != "ready" and ep.get("inflight", 0) == 0)
+        return True
+
+    def observe(self) -> Observation:
+        status = self._status()
+        if status is None:
+            return Observation(None, self.supervisor.ready, self.config.slots_per_replica)
+        endpoints = status.get("endpoints", [])
+        ready = sum(1 for ep in endpoints if ep.get("state") == "ready")
+        inflight = status.get("inflight")
+        return Observation(
+            float(inflight) if isinstance(inflight, int | float) else None,
+            ready,
+            int(status.get("slots_per_endpoint", self.config.slots_per_replica)),
+        )
+
+    # --- start ----------------------------------------------------------------------------
+    def start(self, stop: threading.Event) -> StackInfo:
+        cfg = self.config
+        self.state.acquire()
+        self._setup_file_logging()
+        log.info("state dir %s; replica command: %s", cfg.state_dir, " ".join(cfg.replica_cmd))
+        self.supervisor.set_desired(cfg.initial_replicas)
+        self.supervisor.tick()  # replica processes start first: they take longest
+        self._record_point(force=True)
+        self._start_router()
+        if cfg.use_prometheus:
+            self._start_prometheus()
+        self._start_scaler()
+        self._wait_replicas(stop)
+        started = time.monotonic()
+        if cfg.autoscale:
+            self._start_autoscaler(started)
+        self._next_poll_s = started + cfg.hpa_sync_s
+        info = StackInfo(
+            pid=os.getpid(),
+            router_url=self.router_url,
+            prometheus_url=self.prometheus.url if self.prometheus else None,
+            scaler_address=f"127.0.0.1:{self.scaler_ports[0]}",
+            time_scale=cfg.time_scale,
+            policy=cfg.policy,
+            started_at=time.time(),
+        )
+        self.state.write_stack(info)
+        return info
+
+    def _setup_file_logging(self) -> None:
+        handler = logging.FileHandler(self.state.logs / "up.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger("inflight").addHandler(handler)
+
+    def _start_router(self) -> None:
+        cfg = self.config
+        self.router_port = cfg.router_port or free_port()
+        if cfg.router_port and not port_is_free(cfg.router_port):
+            raise StackError(f"--port {cfg.router_port} is in use; pick another or pass 0")
+        argv = [
+            *_inflight(),
+            "router",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.router_port),
+            "--slots-per-endpoint",
+            str(cfg.slots_per_replica),
+            "--endpoints-file",
+            str(self.state.path(ENDPOINTS)),
+            "--hold-when-full",
+            "--file-poll-s",
+            "0.2",
+        ]
+        self.router = self._start_process(argv, "router", "/health", self.router_port)
+
+    def _start_prometheus(self) -> None:
+        cfg = self.config
+        self.scaler_ports = (free_port(), free_port())
+        self.prometheus = PrometheusServer(
+            data_dir=cfg.state_dir / PROMETHEUS_DIR,
+            jobs={
+                "router": [f"127.0.0.1:{self.router_port}"],
+                "replicas": [],
+                "scaler": [f"127.0.0.1:{self.scaler_ports[1]}"],
+            },
+            scrape_interval_s=SCRAPE_INTERVAL_S * cfg.time_scale,
+            evaluation_interval_s=SCRAPE_INTERVAL_S * cfg.time_scale,
+        )
+        try:
+            self.prometheus.start(ready_timeout_s=60.0)
+        except ProcessError as exc:
+            raise StackError(f"prometheus did not start: {exc}") from exc
+        log.info(
+            "prometheus at %s (scrape every %.3g s)",
+            self.prometheus.url,
+            SCRAPE_INTERVAL_S * cfg.time_scale,
+        )
+
+    def _start_scaler(self) -> None:
+        if self.scaler_ports == (0, 0):
+            self.scaler_ports = (free_port(), free_port())
+        grpc_port, metrics_port = self.scaler_ports
+        argv = [
+            *_inflight(),
+            "scaler",
+            "--grpc-port",
+            str(grpc_port),
+            "--metrics-port",
+            str(metrics_port),
+            # Periods of the scaler's own caching and polling, scaled like everything else
+            # (a 1 s cache at time-scale 0.05 would be 20 seed seconds stale).
+            "--cache-ttl-s",
+            f"{min(1.0, self.config.time_scale):.3g}",
+            "--stream-interval-s",
+            f"{max(0.1, min(1.0, 5 * self.config.time_scale)):.3g}",
+        ]
+        if self.prometheus is not None:
+            argv += ["--prometheus-url", self.prometheus.url]
+        else:
+            log.warning(
+                "prometheus is not used: the scaler reads the router directly (--source direct)"
+            )
+            argv += ["--source", "direct", "--router-url", self.router_url]
+            argv += ["--poll-interval-s", f"{max(0.05, min(0.5, 5 * self.config.time_scale)):.3g}"]
+        self.scaler = self._start_process(argv, "scaler", "/metrics", metrics_port)
+        if grpc_port not in listening_ports(self.scaler.pid):
+            wait_for_port(self.scaler, grpc_port, timeout_s=30.0)
+        self.client = ScalerClient(f"127.0.0.1:{grpc_port}", self.config.scaler_metadata)
+        self.client.wait_ready(timeout_s=30.0)
+
+    def _start_process(
+        self, argv: list[str], name: str, ready_path: str, port: int
+    ) -> ManagedProcess:
+        proc = ManagedProcess(
+            argv, name=name, log_path=self.state.logs / f"{name}.log", grace_s=10.0
+        )
+        try:
+            proc.start()
+            proc.wait_ready(f"http://127.0.0.1:{port}{ready_path}", timeout_s=60.0)
+        except ProcessError as exc:
+            proc.stop()
+            raise StackError(f"{name} did not start: {exc}") from exc
+        if port not in listening_ports(proc.pid):
+            proc.stop()
+            raise StackError(f"{name} answered on port {port} but does not listen there")
+        log.info("%s ready on port %d (pid %d)", name, port, proc.pid)
+        return proc
+
+    def _wait_replicas(self, stop: threading.Event) -> None:
+        want = self.config.initial_replicas
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while self.supervisor.ready < want:
+            if stop.is_set():
+                raise StackError("stopped while waiting for the first replicas")
+            if time.monotonic() > deadline:
+                raise StackError(
+                    f"{want - self.supervisor.ready} replica(s) not healthy after "
+                    f"{self.config.startup_timeout_s:.0f} s; see {self.state.logs}"
+                )
+            self._step_processes()
+            stop.wait(TICK_S)
+
+    def _start_autoscaler(self, now_s: float) -> None:
+        cfg = self.config
+        assert self.client is not None
+        self.autoscaler = Autoscaler(
+            scaler=self.client,
+            config=AutoscaleConfig(
+                hpa=hpa.HpaSpec(
+                    min_replicas=max(1, cfg.min_replicas),
+                    max_replicas=cfg.max_replicas,
+                    behavior=hpa.SHIPPED_BEHAVIOR.scaled(cfg.time_scale),
+                ),
+                keda=KedaSpec(cfg.min_replicas, cfg.cooldown_s),
+                hpa_sync_s=cfg.hpa_sync_s,
+                polling_interval_s=cfg.polling_interval_s,
+            ),
+            get_replicas=lambda: self.supervisor.desired,
+            set_replicas=self.supervisor.set_desired,
+            observe=self.observe,
+            record=self.state.append_decision,
+            wall_clock=time.time,
+        )
+        self.autoscaler.start(now_s)
+        self.client.watch_activation(self.autoscaler.activate)
+
+    # --- run --------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> int:
+        """The main loop until ``stop`` is set; 1 if a core process died."""
+        while not stop.is_set():
+            for proc in self._core_processes():
+                if proc.poll() is not None:
+                    log.error("%s exited (code %s); stopping the stack", proc.label, proc.poll())
+                    return 1
+            now = time.monotonic()
+            polled = False
+            if self.autoscaler is not None:
+                polled = self.autoscaler.tick(now)
+            elif now >= self._next_poll_s:
+                self._next_poll_s = now + self.config.hpa_sync_s
+                polled = True
+            self._step_processes()
+            self._record_point(force=polled)
+            stop.wait(TICK_S)
+        return 0
+
+    def _step_processes(self) -> None:
+        self.supervisor.tick()
+        urls = tuple(self.supervisor.ready_urls())
+        if self.prometheus is not None and urls != self._published_targets:
+            self.prometheus.set_targets("replicas", [u.removeprefix("http://") for u in urls])
+            self._published_targets = urls
+        self._record_point()
+
+    def _record_point(self, force: bool = False) -> None:
+        point = (self.supervisor.desired, self.supervisor.ready)
+        if force or point != self._last_point:
+            self._last_point = point
+            self.state.append_timeline(TimelinePoint(time.time(), *point))
+
+    # --- shutdown ---------------------------------------------------------------------------
+    def shutdown(self) -> list[str]:
+        """Stop everything (reverse order); return the problems found (empty: clean)."""
+        problems: list[str] = []
+        if self.client is not None:
+            self.client.close()
+        ports: set[int] = set(self.supervisor.ports_used)
+        procs: list[ManagedProcess] = []
+        for proc in reversed(self._core_processes()):
+            procs.append(proc)
+            try:
+                proc.stop()
+            except ProcessError as exc:
+                problems.append(str(exc))
+        problems += [f"still alive: {s}" for s in self.supervisor.stop_all()]
+        if self.supervisor.desired != self._last_point_desired():
+            self._record_point(force=True)
+        for proc in procs:
+            if proc.alive():
+                problems.append(f"still alive: {proc.label} (pgid {proc.pgid})")
+        ports |= {p for p in (self.router_port, *self.scaler_ports) if p}
+        if self.prometheus is not None:
+            ports.add(self.prometheus.port)
+        busy = sorted(p for p in ports if not port_is_free(p))
+        if busy:
+            problems.append(f"ports still in use: {busy}")
+        self.state.release()
+        return problems
+
+    def _core_processes(self) -> list[ManagedProcess]:
+        """Router, Prometheus and scaler (those started so far), in start order."""
+        prom = self.prometheus.process if self.prometheus is not None else None
+        return [p for p in (self.router, prom, self.scaler) if p is not None]
+
+    def _last_point_desired(self) -> int | None:
+        return None if self._last_point is None else self._last_point[0]
+
+
+def wait_for_port(proc: ManagedProcess, port: int, timeout_s: float) -> None:
+    """Poll until ``proc``'s group listens on ``port`` (the scaler's gRPC port)."""
+    deadline = time.monotonic() + timeout_s
+    while port not in listening_ports(proc.pid):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise StackError(f"{proc.label} does not listen on its gRPC port {port}")
+        time.sleep(0.05)
+
+
+def _inflight() -> list[str]:
+    return [sys.executable, "-m", "inflight"]

@@ -1,0 +1,148 @@
+"""The state directory of ``inflight up`` (layout fixed in docs/ARCHITECTURE.md).
+
+| file | content |
+|---|---|
+| ``lock`` | PID of the running ``inflight up``; held with ``flock`` so a second one refuses |
+| ``stack.json`` | written (atomically) once everything is ready; removed on exit |
+| ``timeline.jsonl`` | ``{"t", "desired", "ready"}`` per change and per poll |
+| ``decisions.jsonl`` | ``{"t", "L", "capacity", "saturation", "value", "target", "desired",
+  "reason"}`` per scaling decision |
+| ``endpoints.json`` | the router's endpoint file (written by the supervisor) |
+| ``logs/`` | one log per process |
+
+``t`` is Unix time in seconds (wall clock: the bench lines it up with its own records).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+LOCK = "lock"
+STACK = "stack.json"
+TIMELINE = "timeline.jsonl"
+DECISIONS = "decisions.jsonl"
+ENDPOINTS = "endpoints.json"
+LOGS = "logs"
+PROMETHEUS_DIR = "prometheus"
+
+
+class StateDirBusy(RuntimeError):
+    """Another ``inflight up`` holds this state directory."""
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """The content of ``stack.json``."""
+
+    pid: int
+    router_url: str
+    prometheus_url: str | None
+    scaler_address: str
+    time_scale: float
+    policy: str
+    started_at: float
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    t: float
+    desired: int
+    ready: int
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One scaling decision. ``L`` is the router's in-flight count at the time, ``value``
+    the metric the scaler returned, ``saturation`` = L ÷ capacity (None at capacity 0)."""
+
+    t: float
+    L: float | None
+    capacity: int
+    saturation: float | None
+    value: float | None
+    target: float | None
+    desired: int
+    reason: str
+
+
+class StateDir:
+    """Owns one state directory for the life of one ``inflight up``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock_file: IO[str] | None = None
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    @property
+    def logs(self) -> Path:
+        return self.root / LOGS
+
+    def acquire(self) -> None:
+        """Take the lock or raise StateDirBusy naming the PID that holds it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        f = open(self.path(LOCK), "a+")  # noqa: SIM115 - held open for the whole run
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "?"
+            f.close()
+            raise StateDirBusy(
+                f"another 'inflight up' (pid {holder}) is running on state dir {self.root}; "
+                "stop it first or pass a different --state-dir"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._lock_file = f
+        # A previous run's files describe that run: start this one's afresh.
+        for name in (STACK, TIMELINE, DECISIONS, ENDPOINTS):
+            with contextlib.suppress(FileNotFoundError):
+                self.path(name).unlink()
+
+    def release(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path(STACK).unlink()
+        if self._lock_file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path(LOCK).unlink()
+            self._lock_file.close()  # closing drops the flock
+            self._lock_file = None
+
+    def write_stack(self, info: StackInfo) -> None:
+        self._write_atomic(STACK, json.dumps(asdict(info), indent=2) + "\n")
+
+    def append_timeline(self, point: TimelinePoint) -> None:
+        self._append(TIMELINE, asdict(point))
+
+    def append_decision(self, record: DecisionRecord) -> None:
+        self._append(DECISIONS, asdict(record))
+
+    def _append(self, name: str, row: dict[str, Any]) -> None:
+        with open(self.path(name), "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def _write_atomic(self, name: str, text: str) -> None:
+        tmp = self.path(f".{name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.path(name))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a ``.jsonl`` file (a half-written last line is skipped)."""
+    rows = []
+    with contextlib.suppress(FileNotFoundError), open(path) as f:
+        for line in f:
+            with contextlib.suppress(json.JSONDecodeError):
+                rows.append(json.loads(line))
+    return rows
