@@ -26,6 +26,8 @@ class MetadataError(ScalerError):
     def __init__(self, key: str, accepted: str, got: str | None = None, detail: str = "") -> None:
         self.key = key
         self.accepted = accepted
+        self.got = got
+        self.detail = detail
         parts = [f"metadata key {key!r}"]
         if got is not None:
             shown = got if len(got) <= 80 else got[:77] + "..."
@@ -34,6 +36,10 @@ class MetadataError(ScalerError):
             parts.append(detail)
         parts.append(f"expected {accepted}")
         super().__init__(": ".join(parts))
+
+    def for_key(self, key: str) -> MetadataError:
+        """The same error, naming ``key`` (e.g. ``selectorFromEnv`` for ``selector``)."""
+        return MetadataError(key, self.accepted, self.got, self.detail)
 
 
 class SourceError(ScalerError):

@@ -61,7 +61,16 @@ class ScalerSpec:
 
 def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
     """Validate KEDA's ``scalerMetadata``; raise MetadataError naming the key at fault."""
-    raw = _resolve(metadata)
+    raw, given_as = _resolve(metadata)
+    try:
+        return _parse(raw)
+    except MetadataError as exc:
+        if given_as.get(exc.key, exc.key) != exc.key:
+            raise exc.for_key(given_as[exc.key]) from None
+        raise
+
+
+def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     values = {**names.METADATA_DEFAULTS, **raw}
     metric_name = values[names.META_METRIC_NAME].strip()
     if not _METRIC_NAME.match(metric_name):
@@ -119,10 +128,14 @@ def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
     )
 
 
-def _resolve(metadata: Mapping[str, str]) -> dict[str, str]:
-    """Our keys from ``metadata``: KEDA's keys dropped, ``<key>FromEnv`` folded into ``<key>``."""
+def _resolve(metadata: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Our keys from ``metadata``: KEDA's keys dropped, ``<key>FromEnv`` folded into ``<key>``.
+
+    Returns the values by key, and the key each was given as (for error messages).
+    """
     known = set(names.METADATA_DEFAULTS)
     out: dict[str, str] = {}
+    given_as: dict[str, str] = {}
     for key, value in metadata.items():
         base = key[: -len(_FROM_ENV)] if key.endswith(_FROM_ENV) else key
         if key in KEDA_KEYS or base in KEDA_KEYS:
@@ -140,7 +153,8 @@ def _resolve(metadata: Mapping[str, str]) -> dict[str, str]:
         if not isinstance(value, str):
             raise MetadataError(key, "a string value", repr(value))
         out[base] = value
-    return out
+        given_as[base] = key
+    return out, given_as
 
 
 def _choice(key: str, value: str, allowed: tuple[_T, ...]) -> _T:

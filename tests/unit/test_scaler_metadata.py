@@ -1,0 +1,178 @@
+"""ScaledObject metadata parsing and the strict selector grammar."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from external_scaler.errors import MetadataError
+from external_scaler.metadata import KEDA_KEYS, parse_metadata
+from external_scaler.selector import parse_selector
+from inflight import names
+
+
+def test_defaults_come_from_names() -> None:
+    spec = parse_metadata({})
+    d = names.METADATA_DEFAULTS
+    assert spec.metric_name == d[names.META_METRIC_NAME]
+    assert spec.selector == ""
+    assert spec.source == "router"
+    p = spec.policy
+    assert p.slots_per_replica == int(d[names.META_SLOTS_PER_REPLICA])
+    assert p.target_saturation == float(d[names.META_TARGET_SATURATION])
+    assert p.scale_up_window_s == float(d[names.META_SCALE_UP_WINDOW_S])
+    assert p.scale_down_window_s == float(d[names.META_SCALE_DOWN_WINDOW_S])
+    assert p.activation_inflight == float(d[names.META_ACTIVATION_INFLIGHT])
+    assert p.policy == d[names.META_POLICY]
+    assert p.time_scale == float(d[names.META_TIME_SCALE])
+
+
+def test_what_inflight_up_sends() -> None:
+    spec = parse_metadata(
+        {
+            "slotsPerReplica": "4",
+            "targetSaturation": "1.0",
+            "scaleUpWindowSeconds": "10",
+            "scaleDownWindowSeconds": "60",
+            "timeScale": "0.1",
+            "policy": "saturation",
+            # KEDA's own keys, ignored
+            "scalerAddress": "scaler.llm:9090",
+            "enableTLS": "true",
+            "unsafeSsl": "false",
+            "scalerAddressFromEnv": "SCALER",
+        }
+    )
+    assert spec.policy.scale_up_window_s == pytest.approx(1.0)
+    assert spec.policy.scale_down_window_s == pytest.approx(6.0)
+    assert spec.policy.time_scale == 0.1
+
+
+def test_from_env_stands_for_the_key() -> None:
+    assert parse_metadata({"slotsPerReplicaFromEnv": "8"}).policy.slots_per_replica == 8
+    with pytest.raises(MetadataError, match="not both"):
+        parse_metadata({"slotsPerReplica": "4", "slotsPerReplicaFromEnv": "8"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("slotsPerReplica", "0"),
+        ("slotsPerReplica", "2.5"),
+        ("slotsPerReplica", "-1"),
+        ("slotsPerReplica", "four"),
+        ("targetSaturation", "0"),
+        ("targetSaturation", "nan"),
+        ("targetSaturation", "1e3"),
+        ("scaleUpWindowSeconds", "-5"),
+        ("scaleDownWindowSeconds", "inf"),
+        ("scaleDownWindowSeconds", "999999"),
+        ("activationInflight", "-1"),
+        ("timeScale", "0"),
+        ("timeScale", "0.0001"),
+        ("source", "kafka"),
+        ("policy", "magic"),
+        ("metricName", ""),
+        ("metricName", "in flight"),
+        ("metricName", "x" * 100),
+        ("selector", "job=router"),
+    ],
+)
+def test_bad_values_name_the_key(key: str, value: str) -> None:
+    with pytest.raises(MetadataError) as err:
+        parse_metadata({key: value})
+    assert err.value.key == key
+    assert repr(key) in str(err.value)
+    assert "expected" in str(err.value)
+
+
+def test_unknown_key_is_refused_with_the_accepted_keys() -> None:
+    with pytest.raises(MetadataError, match="unknown key") as err:
+        parse_metadata({"slotsPerReplicas": "4"})
+    assert err.value.key == "slotsPerReplicas"
+    assert "slotsPerReplica" in str(err.value)
+
+
+def test_qps_policy_needs_router_source() -> None:
+    with pytest.raises(MetadataError) as err:
+        parse_metadata({"policy": "qps", "source": "vllm"})
+    assert err.value.key == "policy"
+
+
+def test_keda_keys_are_known() -> None:
+    assert {"scalerAddress", "enableTLS", "unsafeSsl"} <= KEDA_KEYS
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("", ""),
+        ("   ", ""),
+        ('job="router"', 'job="router"'),
+        (' job = "router" , namespace=~"llm-.*" ', 'job="router",namespace=~"llm-.*"'),
+        ('a!="x",b!~"y|z",', 'a!="x",b!~"y|z"'),
+        ('a="quote \\" and backslash \\\\"', 'a="quote \\" and backslash \\\\"'),
+        ('a=""', 'a=""'),
+    ],
+)
+def test_selector_accepts_label_matchers(text: str, canonical: str) -> None:
+    assert parse_selector("selector", text) == canonical
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "job=router",
+        'job="router"} or vector(1000) or {a="b"',
+        'sum(x{a="b"})',
+        'job="a" job="b"',
+        "job='router'",
+        "job=`router`",
+        '__name__="x"',
+        'a=~"("',
+        'a="\\x41"',
+        'a="unterminated',
+        ',a="b"',
+        'a="b",,c="d"',
+        '1a="b"',
+        'a=="b"',
+    ],
+)
+def test_selector_refuses_anything_else(text: str) -> None:
+    with pytest.raises(MetadataError) as err:
+        parse_selector("selector", text)
+    assert err.value.key == "selector"
+    assert "label matchers" in str(err.value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=60))
+def test_selector_fuzz_either_canonical_or_refused(text: str) -> None:
+    try:
+        canonical = parse_selector("selector", text)
+    except MetadataError:
+        return
+    # A canonical form parses back to itself and holds no braces, parentheses outside quotes.
+    assert parse_selector("selector", canonical) == canonical
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([*names.METADATA_DEFAULTS, "scalerAddress", "bogus", "selectorFromEnv"]),
+        st.one_of(
+            st.sampled_from(["", "0", "1", "4", "0.1", "60", "nan", "-1", "router", "qps", "x"]),
+            st.text(max_size=20),
+        ),
+        max_size=6,
+    )
+)
+def test_metadata_fuzz_only_metadata_errors(metadata: dict[str, str]) -> None:
+    try:
+        spec = parse_metadata(metadata)
+    except MetadataError as exc:
+        assert exc.key in metadata
+        return
+    assert spec.policy.target > 0
+    assert spec.policy.scale_down_window_s >= 0
