@@ -16,11 +16,13 @@ import os
 import signal
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import proctree
+from bench.sampler import STATUS_PATH, parse_status
 from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
 
 
@@ -74,6 +76,16 @@ def parse_policies(text: str) -> list[Policy]:
     return out
 
 
+def _router_ready(router_url: str) -> int:
+    """Ready endpoints the router reports at /router/status (0 when it does not answer)."""
+    try:
+        with urllib.request.urlopen(router_url.rstrip("/") + STATUS_PATH, timeout=2.0) as resp:
+            doc = json.loads(resp.read())
+        return parse_status(doc, 0.0).ready
+    except (OSError, ValueError):
+        return 0
+
+
 @dataclass
 class Stack:
     """A running ``inflight up`` for one policy."""
@@ -114,6 +126,19 @@ class Stack:
             if time.monotonic() > deadline:
                 self.stop()
                 raise StackError(f"no {stack_json} after {timeout_s:.0f} s" + self._tail())
+            time.sleep(0.1)
+        # stack.json can appear before the router has read the endpoint file (it polls it
+        # about once a second): wait until the router itself reports the replicas ready.
+        want = self.policy.replicas
+        while _router_ready(self.router_url) < want:
+            if self.process.poll() is not None:
+                raise StackError(f"inflight up exited with {self.process.poll()}" + self._tail())
+            if time.monotonic() > deadline:
+                self.stop()
+                raise StackError(
+                    f"router {self.router_url} did not report {want} ready replica(s) "
+                    f"within {timeout_s:.0f} s" + self._tail()
+                )
             time.sleep(0.1)
         self.started_wall_s = time.monotonic() - t
         self.snapshot()
