@@ -28,8 +28,11 @@ import argparse
 import contextlib
 import io
 import re
+import shutil
+import subprocess
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -624,3 +627,74 @@ def test_tls_is_on_at_both_ends_or_neither(objs: list[Obj]) -> None:
     # The kubelet's gRPC probe cannot speak TLS: the probes must use plain HTTP.
     for key in ("readinessProbe", "livenessProbe"):
         assert "grpc" not in container[key], f"{key} is a gRPC probe on a TLS port"
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    exe = shutil.which("openssl")
+    if exe is None:
+        pytest.fail("openssl not found: install Debian's openssl to run the TLS test")
+    proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"openssl {' '.join(args)}:\n{proc.stderr}"
+
+
+def _make_certificates(tmp: Path, server_dns: str) -> None:
+    """The CA, server and client certificates, as docs/kubernetes.md makes them."""
+    (tmp / "san.ext").write_text(f"subjectAltName=DNS:{server_dns}\n")
+    (tmp / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    x509 = ("x509", "-req", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1")
+    new = ("req", "-newkey", "rsa:2048", "-nodes")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+             "/CN=inflight-ca", "-keyout", "ca.key", "-out", "ca.crt", cwd=tmp)  # fmt: skip
+    _openssl(*new, "-subj", "/CN=inflight-scaler", "-keyout", "server.key", "-out",
+             "server.csr", cwd=tmp)  # fmt: skip
+    _openssl(*x509, "-in", "server.csr", "-extfile", "san.ext", "-out", "server.crt", cwd=tmp)
+    _openssl(*new, "-subj", "/CN=keda", "-keyout", "client.key", "-out", "client.csr", cwd=tmp)
+    _openssl(*x509, "-in", "client.csr", "-extfile", "client.ext", "-out", "client.crt", cwd=tmp)
+    # The Secret's file names, as the component mounts them.
+    (tmp / "tls.crt").write_bytes((tmp / "server.crt").read_bytes())
+    (tmp / "tls.key").write_bytes((tmp / "server.key").read_bytes())
+
+
+def test_scaler_serves_mutual_tls_with_the_components_args(
+    procs: ProcessTracker, tmp_path: Path
+) -> None:
+    """The scaler, started with the TLS overlay's args and certificates made as the docs
+    say, answers a client with KEDA's certificate (at the name KEDA dials), refuses one
+    without, and answers the component's HTTP probes."""
+    objs = objects("overlays/emulator-tls")
+    _so, meta = scaled_object(objs)
+    dep, container = deployment_container(objs, "inflight-scaler")
+    args = expanded_args(dep, container)
+    parse_inflight(args)
+    host = meta["scalerAddress"].rpartition(":")[0]
+    _make_certificates(tmp_path, host)
+    (mount,) = [m["mountPath"] for m in container["volumeMounts"] if m["name"] == "tls"]
+    grpc_port, metrics_port = free_port(), free_port()
+    local = _local(args, {"grpc-port": grpc_port, "metrics-port": metrics_port})
+    local = [a.replace(mount.rstrip("/") + "/", f"{tmp_path}/") for a in local]
+    local = [a for a in local if not a.startswith("--prometheus-url")]
+    local.append("--prometheus-url=http://127.0.0.1:9")
+    probe = container["readinessProbe"]["httpGet"]
+    assert container_port(container, probe["port"]) == parse_inflight(args).metrics_port
+    procs.start([*INFLIGHT, *local], name="scaler-tls", port=metrics_port, ready_path=probe["path"])
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    def check(credentials: grpc.ChannelCredentials) -> int | str:
+        options = [("grpc.ssl_target_name_override", host)]
+        with grpc.secure_channel(f"127.0.0.1:{grpc_port}", credentials, options) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            try:
+                return int(stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status)
+            except grpc.RpcError as exc:
+                return str(exc.code())
+
+    ca = (tmp_path / "ca.crt").read_bytes()
+    keda = grpc.ssl_channel_credentials(
+        root_certificates=ca,
+        private_key=(tmp_path / "client.key").read_bytes(),
+        certificate_chain=(tmp_path / "client.crt").read_bytes(),
+    )
+    serving = health_pb2.HealthCheckResponse.SERVING
+    wait_for(lambda: check(keda) == serving, timeout_s=30.0, what="mTLS health SERVING")
+    assert check(grpc.ssl_channel_credentials(root_certificates=ca)) != serving
