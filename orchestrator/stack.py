@@ -32,7 +32,7 @@ from orchestrator import hpa
 from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from orchestrator.keda import KedaSpec
 from orchestrator.ports import listening_ports
-from orchestrator.scaler_client import ScalerClient
+from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
 from orchestrator.state import (
     ENDPOINTS,
     PROMETHEUS_DIR,
@@ -164,6 +164,7 @@ class Stack:
             self._start_prometheus()
         self._start_scaler()
         self._wait_replicas(stop)
+        self._wait_metric(stop)
         started = time.monotonic()
         if cfg.autoscale:
             self._start_autoscaler(started)
@@ -293,6 +294,23 @@ class Stack:
                 )
             self._step_processes()
             stop.wait(TICK_S)
+
+    def _wait_metric(self, stop: threading.Event, timeout_s: float = 120.0) -> None:
+        """Until the scaler answers GetMetrics: Prometheus needs a few scrapes first."""
+        assert self.client is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                spec = self.client.metric_spec()
+                self.client.metric_value(spec.metric_name)
+                return
+            except ScalerUnavailable as exc:
+                if stop.is_set():
+                    raise StackError("stopped while waiting for the scaler's first metric") from exc
+                if time.monotonic() > deadline:
+                    raise StackError(f"scaler: no metric after {timeout_s:.0f} s: {exc}") from exc
+            self._step_processes()
+            stop.wait(0.2)
 
     def _start_autoscaler(self, now_s: float) -> None:
         cfg = self.config

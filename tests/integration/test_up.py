@@ -1,0 +1,300 @@
+"""``inflight up`` end to end: real replicas, router, scaler (and Prometheus), small time-scale."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from emulator.cli import DEFAULT_MODEL
+from inflight.procs import ManagedProcess, pid_alive, port_is_free
+from orchestrator.state import read_jsonl
+from tests.support import INFLIGHT, PYTHON, wait_for
+
+TS = "0.05"  # emulator start-up 1.5 s, request ≈ 0.23 s, HPA sync 0.75 s, down window 3 s
+
+
+def launch(procs, argv, name):
+    """Start ``argv`` under the ``procs`` tracker (so teardown proves it gone).
+
+    Not ``procs.start``: that replaces every ``{port}``, and --replica-cmd must keep its own.
+    """
+    proc = ManagedProcess(argv, name=name, log_path=procs.log_dir / f"{name}.log", grace_s=40.0)
+    procs.processes.append(proc)
+    return proc.start()
+
+
+def start_up(procs, state_dir: Path, *flags: str, timeout_s: float = 90.0):
+    """Start ``inflight up`` and wait for stack.json; return (process, stack info)."""
+    proc = launch(procs, [*INFLIGHT, "up", "--state-dir", str(state_dir), *flags], "up")
+    stack_file = state_dir / "stack.json"
+
+    def ready():
+        if proc.poll() is not None:
+            out = Path(proc.log_path).read_text()
+            raise AssertionError(f"inflight up exited with {proc.poll()}\n{out[-3000:]}")
+        return stack_file.exists() and json.loads(stack_file.read_text())
+
+    info = wait_for(ready, timeout_s=timeout_s, interval_s=0.1, what="stack.json")
+    return proc, info
+
+
+def status(info):
+    with urllib.request.urlopen(info["router_url"] + "/router/status", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def ready_endpoints(info):
+    return [e["url"] for e in status(info)["endpoints"] if e["state"] == "ready"]
+
+
+def complete(info, timeout_s=60.0):
+    body = json.dumps({"model": DEFAULT_MODEL, "prompt": "hi", "max_tokens": 30}).encode()
+    req = urllib.request.Request(
+        info["router_url"] + "/v1/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        return resp.status
+
+
+class Load:
+    """``concurrency`` closed-loop clients until stopped; counts answers by status."""
+
+    def __init__(self, info, concurrency):
+        self.info = info
+        self.stop = threading.Event()
+        self.codes: list[object] = []
+        self.threads = [threading.Thread(target=self._worker) for _ in range(concurrency)]
+
+    def _worker(self):
+        while not self.stop.is_set():
+            try:
+                self.codes.append(complete(self.info))
+            except (urllib.error.URLError, OSError) as exc:
+                self.codes.append(repr(exc))
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+
+
+def timeline(state_dir):
+    return read_jsonl(state_dir / "timeline.jsonl")
+
+
+def test_load_scales_up_to_two_then_back_to_one(procs, tmp_path):
+    state = tmp_path / "state"
+    _, info = start_up(procs, state, "--time-scale", TS, "--max-replicas", "2")
+    assert info["prometheus_url"], "prometheus is installed here; the stack should use it"
+    with Load(info, 16) as load:
+        wait_for(lambda: len(ready_endpoints(info)) == 2, timeout_s=60, what="2 ready endpoints")
+    assert load.codes and all(c == 200 for c in load.codes), set(map(str, load.codes))
+    wait_for(
+        lambda: timeline(state)[-1]["desired"] == 1 and len(ready_endpoints(info)) == 1,
+        timeout_s=60,
+        what="back to 1 replica after the window",
+    )
+    decisions = read_jsonl(state / "decisions.jsonl")
+    assert any(d["desired"] == 2 and d["L"] is not None for d in decisions)
+    assert {"t", "L", "capacity", "saturation", "value", "target", "desired", "reason"} <= set(
+        decisions[-1]
+    )
+
+
+def test_concurrency_4_on_4_slots_does_not_scale(procs, tmp_path):
+    state = tmp_path / "state"
+    _, info = start_up(procs, state, "--time-scale", TS, "--max-replicas", "2", "--no-prometheus")
+    assert info["prometheus_url"] is None
+    n_before = len(read_jsonl(state / "decisions.jsonl"))
+    with Load(info, 4) as load:
+        # Long enough for several HPA syncs (0.75 s each) with L = 4 on 4 slots.
+        wait_for(
+            lambda: len(read_jsonl(state / "decisions.jsonl")) >= n_before + 8,
+            timeout_s=60,
+            what="8 scaling decisions under load",
+        )
+    assert len(load.codes) > 8
+    decisions = read_jsonl(state / "decisions.jsonl")[n_before:]
+    assert any(d["L"] and d["L"] >= 3 for d in decisions), decisions
+    assert {d["desired"] for d in decisions} == {1}
+    assert {p["desired"] for p in timeline(state)} == {1}
+
+
+def test_frozen_replicas_timeline_has_one_value(procs, tmp_path):
+    state = tmp_path / "state"
+    flags = ["--time-scale", TS, "--replicas", "2", "--no-autoscale", "--no-prometheus"]
+    _, info = start_up(procs, state, *flags)
+    with Load(info, 16):
+        wait_for(lambda: len(timeline(state)) >= 8, timeout_s=60, what="8 timeline points")
+    points = [p for p in timeline(state) if p["t"] >= info["started_at"]]
+    assert points and {(p["desired"], p["ready"]) for p in points} == {(2, 2)}
+    assert not (state / "decisions.jsonl").exists()
+
+
+def test_killed_replica_is_replaced_and_never_used_after(procs, tmp_path):
+    state = tmp_path / "state"
+    flags = ["--time-scale", TS, "--replicas", "2", "--no-autoscale", "--no-prometheus"]
+    _, info = start_up(procs, state, *flags)
+    victim = ready_endpoints(info)[0]
+    endpoints_file = state / "endpoints.json"
+    log = state / "logs" / "up.log"
+    with Load(info, 8) as load:
+        pid = _listener_pid(int(victim.rsplit(":", 1)[1]))
+        os.kill(pid, signal.SIGKILL)
+        wait_for(
+            lambda: victim not in json.loads(endpoints_file.read_text()),
+            timeout_s=30,
+            what="the dead replica out of endpoints.json",
+        )
+        wait_for(
+            lambda: victim not in ready_endpoints(info),
+            timeout_s=30,
+            what="the router to drop the dead replica",
+        )
+        served_before = _served_by(info, victim)
+        wait_for(
+            lambda: len(ready_endpoints(info)) == 2,
+            timeout_s=60,
+            what="a replacement replica",
+        )
+    assert victim not in ready_endpoints(info)
+    assert _served_by(info, victim) == served_before, "router sent to the dead replica"
+    assert "failed (exited)" in log.read_text()
+    errors = [c for c in load.codes if c != 200]
+    assert len(errors) <= 8, errors  # at most the requests in flight on it when it died
+
+
+def test_sigterm_stops_every_process_and_frees_every_port(procs, tmp_path):
+    state = tmp_path / "state"
+    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}} --worker --startup-s 0.2"
+    flags = ["--time-scale", TS, "--replicas", "2", "--replica-cmd", fake]
+    server, info = start_up(procs, state, *flags)
+    descendants = _descendants(server.pid)
+    workers = [p for p in descendants if "while True" in _cmdline(p)]
+    assert len(workers) == 2, "each fake replica should have a worker child"
+    ports = [int(u.rsplit(":", 1)[1]) for u in json.loads((state / "endpoints.json").read_text())]
+    ports += [int(info["router_url"].rsplit(":", 1)[1]), int(info["scaler_address"].rsplit(":")[1])]
+    ports.append(int(info["prometheus_url"].rsplit(":", 1)[1]))
+    os.kill(server.pid, signal.SIGTERM)
+    code = server.popen.wait(timeout=60)
+    assert code == 0
+    alive = [p for p in descendants if pid_alive(p)]
+    assert not alive, [(p, _cmdline(p)) for p in alive]
+    assert all(port_is_free(p) for p in ports)
+    assert not (state / "stack.json").exists() and not (state / "lock").exists()
+    out = Path(server.log_path).read_text()
+    assert "no process left running, every port free" in out
+
+
+def test_second_up_on_the_same_state_dir_refuses(procs, tmp_path):
+    state = tmp_path / "state"
+    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    flags = ["--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]
+    server, _ = start_up(procs, state, *flags)
+    second = launch(
+        procs, [*INFLIGHT, "up", "--state-dir", str(state), "--replica-cmd", fake], "second"
+    )
+    assert second.popen.wait(timeout=60) == 1
+    text = Path(second.log_path).read_text()
+    assert f"pid {server.pid}" in text and "is running on state dir" in text
+    assert (state / "stack.json").exists(), "the refused run must not touch the first's state"
+
+
+def test_scale_to_zero_then_a_request_waits_and_succeeds(procs, tmp_path):
+    state = tmp_path / "state"
+    flags = [
+        "--time-scale", TS, "--min-replicas", "0", "--cooldown-s", "20",
+        "--polling-interval-s", "10", "--no-prometheus",
+    ]  # fmt: skip
+    _, info = start_up(procs, state, *flags)
+    wait_for(
+        lambda: timeline(state)[-1]["desired"] == 0 and not ready_endpoints(info),
+        timeout_s=60,
+        what="idle -> 0 replicas after the cooldown",
+    )
+    assert complete(info, timeout_s=60) == 200
+    assert any(p["desired"] == 1 for p in timeline(state) if p["t"] > info["started_at"] + 1)
+    decisions = read_jsonl(state / "decisions.jsonl")
+    assert any("activated from zero" in d["reason"] for d in decisions)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--no-autoscale"], "--no-autoscale needs --replicas"),
+        (["--max-replicas", "0"], "--max-replicas"),
+        (["--time-scale", "0"], "--time-scale"),
+        (["--replica-cmd", "vllm serve m --port 8000"], "{port}"),
+        (["--replicas", "5", "--max-replicas", "2"], "--replicas"),
+    ],
+)
+def test_bad_flags_are_named(procs, tmp_path, flags, message):
+    proc = launch(procs, [*INFLIGHT, "up", "--state-dir", str(tmp_path / "s"), *flags], "bad")
+    assert proc.popen.wait(timeout=60) == 2
+    assert message in Path(proc.log_path).read_text()
+
+
+# --- helpers reading /proc ------------------------------------------------------------
+
+
+def _stat(pid):
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+
+
+def _descendants(root):
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                children.setdefault(int(_stat(entry.name)[1]), []).append(int(entry.name))
+            except (OSError, IndexError):
+                continue
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _cmdline(pid):
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _listener_pid(port):
+    from orchestrator.ports import _listening_by_inode, _socket_inodes
+
+    inodes = {i for i, p in _listening_by_inode().items() if p == port}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _socket_inodes(int(entry.name)) & inodes:
+            return int(entry.name)
+    raise AssertionError(f"nobody listens on {port}")
+
+
+def _served_by(info, url):
+    """Requests the router finished on ``url`` (router_requests_total{endpoint=…})."""
+    endpoint = url.removeprefix("http://")
+    with urllib.request.urlopen(info["router_url"] + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("router_requests_total{") and f'endpoint="{endpoint}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
