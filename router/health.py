@@ -68,10 +68,10 @@ async def run_health_checks(
 ) -> None:
     """Loop forever (cancel to stop): one round of checks every ``interval_s`` seconds."""
     while True:
+        # Sleep first: endpoints start ready (discovery only lists serving replicas), and
+        # a refused connection marks one unhealthy at once anyway.
+        await asyncio.sleep(interval_s)
         try:
             await check_once(dispatcher, session_getter(), timeout_s, backoff_s)
-        except asyncio.CancelledError:
-            raise
         except Exception:  # a bug here must not stop health checking
             log.exception("health check round failed")
-        await asyncio.sleep(interval_s)

@@ -1,0 +1,253 @@
+"""The router process against small aiohttp upstreams served by the test itself.
+
+These upstreams do what a real replica cannot be made to do on demand: echo the headers
+they received, break a stream halfway, refuse connections. The router is the real
+``inflight router`` subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+from multidict import CIMultiDict
+
+from inflight import names
+from inflight.procs import free_port
+from tests.support import ProcessTracker, Server
+
+# --- upstream ----------------------------------------------------------------------------
+
+
+async def _echo(request: web.Request) -> web.Response:
+    body = await request.read()
+    return web.json_response(
+        {
+            "headers": {k.lower(): v for k, v in request.headers.items()},
+            "path": request.path_qs,
+            "body_len": len(body),
+        },
+        headers={"X-Upstream": "yes", "Proxy-Authenticate": "Basic", "Trailer": "X-Foo"},
+    )
+
+
+async def _broken_stream(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(b'data: {"n": 1}\n\n')
+    assert request.transport is not None
+    request.transport.abort()  # the replica dies mid-stream
+    return resp
+
+
+async def _slow(request: web.Request) -> web.Response:
+    await asyncio.sleep(float(request.query.get("s", "30")))
+    return web.json_response({"slow": True})
+
+
+async def _models(_request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": "m"}]})
+
+
+async def _health(_request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_route("*", "/v1/echo", _echo)
+    app.router.add_post("/v1/broken", _broken_stream)
+    app.router.add_post("/v1/slow", _slow)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/health", _health)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+def start_router(procs: ProcessTracker, *args: str) -> Server:
+    return procs.start_inflight(
+        ["router", "--host", "127.0.0.1", "--port", "{port}", "--slots-per-endpoint", "1",
+         *args],
+        name="router",
+    )  # fmt: skip
+
+
+async def fetch(method: str, url: str, **kw: object) -> tuple[int, CIMultiDict[str], bytes]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, url, **kw) as resp,  # type: ignore[arg-type]
+    ):
+        return resp.status, CIMultiDict(resp.headers), await resp.read()
+
+
+def scrape(router: Server) -> str:
+    with urllib.request.urlopen(router.url + "/metrics", timeout=5) as resp:
+        return resp.read().decode()
+
+
+# --- tests -------------------------------------------------------------------------------
+
+
+async def test_headers_hop_by_hop_dropped_and_host_not_chosen_by_client(
+    procs: ProcessTracker, upstream: str
+) -> None:
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
+    status, headers, body = await fetch(
+        "POST",
+        router.url + "/v1/echo?x=1",
+        data=b'{"a": 1}',
+        headers={
+            "Host": "evil.example:1",
+            "Connection": "keep-alive, X-Secret",
+            "X-Secret": "hop",
+            "Keep-Alive": "timeout=5",
+            "Proxy-Authorization": "Basic Zm9v",
+            "TE": "trailers",
+            "Authorization": "Bearer sk-test",
+            "X-Request-Id": "abc",
+        },
+    )
+    assert status == 200
+    seen = json.loads(body)
+    got = seen["headers"]
+    assert got["host"] == upstream.split("://")[1]  # the request cannot pick the host
+    for hop in ("x-secret", "keep-alive", "proxy-authorization", "te"):
+        assert hop not in got, hop
+    assert got["authorization"] == "Bearer sk-test"
+    assert got["x-request-id"] == "abc"
+    assert seen["path"] == "/v1/echo?x=1"
+    assert seen["body_len"] == 8
+    assert headers["X-Upstream"] == "yes"
+    assert "Proxy-Authenticate" not in headers and "Trailer" not in headers
+
+
+async def test_body_over_limit_is_413(procs: ProcessTracker, upstream: str) -> None:
+    router = await asyncio.to_thread(
+        start_router, procs, "--endpoints", upstream, "--max-body-bytes", "100"
+    )
+    status, _, body = await fetch("POST", router.url + "/v1/echo", data=b"x" * 101)
+    assert status == 413
+    assert "--max-body-bytes" in json.loads(body)["error"]["message"]
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(5):
+            yield b"y" * 30
+
+    status, _, _ = await fetch("POST", router.url + "/v1/echo", data=chunks())
+    assert status == 413
+    status, _, body = await fetch("POST", router.url + "/v1/echo", data=b"x" * 100)
+    assert status == 200 and json.loads(body)["body_len"] == 100
+
+
+async def test_zero_endpoints_health_ready_503_status_and_metrics_path(
+    procs: ProcessTracker,
+) -> None:
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", "")
+    assert (await fetch("GET", router.url + "/health"))[0] == 200
+    assert (await fetch("GET", router.url + "/ready"))[0] == 503
+    status, headers, body = await fetch("POST", router.url + "/v1/completions", json={})
+    assert status == 503
+    assert headers["Retry-After"] == "1"
+    assert json.loads(body)["error"]["type"] == "no_ready_endpoint"
+    status, headers, body = await fetch("GET", router.url + "/metrics", allow_redirects=False)
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    text = body.decode()
+    for name, kind in names.ROUTER_METRICS.items():
+        assert f"# TYPE {name} {kind}" in text, name
+    assert f"{names.ROUTER_SLOTS_PER_ENDPOINT} 1.0" in text
+    doc = json.loads((await fetch("GET", router.url + "/router/status"))[2])
+    assert doc == {"inflight": 0, "queued": 0, "slots_per_endpoint": 1, "endpoints": []}
+
+
+async def test_refused_endpoint_is_retried_once_and_marked_unhealthy(
+    procs: ProcessTracker, upstream: str
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    router = await asyncio.to_thread(
+        start_router,
+        procs,
+        "--endpoints", f"{dead},{upstream}",
+        "--unhealthy-backoff-s", "60",
+        "--health-interval-s", "60",
+    )  # fmt: skip
+    # Ties are broken at random: send until the dead endpoint has been tried once.
+    codes = []
+    for _ in range(60):
+        codes.append((await fetch("POST", router.url + "/v1/echo", data=b"{}"))[0])
+        text = scrape(router)
+        if f"{names.ROUTER_RETRIES} 1.0" in text:
+            break
+    assert set(codes) == {200}, codes
+    for _ in range(4):  # unhealthy now (60 s back-off): no further retries
+        assert (await fetch("POST", router.url + "/v1/echo", data=b"{}"))[0] == 200
+    text = scrape(router)
+    retries = [ln for ln in text.splitlines() if ln.startswith(names.ROUTER_RETRIES + " ")]
+    assert retries == [f"{names.ROUTER_RETRIES} 1.0"]
+    dead_label = dead.split("://")[1]
+    retries = [ln for ln in text.splitlines() if ln.startswith(names.ROUTER_RETRIES + " ")]
+    assert retries == [f"{names.ROUTER_RETRIES} 1.0"]  # only the first request hit it
+    assert f'endpoint="{dead_label}",reason="connect"}} 1.0' in text
+    doc = json.loads((await fetch("GET", router.url + "/router/status"))[2])
+    states = {e["url"]: e["state"] for e in doc["endpoints"]}
+    assert states == {dead: "unhealthy", upstream: "ready"}
+
+
+async def test_all_refused_gives_502(procs: ProcessTracker) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", dead)
+    status, _, body = await fetch("POST", router.url + "/v1/echo", data=b"{}")
+    assert status in (502, 503)  # retry found no other endpoint (503) or refused again (502)
+    assert "error" in json.loads(body)
+
+
+async def test_upstream_breaking_mid_stream_ends_with_an_sse_error_event(
+    procs: ProcessTracker, upstream: str
+) -> None:
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
+    status, _, body = await fetch("POST", router.url + "/v1/broken", json={"stream": True})
+    assert status == 200
+    events = [e for e in body.decode().split("\n\n") if e]
+    assert events[0] == 'data: {"n": 1}'
+    assert json.loads(events[-1].removeprefix("data: "))["error"]["type"] == "upstream_broken"
+    text = scrape(router)
+    assert 'reason="broken"} 1.0' in text
+    assert f"{names.ROUTER_INFLIGHT} 0.0" in text
+
+
+async def test_models_is_metadata_and_never_waits_for_a_slot(
+    procs: ProcessTracker, upstream: str
+) -> None:
+    router = await asyncio.to_thread(
+        start_router, procs, "--endpoints", upstream, "--hold-when-full"
+    )
+    async with aiohttp.ClientSession() as session:
+        slow = asyncio.create_task(session.post(router.url + "/v1/slow?s=30", data=b"{}"))
+        for _ in range(200):
+            doc = json.loads((await fetch("GET", router.url + "/router/status"))[2])
+            if doc["inflight"] == 1:
+                break
+            await asyncio.sleep(0.05)  # polling the router, with a deadline
+        assert doc["endpoints"][0]["inflight"] == 1  # the only slot is taken
+        status, _, body = await fetch("GET", router.url + "/v1/models")
+        assert status == 200 and json.loads(body)["data"][0]["id"] == "m"
+        doc = json.loads((await fetch("GET", router.url + "/router/status"))[2])
+        assert doc["inflight"] == 1 and doc["queued"] == 0
+        slow.cancel()
+        await asyncio.gather(slow, return_exceptions=True)
+
+
+async def test_path_outside_v1_is_not_proxied(procs: ProcessTracker, upstream: str) -> None:
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
+    assert (await fetch("GET", router.url + "/health/../v1x"))[0] == 404
+    assert (await fetch("POST", router.url + "/v2/echo", data=b"{}"))[0] in (404, 405)
