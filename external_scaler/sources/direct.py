@@ -161,11 +161,14 @@ class DirectSource:
             raise SourceEmpty(
                 f"no complete poll of the routers in the last {stale_s:g} s ({self._last_error})"
             )
+        # Decide as of the newest poll: its sample is the L in effect now (it is fresh, see
+        # above), and a zero-length window still holds it.
+        end_s = inflight[-1].t_s
         return Observed(
             window=Window(
                 inflight=inflight,
-                arrivals_total=tuple(s for s in self._arrivals if start_s <= s.t_s <= now_s),
-                ready_replicas=tuple(s for s in self._ready if start_s <= s.t_s <= now_s),
+                arrivals_total=tuple(s for s in self._arrivals if start_s <= s.t_s <= end_s),
+                ready_replicas=tuple(s for s in self._ready if start_s <= s.t_s <= end_s),
             ),
-            end_s=now_s,
+            end_s=end_s,
         )

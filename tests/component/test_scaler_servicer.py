@@ -1,0 +1,323 @@
+"""The gRPC servicer in-process, over real sockets, called through the generated stubs.
+
+The source is the real ``DirectSource`` polling a small router-like HTTP server (a
+prometheus_client registry on a loopback port) whose L the test sets; a second HTTP
+server that never answers stands in for a hung Prometheus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import aiohttp
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from external_scaler.metrics import ScalerMetrics
+from external_scaler.proto import externalscaler_pb2 as pb
+from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
+from external_scaler.server import SERVICE_NAME, ScalerApp
+from external_scaler.servicer import ExternalScalerServicer
+from external_scaler.sources.direct import DirectSource
+from external_scaler.sources.prometheus import PrometheusSource
+from inflight import names
+
+INSTANT = {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0"}
+
+
+class FakeRouter:
+    """A loopback HTTP server exposing the router's L, arrivals and ready endpoints."""
+
+    def __init__(self, hang: bool = False) -> None:
+        self.registry = CollectorRegistry()
+        self.inflight = Gauge(names.ROUTER_INFLIGHT, "L", registry=self.registry)
+        self.received = Counter(
+            names.ROUTER_REQUESTS_RECEIVED.removesuffix("_total"), "arrivals",
+            registry=self.registry,
+        )  # fmt: skip
+        ready = Gauge(names.ROUTER_ENDPOINTS, "endpoints", ["state"], registry=self.registry)
+        ready.labels("ready").set(1)
+        self.release = threading.Event()
+        registry, release = self.registry, self.release
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if hang:
+                    release.wait(30)
+                    return
+                body = generate_latest(registry)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def router() -> Iterator[FakeRouter]:
+    r = FakeRouter()
+    yield r
+    r.close()
+
+
+class Harness:
+    def __init__(self, app: ScalerApp, channel: grpc.aio.Channel, registry: CollectorRegistry):
+        self.app = app
+        self.channel = channel
+        self.stub = pb_grpc.ExternalScalerStub(channel)
+        self.registry = registry
+
+    @staticmethod
+    def ref(**metadata: str) -> pb.ScaledObjectRef:
+        return pb.ScaledObjectRef(name="llm", namespace="default", scalerMetadata=metadata)
+
+    async def metrics(self, **metadata: str) -> pb.GetMetricsResponse:
+        request = pb.GetMetricsRequest(scaledObjectRef=self.ref(**metadata), metricName="inflight")
+        return await self.stub.GetMetrics(request, timeout=3)
+
+    async def value(self, **metadata: str) -> float | None:
+        try:
+            return (await self.metrics(**metadata)).metricValues[0].metricValueFloat
+        except grpc.aio.AioRpcError:
+            return None
+
+
+async def poll(probe, timeout_s: float = 15.0, what: str = "condition"):
+    """Async twin of tests.support.wait_for (the loop must keep running while we wait)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    last = None
+    while True:
+        last = await probe()
+        if last:
+            return last
+        if asyncio.get_running_loop().time() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last={last!r}")
+        await asyncio.sleep(0.05)
+
+
+async def _harness(source, registry: CollectorRegistry, **kw: float) -> AsyncIterator[Harness]:
+    metrics = ScalerMetrics(registry)
+    servicer = ExternalScalerServicer(source(metrics), metrics, **kw)
+    app = ScalerApp(servicer, registry)
+    await app.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.grpc_port}")
+    try:
+        yield Harness(app, channel, registry)
+    finally:
+        await channel.close()
+        await app.stop(grace_s=1.0)
+
+
+@pytest.fixture
+async def direct(router: FakeRouter) -> AsyncIterator[Harness]:
+    async with aiohttp.ClientSession() as session:
+        holder: list[DirectSource] = []
+
+        def make(metrics: ScalerMetrics) -> DirectSource:
+            src = DirectSource([router.url], session, metrics, poll_interval_s=0.05)
+            src.start()
+            holder.append(src)
+            return src
+
+        async for h in _harness(make, CollectorRegistry(), stream_interval_s=0.05):
+            yield h
+
+
+async def test_keda_sequence_spec_metrics_active(router: FakeRouter, direct: Harness) -> None:
+    router.inflight.set(6)
+    await poll(lambda: _equals(direct.value(**INSTANT), 6.0), what="value 6")
+    spec = await direct.stub.GetMetricSpec(direct.ref(**INSTANT), timeout=3)
+    assert len(spec.metricSpecs) == 1
+    assert spec.metricSpecs[0].metricName == "inflight"
+    assert (spec.metricSpecs[0].targetSizeFloat, spec.metricSpecs[0].targetSize) == (4.0, 4)
+    values = (await direct.metrics(**INSTANT)).metricValues
+    assert len(values) == 1  # HPA sums every value: exactly one
+    assert (values[0].metricName, values[0].metricValueFloat, values[0].metricValue) == (
+        "inflight",
+        6.0,
+        6,
+    )
+    assert (await direct.stub.IsActive(direct.ref(**INSTANT), timeout=3)).result is True
+    router.inflight.set(0)
+    await poll(lambda: _equals(direct.value(**INSTANT), 0.0), what="value 0")
+    assert (await direct.stub.IsActive(direct.ref(**INSTANT), timeout=3)).result is False
+
+
+async def test_scaler_metrics_are_exported(router: FakeRouter, direct: Harness) -> None:
+    router.inflight.set(9)
+    await poll(lambda: _equals(direct.value(**INSTANT), 9.0), what="value 9")
+    reg = direct.registry
+    labels = {"metric_name": "inflight"}
+    assert reg.get_sample_value(names.SCALER_METRIC_VALUE, labels) == 9.0
+    assert reg.get_sample_value(names.SCALER_METRIC_TARGET, labels) == 4.0
+    assert reg.get_sample_value(names.SCALER_DESIRED_REPLICAS, labels) == 3.0
+    assert reg.get_sample_value(names.SCALER_SATURATION, labels) == 9.0 / 4
+    assert reg.get_sample_value(names.SCALER_ACTIVE, labels) == 1.0
+    assert reg.get_sample_value(names.SCALER_DECISIONS, {**labels, "direction": "up"}) >= 1
+    ok = {"method": "GetMetrics", "code": "OK"}
+    assert reg.get_sample_value(names.SCALER_GRPC_REQUESTS, ok) >= 1
+    url = f"http://127.0.0.1:{direct.app.metrics_port}/metrics"
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+    assert f'{names.SCALER_METRIC_VALUE}{{metric_name="inflight"}} 9.0' in text
+
+
+@pytest.mark.parametrize(
+    ("metadata", "key", "spec_too"),
+    [
+        ({"slotsPerReplica": "zero"}, "slotsPerReplica", True),
+        ({"selector": 'x"} or vector(1)'}, "selector", True),
+        ({"unknownKey": "1"}, "unknownKey", True),
+        # valid metadata the direct source cannot serve: refused when a window is needed
+        ({"selector": 'job="router"'}, "selector", False),
+        ({"source": "vllm"}, "source", False),
+    ],
+)
+async def test_bad_metadata_is_invalid_argument(
+    router: FakeRouter, direct: Harness, metadata: dict[str, str], key: str, spec_too: bool
+) -> None:
+    ref = direct.ref(**metadata)
+    request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName="inflight")
+    calls = [direct.stub.GetMetrics(request, timeout=3), direct.stub.IsActive(ref, timeout=3)]
+    if spec_too:
+        calls.append(direct.stub.GetMetricSpec(ref, timeout=3))
+    for call in calls:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert key in (err.value.details() or "")
+
+
+async def test_stream_with_bad_metadata_is_refused(direct: Harness) -> None:
+    stream = direct.stub.StreamIsActive(direct.ref(timeScale="-1"), timeout=5)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stream.read()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "timeScale" in (err.value.details() or "")
+
+
+async def test_wrong_metric_name_is_invalid_argument(direct: Harness) -> None:
+    request = pb.GetMetricsRequest(scaledObjectRef=direct.ref(), metricName="other")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await direct.stub.GetMetrics(request, timeout=3)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "metricName" in (err.value.details() or "")
+
+
+async def test_router_gone_is_unavailable_never_zero(router: FakeRouter, direct: Harness) -> None:
+    router.inflight.set(5)
+    await poll(lambda: _equals(direct.value(**INSTANT), 5.0), what="value 5")
+    router.close()
+
+    async def unavailable() -> str | None:
+        try:
+            await direct.metrics(**INSTANT)
+        except grpc.aio.AioRpcError as exc:
+            return exc.details() if exc.code() == grpc.StatusCode.UNAVAILABLE else None
+        return None
+
+    details = await poll(unavailable, what="UNAVAILABLE after the router went away")
+    assert "router" in details
+    errors = direct.registry.get_sample_value(names.SCALER_ERRORS, {"kind": "source_empty"})
+    assert errors is not None and errors >= 1
+
+
+async def test_stream_pushes_true_once_per_activation(router: FakeRouter, direct: Harness) -> None:
+    router.inflight.set(0)
+    await poll(lambda: _equals(direct.value(**INSTANT), 0.0), what="idle")
+    stream = direct.stub.StreamIsActive(direct.ref(**INSTANT))
+    try:
+        router.inflight.set(3)
+        first = await asyncio.wait_for(stream.read(), timeout=15)
+        assert first.result is True
+        # Still active: the stream stays silent (a pushed "true" is not repeated). It
+        # checks every 0.05 s, so about 40 checks pass while we wait for a second message.
+        following = asyncio.ensure_future(stream.read())
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(following), 2)
+        router.inflight.set(0)
+        await poll(lambda: _equals(direct.value(**INSTANT), 0.0), what="idle again")
+        assert not following.done()  # going idle pushes nothing (KEDA ignores a pushed false)
+        router.inflight.set(2)
+        second = await asyncio.wait_for(following, timeout=15)
+        assert second.result is True
+    finally:
+        stream.cancel()
+
+
+async def test_health_and_reflection(direct: Harness) -> None:
+    health = health_pb2_grpc.HealthStub(direct.channel)
+    for service in ("", SERVICE_NAME):
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service), timeout=3)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    refl = reflection_pb2_grpc.ServerReflectionStub(direct.channel)
+    responses = refl.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+    )
+    listed = [s.name async for r in responses for s in r.list_services_response.service]
+    assert SERVICE_NAME in listed
+    assert "grpc.health.v1.Health" in listed
+
+
+async def test_hung_prometheus_answers_unavailable_within_the_budget() -> None:
+    hung = FakeRouter(hang=True)  # accepts, never answers
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            def make(metrics: ScalerMetrics) -> PrometheusSource:
+                return PrometheusSource(hung.url, session, metrics)
+
+            async for h in _harness(make, CollectorRegistry(), call_budget_s=0.5):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await h.metrics()  # KEDA's 3 s deadline
+                assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+                assert "did not answer" in (err.value.details() or "")
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await h.stub.IsActive(h.ref(), timeout=3)
+                assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        hung.close()
+
+
+async def test_unreachable_prometheus_is_unavailable() -> None:
+    from inflight.procs import free_port
+
+    async with aiohttp.ClientSession() as session:
+
+        def make(metrics: ScalerMetrics) -> PrometheusSource:
+            return PrometheusSource(f"http://127.0.0.1:{free_port()}", session, metrics)
+
+        async for h in _harness(make, CollectorRegistry()):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await h.metrics()
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "unreachable" in (err.value.details() or "")
+            kind = {"kind": "source_error"}
+            assert h.registry.get_sample_value(names.SCALER_ERRORS, kind) == 1.0
+
+
+async def _equals(value_coro, expected: float) -> bool:
+    return (await value_coro) == expected
