@@ -267,3 +267,20 @@ def test_health_503_during_startup_and_time_scale_shortens_durations(
     assert expected_s == pytest.approx(
         scale * (unscaled.prefill_s(1000) + 50 * unscaled.step_s(1) * p.cold_start_factor)
     )
+
+
+def test_sigterm_with_requests_in_flight_exits_cleanly(procs: ProcessTracker) -> None:
+    server = procs.start_inflight(ONE_SLOT_LONG, name="emulator")
+    body = json.dumps(LONG_BODY).encode()
+    request = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    conns = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
+    for conn in conns:
+        conn.sendall(request)
+    wait_for(lambda: running_waiting(server) == (1, 1), 30, what="1 running, 1 waiting")
+    # A generous grace period: exit code 0 means it left on SIGTERM, not on SIGKILL.
+    assert server.process.stop(grace_s=30) == 0
+    for conn in conns:
+        conn.close()

@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""Benchmark one ``inflight emulator``: measured throughput against the model, and CPU.
+
+Closed loop, like the seed's workload: N workers, each sends its next reference request
+(~3,000 prompt tokens, 300 output tokens) when the previous one finishes. For each
+concurrency level it prints the measured throughput next to the model's prediction
+(slots ÷ service time, both in wall time at ``--time-scale``), the median latency, and the
+emulator process's CPU use (user + system time ÷ wall time, from /proc).
+
+Throughput is measured between two completion instants after a warm-up (so the cold
+start and the ramp are excluded), from the end of one burst of completions to the end of
+a later one: at a full batch four requests finish within a step of each other, and
+counting from the middle of a burst would over-count it.
+
+    .venv/bin/python scripts/bench_emulator.py --time-scale 0.1 --levels 4,8,16,64
+    .venv/bin/python scripts/bench_emulator.py --stream   # SSE responses, one write per tick
+
+Not a test: it prints figures; nothing here asserts on speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp
+
+from emulator.profile import Profile
+from inflight.procs import ManagedProcess, free_port
+
+PROMPT = "x" * 12_000  # ≈ 3,000 tokens at 4 characters per token
+OUTPUT_TOKENS = 300
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    concurrency: int
+    stream: bool
+    completed: int
+    errors: int
+    measured_rps: float
+    predicted_rps: float
+    ratio: float
+    p50_latency_s: float
+    predicted_p50_s: float
+    emulator_cpu: float  # fraction of one core
+    wall_s: float
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (from /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def steady_throughput(done_s: list[float], warmup_s: float, cluster_gap_s: float) -> float:
+    """Completions per second between the ends of two bursts, after ``warmup_s``.
+
+    Worked example: bursts of 4 at t = 1.0, 1.45, 1.90 (warm-up 0.5): from the end of the
+    first burst (1.0) to the end of the last (1.90) 8 requests finished: 8 / 0.9 = 8.9/s.
+    """
+    times = sorted(done_s)
+    start = next((i for i, t in enumerate(times) if t >= warmup_s), None)
+    if start is None or len(times) - start < 3:
+        return float("nan")
+    while start + 1 < len(times) and times[start + 1] - times[start] < cluster_gap_s:
+        start += 1  # to the end of that burst
+    end = len(times) - 1
+    if end <= start or times[end] <= times[start]:
+        return float("nan")
+    return (end - start) / (times[end] - times[start])
+
+
+async def run_level(
+    url: str,
+    model: str,
+    concurrency: int,
+    duration_s: float,
+    stream: bool,
+) -> tuple[list[float], list[float], int]:
+    """Closed loop for ``duration_s``; returns (completion times, latencies, errors)."""
+    body = {"model": model, "prompt": PROMPT, "max_tokens": OUTPUT_TOKENS, "stream": stream}
+    done_s: list[float] = []
+    latencies_s: list[float] = []
+    errors = 0
+    t0 = time.monotonic()
+    stop_at = t0 + duration_s
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal errors
+            while time.monotonic() < stop_at:
+                start = time.monotonic()
+                try:
+                    async with session.post(f"{url}/v1/completions", json=body) as resp:
+                        if stream:
+                            async for _chunk in resp.content.iter_any():
+                                pass
+                        else:
+                            await resp.read()
+                        ok = resp.status == 200
+                except aiohttp.ClientError:
+                    ok = False
+                end = time.monotonic()
+                if ok:
+                    done_s.append(end - t0)
+                    latencies_s.append(end - start)
+                else:
+                    errors += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done_s, latencies_s, errors
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time-scale", type=float, default=0.1)
+    parser.add_argument("--levels", default="4,8,16,64", help="comma-separated concurrencies")
+    parser.add_argument("--level-s", type=float, default=20.0, help="wall seconds per level")
+    parser.add_argument("--warmup-s", type=float, default=3.0, help="excluded from throughput")
+    parser.add_argument("--stream", action="store_true", help="SSE streaming responses")
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument("--log", type=Path, default=Path("/tmp/bench_emulator.log"))
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
+
+    profile = Profile(time_scale=args.time_scale)
+    port = free_port()
+    model = "bench-model"
+    argv = [sys.executable, "-m", "inflight", "emulator", "--host", "127.0.0.1"]
+    argv += ["--port", str(port), "--served-model-name", model, "--max-num-seqs"]
+    argv += [str(profile.max_num_seqs), "--time-scale", str(args.time_scale), "--startup-s", "0"]
+    proc = ManagedProcess(argv, name="emulator", log_path=args.log)
+    results: list[LevelResult] = []
+    service_wall_s = profile.service_s * profile.time_scale
+    print(
+        f"emulator: {profile.max_num_seqs} slots, {profile.service_s} s per reference request "
+        f"at a full batch, time-scale {args.time_scale} → predicted "
+        f"{profile.predicted_throughput_rps:.3f} req/s wall "
+        f"({profile.predicted_throughput_rps * args.time_scale:.3f} req/s model time); "
+        f"stream={args.stream}",
+        flush=True,
+    )
+    print(
+        f"{'conc':>5} {'done':>5} {'err':>4} {'meas rps':>9} {'pred rps':>9} {'ratio':>6} "
+        f"{'p50 s':>7} {'pred p50':>8} {'emu CPU':>8}",
+        flush=True,
+    )
+    with proc.start():
+        proc.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=30)
+        url = f"http://127.0.0.1:{port}"
+        # Pay the cold start before measuring (as the seed's warm runs did).
+        asyncio.run(run_level(url, model, profile.max_num_seqs, 0.01, args.stream))
+        for conc in levels:
+            cpu0, w0 = cpu_seconds(proc.pid), time.monotonic()
+            done_s, lat_s, errors = asyncio.run(
+                run_level(url, model, conc, args.level_s, args.stream)
+            )
+            cpu1, w1 = cpu_seconds(proc.pid), time.monotonic()
+            measured = steady_throughput(
+                done_s, args.warmup_s, cluster_gap_s=0.25 * service_wall_s / profile.max_num_seqs
+            )
+            predicted = min(conc, profile.max_num_seqs) / service_wall_s
+            batches = max(1.0, conc / profile.max_num_seqs)
+            res = LevelResult(
+                concurrency=conc,
+                stream=args.stream,
+                completed=len(done_s),
+                errors=errors,
+                measured_rps=measured,
+                predicted_rps=predicted,
+                ratio=measured / predicted,
+                p50_latency_s=statistics.median(lat_s) if lat_s else float("nan"),
+                predicted_p50_s=batches * service_wall_s,
+                emulator_cpu=(cpu1 - cpu0) / (w1 - w0),
+                wall_s=w1 - w0,
+            )
+            results.append(res)
+            print(
+                f"{conc:>5} {res.completed:>5} {errors:>4} {measured:>9.3f} {predicted:>9.3f} "
+                f"{res.ratio:>6.3f} {res.p50_latency_s:>7.3f} {res.predicted_p50_s:>8.3f} "
+                f"{res.emulator_cpu * 100:>7.1f}%",
+                flush=True,
+            )
+    if args.json is not None:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
