@@ -10,7 +10,6 @@ from typing import Final
 from grafana_foundation_sdk.builders import common as common_b
 from grafana_foundation_sdk.builders import dashboard as dash_b
 from grafana_foundation_sdk.builders import prometheus as prom_b
-from grafana_foundation_sdk.builders import stat as stat_b
 from grafana_foundation_sdk.builders import statetimeline as timeline_b
 from grafana_foundation_sdk.builders import timeseries as ts_b
 from grafana_foundation_sdk.models import common as common_m
@@ -127,32 +126,6 @@ def timeseries(
             common_b.GraphThresholdsStyleConfig().mode(common_m.GraphThresholdsStyleMode.LINE)
         )
     return panel
-
-
-def stat(
-    panel_id: int,
-    title: str,
-    description: str,
-    queries: list[Query],
-    *,
-    unit: str = "short",
-    width: int = 6,
-    decimals: float = 2,
-) -> stat_b.Panel:
-    """A single-number panel (last value) with a sparkline."""
-    return (
-        stat_b.Panel()
-        .id(panel_id)
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .targets(list(_targets(queries)))
-        .unit(unit)
-        .decimals(decimals)
-        .height(4)
-        .span(width)
-        .graph_mode(common_m.BigValueGraphMode.AREA)
-    )
 
 
 def state_timeline(
