@@ -245,7 +245,9 @@ def build_app(
     loop: asyncio.AbstractEventLoop,
 ) -> web.Application:
     """The emulator's aiohttp application; ``registry`` is this app's own."""
-    app = web.Application()
+    # Long transcripts: allow bodies far beyond aiohttp's 1 MiB default (max_model_len
+    # tokens at ~4 characters each, with room for JSON escaping).
+    app = web.Application(client_max_size=max(16 << 20, profile.max_model_len * 16))
     replica = Replica(profile, served_names, registry, loop)
     app[REPLICA_KEY] = replica
     app[REGISTRY_KEY] = registry

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emulator.engine import Engine, Sequence
 from emulator.metrics import EngineMetrics, Histogram
@@ -211,3 +213,83 @@ def test_histogram_takes_many_equal_observations() -> None:
     h.observe(5.0, 2)
     assert h.buckets() == [("0.1", 3), ("1.0", 4), ("+Inf", 6)]
     assert math.isclose(h.total, 0.15 + 0.5 + 10.0)
+
+
+# --- properties: any mix of arrivals, aborts and wake-ups ---------------------------------
+_op = st.tuples(
+    st.sampled_from(["submit", "abort", "advance"]),
+    st.floats(min_value=0.0, max_value=0.5),  # time step before the op, s
+    st.integers(min_value=1, max_value=40),  # output tokens (submit) / which one (abort)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=st.lists(_op, min_size=1, max_size=60),
+    slots=st.integers(min_value=1, max_value=5),
+    stream=st.booleans(),
+)
+def test_invariants_hold_for_any_schedule(
+    ops: list[tuple[str, float, int]], slots: int, stream: bool
+) -> None:
+    profile = Profile(
+        max_num_seqs=slots, startup_s=0.0, service_s=1.0, reference_prompt_tokens=100,
+        reference_output_tokens=20, cold_start_requests=2,
+    )  # fmt: skip
+    engine = Engine(profile)
+    seqs: list[Sequence] = []
+    now = 0.0
+    for op, dt, n in ops:
+        now += dt
+        if op == "submit":
+            seq = Sequence(prompt_tokens=50, output_tokens=n, arrival_s=now, stream=stream)
+            seqs.append(seq)
+            engine.submit(seq, now)
+        elif op == "abort" and seqs:
+            engine.abort(seqs[n % len(seqs)], now)
+        else:
+            engine.advance(now)
+        assert engine.num_running <= slots
+        if engine.step_end_s is None:  # idle: nothing may wait or run
+            assert engine.num_waiting == engine.num_running == 0
+        hint = engine.next_finish_s()
+        assert (hint is None) == (engine.step_end_s is None)
+        if hint is not None:
+            assert hint >= (engine.step_end_s or 0.0)
+    engine.advance(now + 1e6)
+    assert engine.num_running == engine.num_waiting == 0
+    for seq in seqs:
+        assert seq.done
+        if seq.finished_reason == "abort":
+            assert seq.tokens < seq.output_tokens
+        else:
+            assert seq.tokens == seq.output_tokens
+            assert seq.arrival_s <= (seq.admitted_s or 0) < (seq.first_token_s or 0)
+            assert (seq.first_token_s or 0) <= (seq.finished_s or 0)
+    # FCFS: among sequences that were admitted, admission follows arrival order.
+    admitted = [s.admitted_s for s in seqs if s.admitted_s is not None]
+    assert admitted == sorted(admitted)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    outputs=st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=12),
+    wake_s=st.floats(min_value=0.001, max_value=2.0),
+)
+def test_wakeup_granularity_never_changes_the_timeline(outputs: list[int], wake_s: float) -> None:
+    """Advancing in coarse jumps gives exactly the finish times of advancing at every hint."""
+
+    def run(step: float | None) -> list[float]:
+        engine = Engine(REF)
+        seqs = [Sequence(3000, n, 0.0) for n in outputs]
+        for s in seqs:
+            engine.submit(s, 0.0)
+        now = 0.0
+        while engine.step_end_s is not None:
+            hint = engine.next_finish_s()
+            assert hint is not None
+            now = hint if step is None else now + step
+            engine.advance(now)
+        return [s.finished_s or 0.0 for s in seqs]
+
+    assert run(wake_s) == pytest.approx(run(None), abs=1e-9)
