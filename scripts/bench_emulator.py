@@ -5,7 +5,9 @@ Closed loop, like the seed's workload: N workers, each sends its next reference 
 (~3,000 prompt tokens, 300 output tokens) when the previous one finishes. For each
 concurrency level it prints the measured throughput next to the model's prediction
 (slots ÷ service time, both in wall time at ``--time-scale``), the median latency, and the
-emulator process's CPU use (user + system time ÷ wall time, from /proc).
+emulator processes' CPU use (user + system time ÷ wall time, from /proc) and the load
+generator's own. ``--replicas 4`` spreads the load over four emulators, as the stack's
+bench does, to show what four replicas cost together.
 
 Throughput is measured between two completion instants after a warm-up (so the cold
 start and the ramp are excluded), from the end of one burst of completions to the end of
@@ -14,6 +16,7 @@ counting from the middle of a burst would over-count it.
 
     .venv/bin/python scripts/bench_emulator.py --time-scale 0.1 --levels 4,8,16,64
     .venv/bin/python scripts/bench_emulator.py --stream   # SSE responses, one write per tick
+    .venv/bin/python scripts/bench_emulator.py --stream --replicas 4 --levels 16,64
 
 Not a test: it prints figures; nothing here asserts on speed.
 """
@@ -37,7 +40,8 @@ import aiohttp
 from emulator.profile import Profile
 from inflight.procs import ManagedProcess, free_port
 
-PROMPT = "x" * 12_000  # ≈ 3,000 tokens at 4 characters per token
+PROMPT_TOKENS = 3000
+PROMPT = "x" * (4 * PROMPT_TOKENS)  # the emulator estimates 4 characters per token
 OUTPUT_TOKENS = 300
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -53,7 +57,8 @@ class LevelResult:
     ratio: float
     p50_latency_s: float
     predicted_p50_s: float
-    emulator_cpu: float  # fraction of one core
+    emulator_cpu: float  # all emulators together, fraction of one core
+    load_cpu: float  # this load generator, fraction of one core
     wall_s: float
 
 
@@ -61,6 +66,12 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of ``pid`` so far (from /proc/PID/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def own_cpu() -> float:
+    """User + system CPU seconds of this process (the load generator)."""
+    t = os.times()
+    return t.user + t.system
 
 
 def steady_throughput(done_s: list[float], warmup_s: float, cluster_gap_s: float) -> float:
@@ -82,13 +93,16 @@ def steady_throughput(done_s: list[float], warmup_s: float, cluster_gap_s: float
 
 
 async def run_level(
-    url: str,
+    urls: list[str],
     model: str,
     concurrency: int,
     duration_s: float,
     stream: bool,
 ) -> tuple[list[float], list[float], int]:
-    """Closed loop for ``duration_s``; returns (completion times, latencies, errors)."""
+    """Closed loop for ``duration_s``, worker ``i`` on ``urls[i % len(urls)]``.
+
+    Returns (completion times since the start, latencies, errors), in wall seconds.
+    """
     body = {"model": model, "prompt": PROMPT, "max_tokens": OUTPUT_TOKENS, "stream": stream}
     done_s: list[float] = []
     latencies_s: list[float] = []
@@ -98,7 +112,7 @@ async def run_level(
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
 
-        async def worker() -> None:
+        async def worker(url: str) -> None:
             nonlocal errors
             while time.monotonic() < stop_at:
                 start = time.monotonic()
@@ -119,8 +133,27 @@ async def run_level(
                 else:
                     errors += 1
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(urls[i % len(urls)]) for i in range(concurrency)))
     return done_s, latencies_s, errors
+
+
+def predicted_rps(profile: Profile, workers: int) -> float:
+    """Wall req/s of one replica with ``workers`` closed-loop reference clients.
+
+    With k = min(workers, slots) running in lock-step, one turnover takes k prefills plus
+    300 steps of k sequences: k = 4 → 4 / (4 × 0.06 + 300 × 0.0142) = 4 / 4.5 s (scaled).
+    """
+    k = min(workers, profile.max_num_seqs)
+    if k == 0:
+        return 0.0
+    cycle_s = k * profile.prefill_s(PROMPT_TOKENS) + OUTPUT_TOKENS * profile.step_s(k)
+    return k / cycle_s
+
+
+def predicted_p50_s(profile: Profile, workers: int) -> float:
+    """Wall latency of a request with ``workers`` closed-loop clients on one replica."""
+    k = min(workers, profile.max_num_seqs)
+    return max(1.0, workers / profile.max_num_seqs) * k / predicted_rps(profile, workers)
 
 
 def main() -> int:
@@ -130,49 +163,59 @@ def main() -> int:
     parser.add_argument("--level-s", type=float, default=20.0, help="wall seconds per level")
     parser.add_argument("--warmup-s", type=float, default=3.0, help="excluded from throughput")
     parser.add_argument("--stream", action="store_true", help="SSE streaming responses")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="emulators, load spread evenly (CPU summed)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
-    parser.add_argument("--log", type=Path, default=Path("/tmp/bench_emulator.log"))
+    parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench_emulator"))
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
 
     profile = Profile(time_scale=args.time_scale)
-    port = free_port()
     model = "bench-model"
-    argv = [sys.executable, "-m", "inflight", "emulator", "--host", "127.0.0.1"]
-    argv += ["--port", str(port), "--served-model-name", model, "--max-num-seqs"]
-    argv += [str(profile.max_num_seqs), "--time-scale", str(args.time_scale), "--startup-s", "0"]
-    proc = ManagedProcess(argv, name="emulator", log_path=args.log)
+    procs: list[ManagedProcess] = []
+    urls: list[str] = []
+    for i in range(args.replicas):
+        port = free_port()
+        argv = [sys.executable, "-m", "inflight", "emulator", "--host", "127.0.0.1"]
+        argv += ["--port", str(port), "--served-model-name", model, "--max-num-seqs"]
+        argv += [str(profile.max_num_seqs), "--time-scale", str(args.time_scale)]
+        argv += ["--startup-s", "0"]
+        log = args.log_dir / f"emulator-{i}.log"
+        procs.append(ManagedProcess(argv, name=f"emulator-{i}", log_path=log))
+        urls.append(f"http://127.0.0.1:{port}")
     results: list[LevelResult] = []
     service_wall_s = profile.service_s * profile.time_scale
     print(
-        f"emulator: {profile.max_num_seqs} slots, {profile.service_s} s per reference request "
-        f"at a full batch, time-scale {args.time_scale} → predicted "
-        f"{profile.predicted_throughput_rps:.3f} req/s wall "
+        f"{args.replicas} emulator(s): {profile.max_num_seqs} slots, {profile.service_s} s per "
+        f"reference request at a full batch, time-scale {args.time_scale} → saturated "
+        f"{profile.predicted_throughput_rps:.3f} req/s wall per replica "
         f"({profile.predicted_throughput_rps * args.time_scale:.3f} req/s model time); "
         f"stream={args.stream}",
         flush=True,
     )
     print(
         f"{'conc':>5} {'done':>5} {'err':>4} {'meas rps':>9} {'pred rps':>9} {'ratio':>6} "
-        f"{'p50 s':>7} {'pred p50':>8} {'emu CPU':>8}",
+        f"{'p50 s':>7} {'pred p50':>8} {'emu CPU':>8} {'load CPU':>8}",
         flush=True,
     )
-    with proc.start():
-        proc.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=30)
-        url = f"http://127.0.0.1:{port}"
+    try:
+        for proc, url in zip(procs, urls, strict=True):
+            proc.start()
+            proc.wait_ready(f"{url}/health", timeout_s=30)
         # Pay the cold start before measuring (as the seed's warm runs did).
-        asyncio.run(run_level(url, model, profile.max_num_seqs, 0.01, args.stream))
+        warm = profile.max_num_seqs * args.replicas
+        asyncio.run(run_level(urls, model, warm, 0.01, args.stream))
         for conc in levels:
-            cpu0, w0 = cpu_seconds(proc.pid), time.monotonic()
+            cpu0, own0, w0 = sum(cpu_seconds(p.pid) for p in procs), own_cpu(), time.monotonic()
             done_s, lat_s, errors = asyncio.run(
-                run_level(url, model, conc, args.level_s, args.stream)
+                run_level(urls, model, conc, args.level_s, args.stream)
             )
-            cpu1, w1 = cpu_seconds(proc.pid), time.monotonic()
-            measured = steady_throughput(
-                done_s, args.warmup_s, cluster_gap_s=0.25 * service_wall_s / profile.max_num_seqs
-            )
-            predicted = min(conc, profile.max_num_seqs) / service_wall_s
-            batches = max(1.0, conc / profile.max_num_seqs)
+            cpu1, own1, w1 = sum(cpu_seconds(p.pid) for p in procs), own_cpu(), time.monotonic()
+            gap_s = 0.25 * service_wall_s / profile.max_num_seqs  # well inside a turnover
+            measured = steady_throughput(done_s, args.warmup_s, cluster_gap_s=gap_s)
+            per_replica = [len(range(i, conc, args.replicas)) for i in range(args.replicas)]
+            predicted = sum(predicted_rps(profile, w) for w in per_replica)
             res = LevelResult(
                 concurrency=conc,
                 stream=args.stream,
@@ -182,17 +225,21 @@ def main() -> int:
                 predicted_rps=predicted,
                 ratio=measured / predicted,
                 p50_latency_s=statistics.median(lat_s) if lat_s else float("nan"),
-                predicted_p50_s=batches * service_wall_s,
+                predicted_p50_s=predicted_p50_s(profile, max(per_replica)),
                 emulator_cpu=(cpu1 - cpu0) / (w1 - w0),
+                load_cpu=(own1 - own0) / (w1 - w0),
                 wall_s=w1 - w0,
             )
             results.append(res)
             print(
                 f"{conc:>5} {res.completed:>5} {errors:>4} {measured:>9.3f} {predicted:>9.3f} "
                 f"{res.ratio:>6.3f} {res.p50_latency_s:>7.3f} {res.predicted_p50_s:>8.3f} "
-                f"{res.emulator_cpu * 100:>7.1f}%",
+                f"{res.emulator_cpu * 100:>7.1f}% {res.load_cpu * 100:>7.1f}%",
                 flush=True,
             )
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
     return 0
