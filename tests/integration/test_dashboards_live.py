@@ -33,6 +33,7 @@ ROOT = b.REPO_ROOT
 TIME_SCALE = "0.05"  # a reference request takes 4.5 s × 0.05 ≈ 0.23 s
 MODEL = "m"
 WORKERS = 12  # closed loop on 2 replicas × 4 slots: L ≈ 12, saturation ≈ 1.5
+READY_TIMEOUT_S = 60.0  # generous: a 2-core machine shared with other test runs
 VARIABLES = {"$namespace": ".*", "$job": ".*", "$metric_name": ".*"}
 
 
@@ -122,15 +123,24 @@ class Load:
             t.join(timeout=30)
 
 
-def _keda_calls(address: str) -> None:
-    """What KEDA does each polling interval, plus two calls that fail on purpose."""
+def _keda_calls(address: str) -> str | None:
+    """What KEDA does each polling interval, plus two calls that fail on purpose.
+
+    Returns why the normal calls failed (None when they worked): right after start the
+    scaler may not see a window yet, and the caller polls again.
+    """
     metadata = {n.META_TIME_SCALE: TIME_SCALE}
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.ExternalScalerStub(channel)
         ref = pb.ScaledObjectRef(name="llm", namespace="test", scalerMetadata=metadata)
-        stub.GetMetricSpec(ref, timeout=3)
-        stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName="inflight"), timeout=3)
-        stub.IsActive(ref, timeout=3)
+        failure = None
+        try:
+            stub.GetMetricSpec(ref, timeout=3)
+            request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName="inflight")
+            stub.GetMetrics(request, timeout=3)
+            stub.IsActive(ref, timeout=3)
+        except grpc.RpcError as exc:
+            failure = f"scaler call failed: {exc.code()}: {exc.details()}"
         for bad in ({n.META_SELECTOR: 'job="no-such-router"'}, {n.META_SLOTS_PER_REPLICA: "x"}):
             bad_ref = pb.ScaledObjectRef(
                 name="llm", namespace="test", scalerMetadata={**metadata, **bad}
@@ -140,6 +150,7 @@ def _keda_calls(address: str) -> None:
                     pb.GetMetricsRequest(scaledObjectRef=bad_ref, metricName="inflight"),
                     timeout=3,
                 )
+        return failure
 
 
 def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
@@ -153,6 +164,7 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
                 "--max-num-seqs", "4", "--time-scale", TIME_SCALE, "--startup-s", "0",
             ],
             name=f"emulator{i}",
+            ready_timeout_s=READY_TIMEOUT_S,
         )  # fmt: skip
         urls.append(emu.url)
     router = procs.start_inflight(
@@ -161,6 +173,7 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
             "--endpoints", ",".join(urls), "--hold-when-full",
         ],
         name="router",
+        ready_timeout_s=READY_TIMEOUT_S,
     )  # fmt: skip
     prom_server = prometheus_factory(
         jobs={"router": [f"127.0.0.1:{router.port}"], "scaler": []},
@@ -173,6 +186,7 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
             "--prometheus-url", prom_server.url,
         ],
         name="scaler",
+        ready_timeout_s=READY_TIMEOUT_S,
     )  # fmt: skip
     prom_server.set_targets("scaler", [f"127.0.0.1:{scaler.port}"])
     prom = Prom(prom_server.url)
@@ -188,8 +202,8 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
         )
 
         def missing() -> list[str]:
-            _keda_calls(f"127.0.0.1:{grpc_port}")
-            bad = []
+            failure = _keda_calls(f"127.0.0.1:{grpc_port}")
+            bad = [failure] if failure else []
             for label, expr, needs_data in queries:
                 error, result = prom.query(expr)
                 if error is not None:
