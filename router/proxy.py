@@ -71,6 +71,7 @@ _SSE = b"text/event-stream"
 # A response up to this size with a Content-Length is read whole and sent in one
 # message (fewer sends for ordinary completions); anything else is streamed.
 _ONE_SHOT_MAX_BYTES = 256 * 1024
+_URL_CACHE_SIZE = 1024
 
 
 class _ClientGone(Exception):
@@ -96,6 +97,8 @@ class Proxy:
         self.max_body_bytes = max_body_bytes
         self.unhealthy_backoff_s = unhealthy_backoff_s
         self.clock = clock
+        # Parsed upstream URLs by (endpoint, path): a handful of paths repeat forever.
+        self._urls: dict[tuple[str, bytes], URL] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = self.clock()
@@ -230,7 +233,12 @@ class Proxy:
         Maps connection failures before any response byte to _Refused/_Reset (retryable)
         and header timeouts to UpstreamTimeout.
         """
-        url = URL(ep.url + path.decode("latin-1"), encoded=True)
+        key = (ep.url, path)
+        url = self._urls.get(key)
+        if url is None:
+            if len(self._urls) >= _URL_CACHE_SIZE:
+                self._urls.clear()
+            url = self._urls[key] = URL(ep.url + path.decode("latin-1"), encoded=True)
         try:
             return await self._session().request(
                 method,
