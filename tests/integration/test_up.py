@@ -161,9 +161,9 @@ def test_killed_replica_is_replaced_and_never_used_after(procs, tmp_path):
             what="the dead replica out of endpoints.json",
         )
         wait_for(
-            lambda: victim not in ready_endpoints(info),
+            lambda: _let_go(info, victim),
             timeout_s=30,
-            what="the router to drop the dead replica",
+            what="the router to drop the dead replica and finish what it held",
         )
         served_before = _served_by(info, victim)
         wait_for(
@@ -288,13 +288,22 @@ def _listener_pid(port):
     raise AssertionError(f"nobody listens on {port}")
 
 
+def _let_go(info, url):
+    """The router lists ``url`` no more, or only as not ready with nothing in flight."""
+    for ep in status(info)["endpoints"]:
+        if ep["url"] == url:
+            return ep["state"] != "ready" and ep["inflight"] == 0
+    return True
+
+
 def _served_by(info, url):
-    """Requests the router finished on ``url`` (router_requests_total{endpoint=…})."""
+    """Requests the router sent to ``url``: finished (any code) plus upstream errors."""
     endpoint = url.removeprefix("http://")
     with urllib.request.urlopen(info["router_url"] + "/metrics", timeout=5) as resp:
         text = resp.read().decode()
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("router_requests_total{") and f'endpoint="{endpoint}"' in line:
+        names = ("router_requests_total{", "router_upstream_errors_total{")
+        if line.startswith(names) and f'endpoint="{endpoint}"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
