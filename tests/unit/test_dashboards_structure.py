@@ -217,3 +217,13 @@ def test_dashboards_configmap_holds_the_committed_json() -> None:
     assert cm["kind"] == "ConfigMap" and cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     for path in DASHBOARD_FILES:
         assert json.loads(cm["data"][f"inflight-{path.name}"]) == json.loads(path.read_text())
+
+
+def test_built_with_a_grafana_11_sdk() -> None:
+    """A plain install resolves to an old 10.1 build (epoch versions); pyproject pins 11."""
+    from importlib.metadata import version
+
+    sdk = version("grafana-foundation-sdk")
+    assert sdk.split("!")[-1].startswith("11."), sdk
+    for path in DASHBOARD_FILES:
+        assert json.loads(path.read_text())["schemaVersion"] >= 39, path.name  # Grafana 11
