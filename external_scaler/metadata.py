@@ -105,6 +105,17 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     activation = _decimal(
         names.META_ACTIVATION_INFLIGHT, values, 'a number ≥ 0, e.g. "0"', high=1e9
     )
+    for key, seconds in (
+        (names.META_SCALE_UP_WINDOW_S, up_s),
+        (names.META_SCALE_DOWN_WINDOW_S, down_s),
+    ):
+        if seconds * time_scale > MAX_WINDOW_S:
+            raise MetadataError(
+                key,
+                f"a window that is ≤ {MAX_WINDOW_S:g} s once multiplied by {names.META_TIME_SCALE}",
+                values[key],
+                f"x {names.META_TIME_SCALE} {time_scale:g} = {seconds * time_scale:g} s",
+            )
     if policy == "qps" and source != "router":
         raise MetadataError(
             names.META_POLICY,

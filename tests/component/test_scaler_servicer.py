@@ -44,6 +44,9 @@ class FakeRouter:
         )  # fmt: skip
         ready = Gauge(names.ROUTER_ENDPOINTS, "endpoints", ["state"], registry=self.registry)
         ready.labels("ready").set(1)
+        # vLLM's names too, so a trigger with source=vllm finds its series.
+        self.running = Gauge(names.VLLM_RUNNING, "running", registry=self.registry)
+        self.waiting = Gauge(names.VLLM_WAITING, "waiting", registry=self.registry)
         self.release = threading.Event()
         registry, release = self.registry, self.release
 

@@ -1,0 +1,279 @@
+"""The scaler process against a real Prometheus, called through the stubs as KEDA calls it.
+
+Prometheus (Debian's binary) scrapes a small loopback endpoint whose L the test sets
+(the router's metric names, from a prometheus_client registry), every 0.5 s. Windows
+run at time-scale 0.1: scale-up 1 s, scale-down 6 s. Conditions are polled with
+generous deadlines; lower bounds on elapsed time are the only timing checks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from external_scaler.metadata import parse_metadata
+from external_scaler.proto import externalscaler_pb2 as pb
+from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
+from external_scaler.sources.promql import step_for
+from inflight import names
+from inflight.procs import free_port
+from inflight.prom import PrometheusServer
+from tests.component.test_scaler_servicer import FakeRouter
+from tests.conftest import PrometheusFactory
+from tests.support import ProcessTracker, Server, wait_for
+
+SCRAPE_S = 0.5
+META = {"timeScale": "0.1"}  # scale-up 1 s, scale-down 6 s
+DOWN_S = 6.0
+
+
+@pytest.fixture
+def router() -> Iterator[FakeRouter]:
+    r = FakeRouter()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def prometheus(prometheus_factory: PrometheusFactory, router: FakeRouter) -> PrometheusServer:
+    target = router.url.removeprefix("http://")
+    return prometheus_factory(jobs={"router": [target]}, scrape_interval_s=SCRAPE_S)
+
+
+class Scaler:
+    """A scaler process and a KEDA-like client of it."""
+
+    def __init__(self, server: Server, grpc_port: int) -> None:
+        self.server = server
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        self.stub = pb_grpc.ExternalScalerStub(self.channel)
+
+    def keda_poll(self, metadata: dict[str, str]) -> tuple[float, float, bool]:
+        """GetMetricSpec → GetMetrics → IsActive, as KEDA does each polling interval."""
+        ref = pb.ScaledObjectRef(name="llm", namespace="default", scalerMetadata=metadata)
+        spec = self.stub.GetMetricSpec(ref, timeout=3).metricSpecs[0]
+        request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName=spec.metricName)
+        values = self.stub.GetMetrics(request, timeout=3).metricValues
+        assert len(values) == 1
+        assert values[0].metricValue == int(-(-values[0].metricValueFloat // 1))  # ceil
+        active = self.stub.IsActive(ref, timeout=3).result
+        return spec.targetSizeFloat, values[0].metricValueFloat, active
+
+    def value(self, metadata: dict[str, str] = META) -> float | None:
+        """The metric value, or None while the scaler answers UNAVAILABLE."""
+        try:
+            return self.keda_poll(metadata)[1]
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                return None
+            raise
+
+    def code(self, metadata: dict[str, str] = META) -> grpc.StatusCode:
+        return self.status(metadata)[0]
+
+    def status(self, metadata: dict[str, str] = META) -> tuple[grpc.StatusCode, str]:
+        """The status code and details of a KEDA poll."""
+        try:
+            self.keda_poll(metadata)
+        except grpc.RpcError as exc:
+            return exc.code(), exc.details() or ""
+        return grpc.StatusCode.OK, ""
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(f"{self.server.url}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(name + " ") or line.startswith(name + "{")
+        )
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+@pytest.fixture
+def start_scaler(procs: ProcessTracker, prometheus: PrometheusServer):
+    opened: list[Scaler] = []
+
+    def start(*extra: str) -> Scaler:
+        grpc_port = free_port()
+        server = procs.start_inflight(
+            ["scaler", "--grpc-port", str(grpc_port), "--metrics-port", "{port}",
+             "--prometheus-url", prometheus.url, *extra],
+            name=f"scaler{len(opened)}", ready_path="/health",
+        )  # fmt: skip
+        opened.append(Scaler(server, grpc_port))
+        return opened[-1]
+
+    yield start
+    for s in opened:
+        s.close()
+
+
+def prometheus_l(prometheus: PrometheusServer) -> float | None:
+    """L as Prometheus has it now (instant query), None when it has no sample."""
+    query = urllib.parse.urlencode({"query": names.promql(names.PROMQL_L)})
+    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query?{query}", timeout=5) as resp:
+        result = json.loads(resp.read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_value_follows_l_holds_for_the_window_then_falls(
+    router: FakeRouter, prometheus: PrometheusServer, start_scaler
+) -> None:
+    scaler = start_scaler()
+    router.inflight.set(6)
+    wait_for(lambda: scaler.value() == 6.0, timeout_s=30, what="value to follow L=6")
+    target, value, active = scaler.keda_poll(META)
+    assert (target, value, active) == (4.0, 6.0, True)  # HPA: ceil(6 / 4) = 2 replicas
+
+    router.inflight.set(0)
+    wait_for(lambda: prometheus_l(prometheus) == 0.0, timeout_s=30, what="Prometheus to see 0")
+    load_stopped = time.monotonic()
+    assert scaler.value() == 6.0  # held: the 6 s window still holds L=6
+    assert scaler.keda_poll(META)[2] is True  # and still active
+    wait_for(lambda: scaler.value() == 0.0, timeout_s=30, what="value to fall to 0")
+    # It fell only after the scale-down window (less one scrape: when L really reached 0).
+    assert time.monotonic() - load_stopped >= DOWN_S - SCRAPE_S
+    assert scaler.keda_poll(META)[2] is False
+
+
+def test_prometheus_down_is_unavailable_then_recovers(
+    router: FakeRouter, prometheus: PrometheusServer, start_scaler
+) -> None:
+    scaler = start_scaler()
+    router.inflight.set(3)
+    wait_for(lambda: scaler.value() == 3.0, timeout_s=30, what="value 3")
+    prometheus.stop()
+    wait_for(
+        lambda: scaler.code() == grpc.StatusCode.UNAVAILABLE,
+        timeout_s=30,
+        what="UNAVAILABLE while Prometheus is down",
+    )
+    try:
+        scaler.keda_poll(META)
+    except grpc.RpcError as exc:
+        assert "Prometheus" in (exc.details() or "")
+    assert scaler.metric(names.SCALER_ERRORS) >= 1
+    prometheus.start()  # same port, same storage
+    wait_for(lambda: scaler.value() == 3.0, timeout_s=60, what="answers again after restart")
+
+
+def test_two_scalers_and_a_restarted_one_answer_alike(
+    router: FakeRouter, prometheus: PrometheusServer, start_scaler
+) -> None:
+    meta = {"timeScale": "0.1", "scaleDownWindowSeconds": "600"}  # hold for 60 s
+    first = start_scaler()
+    router.inflight.set(7)
+    wait_for(lambda: first.value(meta) == 7.0, timeout_s=30, what="value 7")
+    router.inflight.set(1)
+    wait_for(lambda: prometheus_l(prometheus) == 1.0, timeout_s=30, what="Prometheus to see 1")
+    # A scaler started now never saw L=7; the window lives in Prometheus, so it holds 7 too.
+    second = start_scaler()
+    assert wait_for(lambda: second.value(meta), timeout_s=30, what="second answers") == 7.0
+    answers = [(first.keda_poll(meta), second.keda_poll(meta)) for _ in range(5)]
+    for a, b in answers:
+        assert a == b == (4.0, 7.0, True)
+
+
+def test_keda_poll_costs_one_query_when_cached(
+    router: FakeRouter, prometheus: PrometheusServer, start_scaler
+) -> None:
+    router.inflight.set(2)  # before the first answer, which the cached scaler keeps 30 s
+    wait_for(lambda: prometheus_l(prometheus) == 2.0, timeout_s=30, what="Prometheus to see 2")
+    cached = start_scaler("--cache-ttl-s", "30")
+    uncached = start_scaler("--cache-ttl-s", "0")
+    wait_for(lambda: cached.value() == 2.0, timeout_s=30, what="cached scaler: value 2")
+    wait_for(lambda: uncached.value() == 2.0, timeout_s=30, what="uncached scaler: value 2")
+    queries = names.SCALER_QUERY_DURATION + "_count"
+    before = cached.metric(queries), uncached.metric(queries)
+    for _ in range(3):
+        cached.keda_poll(META)
+        uncached.keda_poll(META)
+    assert cached.metric(queries) == before[0]  # all from the cache
+    assert uncached.metric(queries) == before[1] + 6  # GetMetrics + IsActive, each poll
+
+
+# --- metadata fuzzed against the live process ----------------------------------------------
+
+_number = st.one_of(
+    st.sampled_from(["0", "1", "4", "0.5", "10", "60", "1000", "86400", "0.001", ".5"]),
+    st.sampled_from(["-1", "nan", "inf", "1e3", "", " ", "four", "0x10", "1_000"]),
+    st.text(max_size=8),
+)
+_values = {
+    names.META_METRIC_NAME: st.one_of(st.just("inflight"), st.text(max_size=12)),
+    names.META_SELECTOR: st.one_of(
+        st.sampled_from(["", 'job="router"', 'job=~"rou.*"', 'job!="x"', 'nope="x"']),
+        st.text(max_size=30),
+    ),
+    names.META_SLOTS_PER_REPLICA: _number,
+    names.META_TARGET_SATURATION: _number,
+    names.META_SCALE_UP_WINDOW_S: _number,
+    names.META_SCALE_DOWN_WINDOW_S: _number,
+    names.META_ACTIVATION_INFLIGHT: _number,
+    names.META_SOURCE: st.one_of(st.sampled_from(["router", "vllm"]), st.text(max_size=6)),
+    names.META_POLICY: st.one_of(st.sampled_from(["saturation", "qps"]), st.text(max_size=6)),
+    names.META_TIME_SCALE: _number,
+    "scalerAddress": st.text(max_size=10),
+    "someUnknownKey": st.text(max_size=5),
+}
+# any subset of the keys, each with a good or a bad value
+_metadata = st.fixed_dictionaries({}, optional=_values)
+
+
+_MATCHING = ("", 'job="router"', 'job=~"rou.*"', 'job!="x"')
+
+
+def unavailable_is_expected(metadata: dict[str, str], details: str) -> bool:
+    """UNAVAILABLE is right only when the metadata asks for data Prometheus does not have.
+
+    Prometheus here is seconds old: a selector that matches nothing, a query step coarser
+    than the one-second history (windows of hours), or a qps window reaching back before
+    the first scrape has no samples. With data, every valid trigger answers OK.
+    """
+    spec = parse_metadata(metadata)  # it parsed in the scaler, so it parses here
+    if spec.selector not in _MATCHING or step_for(spec) > 1.0:
+        return "no sample of L" in details
+    return spec.policy.policy == "qps" and "reach back" in details
+
+
+def test_fuzzed_metadata_answers_ok_or_invalid_argument(
+    router: FakeRouter, prometheus: PrometheusServer, start_scaler
+) -> None:
+    scaler = start_scaler()
+    router.inflight.set(4)
+    router.running.set(3)
+    router.waiting.set(1)
+    wait_for(lambda: scaler.value() == 4.0, timeout_s=30, what="value 4")
+    # Default windows evaluate on a 1 s grid: wait until that grid has a sample too.
+    wait_for(lambda: scaler.value({}) == 4.0, timeout_s=30, what="value 4, default metadata")
+    seen: set[str] = set()
+
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(metadata=_metadata)
+    def call(metadata: dict[str, str]) -> None:
+        code, details = scaler.status(metadata)
+        seen.add(code.name)
+        if code == grpc.StatusCode.UNAVAILABLE:
+            assert unavailable_is_expected(metadata, details), (metadata, details)
+        else:
+            assert code in (grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT), (code, metadata)
+
+    call()
+    assert {"OK", "INVALID_ARGUMENT"} <= seen
+    assert scaler.server.process.poll() is None  # the process never died
+    assert scaler.value() == 4.0  # and still answers
