@@ -188,17 +188,18 @@ def test_two_scalers_and_a_restarted_one_answer_alike(
 def test_keda_poll_costs_one_query_when_cached(
     router: FakeRouter, prometheus: PrometheusServer, start_scaler
 ) -> None:
+    meta = {"timeScale": "0.1", "scaleUpWindowSeconds": "0"}  # no smoothing: max is 2 at once
     router.inflight.set(2)  # before the first answer, which the cached scaler keeps 30 s
     wait_for(lambda: prometheus_l(prometheus) == 2.0, timeout_s=30, what="Prometheus to see 2")
     cached = start_scaler("--cache-ttl-s", "30")
     uncached = start_scaler("--cache-ttl-s", "0")
-    wait_for(lambda: cached.value() == 2.0, timeout_s=30, what="cached scaler: value 2")
-    wait_for(lambda: uncached.value() == 2.0, timeout_s=30, what="uncached scaler: value 2")
+    wait_for(lambda: cached.value(meta) == 2.0, timeout_s=30, what="cached scaler: value 2")
+    wait_for(lambda: uncached.value(meta) == 2.0, timeout_s=30, what="uncached scaler: value 2")
     queries = names.SCALER_QUERY_DURATION + "_count"
     before = cached.metric(queries), uncached.metric(queries)
     for _ in range(3):
-        cached.keda_poll(META)
-        uncached.keda_poll(META)
+        cached.keda_poll(meta)
+        uncached.keda_poll(meta)
     assert cached.metric(queries) == before[0]  # all from the cache
     assert uncached.metric(queries) == before[1] + 6  # GetMetrics + IsActive, each poll
 
