@@ -93,6 +93,8 @@ ALERTS: Final = (
             "The autoscaler should have added replicas by now."
         ),
     ),
+    # The scaler's series carry its own job and a metric_name, not the router's job, so
+    # they meet the router's by namespace only (one scaled deployment per namespace).
     Alert(
         name="InflightSaturatedAtMaxReplicas",
         expr=(
