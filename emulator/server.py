@@ -217,21 +217,25 @@ async def _stream(
         headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
     )
     enc = StreamEncoder(req, replica.next_id(req.chat), int(time.time()))
+    # Like vLLM, nothing is sent before the first token: the status line, headers and the
+    # role chunk go out with it, so a client's time to first byte is the time to first token.
+    while seq.tokens == 0 and not seq.done:
+        await event.wait()
+        event.clear()
+    pending = enc.start()
     try:
         await resp.prepare(request)
-        first = enc.start()
-        if first:
-            await resp.write(first)
         while True:
-            await event.wait()
-            event.clear()
-            chunk = enc.tokens(seq.tokens)
+            chunk = pending + enc.tokens(seq.tokens)
+            pending = b""
             if seq.done:
                 chunk += enc.finish(seq.finished_reason or "")
             if chunk:
                 await resp.write(chunk)
             if seq.done:
                 break
+            await event.wait()
+            event.clear()
         await resp.write_eof()
     except ConnectionResetError:
         pass  # the client left; the caller's ``finally`` aborts the sequence

@@ -215,13 +215,17 @@ def test_closing_a_stream_early_frees_the_slot(procs: ProcessTracker) -> None:
     assert running_waiting(server) == (0, 0)
 
 
+def raw_request(body: dict[str, object]) -> bytes:
+    data = json.dumps(body).encode()
+    return (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data
+    )
+
+
 def test_disconnect_while_waiting_aborts(procs: ProcessTracker) -> None:
     server = procs.start_inflight(ONE_SLOT_LONG, name="emulator")
-    body = json.dumps(LONG_BODY).encode()
-    request = (
-        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
+    request = raw_request(LONG_BODY)
     running = socket.create_connection(("127.0.0.1", server.port))
     running.sendall(request)
     wait_for(lambda: running_waiting(server) == (1, 0), 30, what="one running")
@@ -269,13 +273,29 @@ def test_health_503_during_startup_and_time_scale_shortens_durations(
     )
 
 
+def test_queued_stream_sends_nothing_until_its_first_token(procs: ProcessTracker) -> None:
+    """As vLLM: status and headers come with the first token, so TTFB = TTFT."""
+    server = procs.start_inflight(ONE_SLOT_LONG, name="emulator")
+    running = socket.create_connection(("127.0.0.1", server.port))
+    running.sendall(raw_request({**LONG_BODY, "stream": True}))
+    head = running.recv(65536)
+    assert head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in head
+    queued = socket.create_connection(("127.0.0.1", server.port))
+    queued.sendall(raw_request({**LONG_BODY, "stream": True}))
+    wait_for(lambda: running_waiting(server) == (1, 1), 30, what="one streaming waiter")
+    queued.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        queued.recv(1)  # nothing at all while it waits in the queue
+    queued.close()
+    wait_for(lambda: running_waiting(server) == (1, 0), 30, what="the queued stream aborted")
+    running.close()
+    wait_for(lambda: running_waiting(server) == (0, 0), 30, what="the running stream aborted")
+    assert metric(server, names.VLLM_REQUEST_SUCCESS, finished_reason="abort") == 2
+
+
 def test_sigterm_with_requests_in_flight_exits_cleanly(procs: ProcessTracker) -> None:
     server = procs.start_inflight(ONE_SLOT_LONG, name="emulator")
-    body = json.dumps(LONG_BODY).encode()
-    request = (
-        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
+    request = raw_request(LONG_BODY)
     conns = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
     for conn in conns:
         conn.sendall(request)
