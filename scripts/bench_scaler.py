@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Benchmark: GetMetrics latency of ``inflight scaler`` against a real Prometheus.
+
+Starts Debian's Prometheus on a free loopback port, scraping a small endpoint that
+exposes the router's metric names (L held at a constant), then two scaler processes:
+one with the default 1 s cache and one with ``--cache-ttl-s 0`` (every call is a range
+query). Each gets ``--calls`` sequential GetMetrics calls through the generated stubs,
+with KEDA's 3 s deadline, and the client-side latency percentiles are printed.
+The issue's target: p99 ≤ 20 ms uncached.
+
+    .venv/bin/python scripts/bench_scaler.py [--calls 1000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import grpc  # noqa: E402
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server  # noqa: E402
+
+from external_scaler.proto import externalscaler_pb2 as pb  # noqa: E402
+from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
+from inflight import names  # noqa: E402
+from inflight.procs import ManagedProcess, free_port  # noqa: E402
+from inflight.prom import PrometheusServer  # noqa: E402
+
+METADATA = dict(names.METADATA_DEFAULTS)  # production windows: 10 s up, 60 s down
+
+
+def target_endpoint(inflight: float) -> tuple[str, object]:
+    """A loopback /metrics with the router's names; returns (host:port, server)."""
+    registry = CollectorRegistry()
+    Gauge(names.ROUTER_INFLIGHT, "L", registry=registry).set(inflight)
+    Counter(names.ROUTER_REQUESTS_RECEIVED.removesuffix("_total"), "arrivals", registry=registry)
+    ready = Gauge(names.ROUTER_ENDPOINTS, "endpoints", ["state"], registry=registry)
+    ready.labels("ready").set(2)
+    port = free_port()
+    server, _thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    return f"127.0.0.1:{port}", server
+
+
+def start_scaler(
+    prometheus_url: str, cache_ttl_s: float, log_dir: Path
+) -> tuple[ManagedProcess, int]:
+    grpc_port, metrics_port = free_port(), free_port()
+    proc = ManagedProcess(
+        [sys.executable, "-m", "inflight", "scaler", "--grpc-port", str(grpc_port),
+         "--metrics-port", str(metrics_port), "--prometheus-url", prometheus_url,
+         "--cache-ttl-s", str(cache_ttl_s), "--log-level", "WARNING"],
+        name=f"scaler-cache-{cache_ttl_s:g}",
+        cwd=REPO,
+        log_path=log_dir / f"scaler-cache-{cache_ttl_s:g}.log",
+    ).start()  # fmt: skip
+    proc.wait_ready(f"http://127.0.0.1:{metrics_port}/health", timeout_s=60)
+    return proc, grpc_port
+
+
+def measure(grpc_port: int, calls: int, warmup: int) -> list[float]:
+    """Latencies (ms) of ``calls`` sequential GetMetrics calls, after ``warmup`` unmeasured."""
+    ref = pb.ScaledObjectRef(name="bench", namespace="default", scalerMetadata=METADATA)
+    request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName=METADATA[names.META_METRIC_NAME])
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = pb_grpc.ExternalScalerStub(channel)
+        deadline = time.monotonic() + 60
+        while True:  # until Prometheus has a sample on the 1 s grid of the default windows
+            try:
+                stub.GetMetrics(request, timeout=3)
+                break
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        for _ in range(warmup):
+            stub.GetMetrics(request, timeout=3)
+        out = []
+        for _ in range(calls):
+            began = time.perf_counter()
+            reply = stub.GetMetrics(request, timeout=3)
+            out.append((time.perf_counter() - began) * 1000)
+            assert len(reply.metricValues) == 1
+        return out
+
+
+def summary(latencies_ms: list[float]) -> dict[str, float]:
+    q = statistics.quantiles(latencies_ms, n=100, method="inclusive")
+    return {
+        "calls": len(latencies_ms),
+        "p50_ms": round(q[49], 3),
+        "p90_ms": round(q[89], 3),
+        "p99_ms": round(q[98], 3),
+        "max_ms": round(max(latencies_ms), 3),
+        "mean_ms": round(statistics.fmean(latencies_ms), 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1000, help="measured calls per mode")
+    parser.add_argument("--warmup", type=int, default=50, help="unmeasured calls first")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    if args.calls < 100:
+        parser.error("--calls must be ≥ 100 for a p99")
+
+    results: dict[str, object] = {"metadata": METADATA}
+    with tempfile.TemporaryDirectory(prefix="bench-scaler-") as tmp:
+        tmp_path = Path(tmp)
+        target, http_server = target_endpoint(inflight=6)
+        prometheus = PrometheusServer(tmp_path / "prometheus", jobs={"router": [target]})
+        scalers: list[ManagedProcess] = []
+        try:
+            prometheus.start()
+            for label, ttl in (("uncached", 0.0), ("cached", 1.0)):
+                proc, port = start_scaler(prometheus.url, ttl, tmp_path)
+                scalers.append(proc)
+                latencies = measure(port, args.calls, args.warmup)
+                results[label] = {"cache_ttl_s": ttl, **summary(latencies)}
+        finally:
+            for proc in scalers:
+                proc.stop()
+            prometheus.stop()
+            http_server.shutdown()  # type: ignore[attr-defined]
+
+    print("GetMetrics latency, sequential calls, real Prometheus on loopback")
+    print(f"{'mode':<10} {'calls':>6} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for label in ("uncached", "cached"):
+        r = results[label]
+        assert isinstance(r, dict)
+        print(
+            f"{label:<10} {r['calls']:>6} {r['p50_ms']:>8.2f} {r['p90_ms']:>8.2f} "
+            f"{r['p99_ms']:>8.2f} {r['max_ms']:>8.2f}"
+        )
+    uncached = results["uncached"]
+    assert isinstance(uncached, dict)
+    verdict = "meets" if uncached["p99_ms"] <= 20.0 else "MISSES"
+    print(f"target p99 <= 20 ms uncached: {verdict} ({uncached['p99_ms']:.2f} ms)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
