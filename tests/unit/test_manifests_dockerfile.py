@@ -94,23 +94,27 @@ def ignored(path: str, patterns: list[str]) -> bool:
 
 
 def inflight_containers() -> list[dict[str, Any]]:
-    """Containers that run our image, in the manifest sources (base and overlay patches)."""
+    """Containers that run our image, in the manifest sources (base and overlay patches),
+    each with its pod's ``securityContext`` folded under its own."""
     found: list[dict[str, Any]] = []
 
-    def walk(node: Any) -> None:
+    def walk(node: Any, pod_ctx: dict[str, Any]) -> None:
         if isinstance(node, dict):
+            if "containers" in node:
+                pod_ctx = node.get("securityContext", {})
             image = node.get("image")
             if isinstance(image, str) and image.split(":")[0] == IMAGE and "name" in node:
-                found.append(node)
+                ctx = {**pod_ctx, **node.get("securityContext", {})}
+                found.append({**node, "securityContext": ctx})
             for value in node.values():
-                walk(value)
+                walk(value, pod_ctx)
         elif isinstance(node, list):
             for value in node:
-                walk(value)
+                walk(value, pod_ctx)
 
     for path in MANIFEST_FILES:
         for doc in yaml.safe_load_all(path.read_text()):
-            walk(doc)
+            walk(doc, {})
     return found
 
 
@@ -202,9 +206,10 @@ def test_runs_as_the_user_the_manifests_name(instructions: list[Instruction]) ->
     containers = inflight_containers()
     assert containers, f"no container in manifests/ runs the {IMAGE} image"
     for container in containers:
-        ctx = container.get("securityContext", {})
-        assert ctx.get("runAsUser", int(uid)) == int(uid), container["name"]
-        assert ctx.get("runAsGroup", int(gid or uid)) == int(gid or uid), container["name"]
+        ctx = container["securityContext"]
+        assert ctx.get("runAsNonRoot") is True, f"{container['name']}: runAsNonRoot unset"
+        assert ctx.get("runAsUser") == int(uid), container["name"]
+        assert ctx.get("runAsGroup") == int(gid or uid), container["name"]
 
 
 def test_exposes_every_port_the_manifests_use(instructions: list[Instruction]) -> None:
