@@ -399,6 +399,21 @@ async def test_hold_when_full_waits_for_an_endpoint_and_bounds_the_queue(
         assert code == 504
         assert json.loads(body)["error"]["type"] == "router_queue_timeout"
 
+        # A held client that gives up leaves the queue and L at once.
+        gone = asyncio.create_task(post(session, router, completion_body(5)))
+        await asyncio.to_thread(
+            wait_for, lambda: status(router)["queued"] == 1, 10.0, 0.05, "one held"
+        )
+        gone.cancel()
+        await asyncio.gather(gone, return_exceptions=True)
+        await asyncio.to_thread(
+            wait_for,
+            lambda: status(router)["queued"] == 0 and status(router)["inflight"] == 0,
+            SETTLE_S,
+            0.05,
+            "the held request that left to be forgotten",
+        )
+
         # Scale from zero: a held request completes once an endpoint appears.
         emu = start_emulator(procs)  # started first: its start-up must not eat the 2 s
         held = asyncio.create_task(post(session, router, completion_body(5)))
