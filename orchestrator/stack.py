@@ -284,7 +284,8 @@ class Stack:
     def _wait_replicas(self, stop: threading.Event) -> None:
         want = self.config.initial_replicas
         deadline = time.monotonic() + self.config.startup_timeout_s
-        while self.supervisor.ready < want:
+        # Ready means the router routes to them too (it re-reads endpoints.json by polling).
+        while self.supervisor.ready < want or self.observe().ready < want:
             if stop.is_set():
                 raise StackError("stopped while waiting for the first replicas")
             if time.monotonic() > deadline:
