@@ -72,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
     elif config.k8s is not None:
         from router import k8s
 
+        try:
+            k8s.load_config()
+        except k8s.K8sConfigError as exc:
+            print(f"inflight router: error: {exc}", file=sys.stderr)
+            return 2
         background.append(functools.partial(k8s.watch_service_job, dispatcher, config.k8s))
     background.append(
         lambda get_session: health.run_health_checks(

@@ -86,15 +86,36 @@ class SliceSet:
         return endpoints_from_slices(self._slices.values(), self.port_name)
 
 
-def _watch_forever(
-    source: K8sSource, push: Callable[[list[str]], None], stop: threading.Event
-) -> None:  # pragma: no cover - needs an API server, which cannot run here
-    from kubernetes import client, config, watch
+class K8sConfigError(RuntimeError):
+    """No usable Kubernetes configuration (neither in-cluster nor a kubeconfig)."""
+
+
+def load_config() -> None:
+    """Load the in-cluster service account, else ``~/.kube/config`` (``$KUBECONFIG``).
+
+    Called once at startup, so a router without credentials fails at once with a clear
+    message instead of running with zero endpoints.
+    """
+    from kubernetes import config
 
     try:
         config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+        return
+    except config.ConfigException as in_cluster:
+        try:
+            config.load_kube_config()
+        except (config.ConfigException, OSError) as kubeconfig:
+            raise K8sConfigError(
+                "--k8s-namespace: no Kubernetes credentials: not in a cluster "
+                f"({in_cluster}) and no usable kubeconfig ({kubeconfig})"
+            ) from None
+
+
+def _watch_forever(
+    source: K8sSource, push: Callable[[list[str]], None], stop: threading.Event
+) -> None:  # pragma: no cover - needs an API server, which cannot run here
+    from kubernetes import client, watch
+
     api = client.DiscoveryV1Api()
     selector = f"{SERVICE_NAME_LABEL}={source.service}"
     slices = SliceSet(source.port_name)

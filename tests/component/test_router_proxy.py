@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -19,7 +22,7 @@ from multidict import CIMultiDict
 
 from inflight import names
 from inflight.procs import free_port
-from tests.support import ProcessTracker, Server
+from tests.support import INFLIGHT, ProcessTracker, Server
 
 # --- upstream ----------------------------------------------------------------------------
 
@@ -251,3 +254,28 @@ async def test_path_outside_v1_is_not_proxied(procs: ProcessTracker, upstream: s
     router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
     assert (await fetch("GET", router.url + "/health/../v1x"))[0] == 404
     assert (await fetch("POST", router.url + "/v2/echo", data=b"{}"))[0] in (404, 405)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--endpoints", "", "--slots-per-endpoint", "0"], "--slots-per-endpoint"),
+        (["--endpoints", "http://h:1/v1"], "--endpoints"),
+        (["--k8s-namespace", "llm", "--k8s-service", "vllm"], "no Kubernetes credentials"),
+    ],
+)
+def test_cli_refuses_bad_config_naming_the_flag(
+    argv: list[str], message: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "KUBERNETES_"))}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config
+    done = subprocess.run(
+        [*INFLIGHT, "router", "--port", "0", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
