@@ -28,12 +28,13 @@ from typing import Any
 from inflight import names
 from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
 from inflight.prom import PrometheusServer
-from orchestrator import hpa
+from orchestrator import hpa, orphans
 from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from orchestrator.keda import KedaSpec
 from orchestrator.ports import listening_ports
 from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
 from orchestrator.state import (
+    CHILDREN,
     ENDPOINTS,
     PROMETHEUS_DIR,
     StackInfo,
@@ -117,6 +118,7 @@ class Stack:
         self.client: ScalerClient | None = None
         self.autoscaler: Autoscaler | None = None
         self._last_point: tuple[int, int] | None = None
+        self._recorded_groups: tuple[int | None, ...] = ()
         self._published_targets: tuple[str, ...] | None = None
         self._next_poll_s = 0.0
 
@@ -155,9 +157,12 @@ class Stack:
         cfg = self.config
         self.state.acquire()
         self._setup_file_logging()
+        for leftover in orphans.reap(self.state.path(CHILDREN)):
+            log.warning("stopped %s, left running by a previous inflight up", leftover)
         log.info("state dir %s; replica command: %s", cfg.state_dir, " ".join(cfg.replica_cmd))
         self.supervisor.set_desired(cfg.initial_replicas)
         self.supervisor.tick()  # replica processes start first: they take longest
+        self._record_children()
         self._record_point(force=True)
         self._start_router()
         if cfg.use_prometheus:
@@ -207,6 +212,7 @@ class Stack:
             "0.2",
         ]
         self.router = self._start_process(argv, "router", "/health", self.router_port)
+        self._record_children()
 
     def _start_prometheus(self) -> None:
         cfg = self.config
@@ -223,6 +229,7 @@ class Stack:
         )
         try:
             self.prometheus.start(ready_timeout_s=60.0)
+            self._record_children()
         except ProcessError as exc:
             raise StackError(f"prometheus did not start: {exc}") from exc
         log.info(
@@ -258,6 +265,7 @@ class Stack:
             argv += ["--source", "direct", "--router-url", self.router_url]
             argv += ["--poll-interval-s", f"{max(0.05, min(0.5, 5 * self.config.time_scale)):.3g}"]
         self.scaler = self._start_process(argv, "scaler", "/metrics", metrics_port)
+        self._record_children()
         if grpc_port not in listening_ports(self.scaler.pid):
             wait_for_port(self.scaler, grpc_port, timeout_s=30.0)
         self.client = ScalerClient(f"127.0.0.1:{grpc_port}", self.config.scaler_metadata)
@@ -359,11 +367,19 @@ class Stack:
 
     def _step_processes(self) -> None:
         self.supervisor.tick()
+        self._record_children()
         urls = tuple(self.supervisor.ready_urls())
         if self.prometheus is not None and urls != self._published_targets:
             self.prometheus.set_targets("replicas", [u.removeprefix("http://") for u in urls])
             self._published_targets = urls
         self._record_point()
+
+    def _record_children(self) -> None:
+        procs = [*self._core_processes(), *self.supervisor.all_processes]
+        groups = tuple(p.pgid for p in procs)
+        if groups != self._recorded_groups:
+            orphans.record(self.state.path(CHILDREN), procs)
+            self._recorded_groups = groups
 
     def _record_point(self, force: bool = False) -> None:
         point = (self.supervisor.desired, self.supervisor.ready)
@@ -394,6 +410,8 @@ class Stack:
         ports |= {p for p in (self.router_port, *self.scaler_ports) if p}
         if self.prometheus is not None:
             ports.add(self.prometheus.port)
+        if not problems:
+            self.state.path(CHILDREN).unlink(missing_ok=True)
         busy = sorted(p for p in ports if not port_is_free(p))
         if busy:
             problems.append(f"ports still in use: {busy}")

@@ -9,6 +9,7 @@
   "reason"}`` per scaling decision |
 | ``endpoints.json`` | the router's endpoint file (written by the supervisor) |
 | ``logs/`` | one log per process |
+| ``children.json`` | the process groups running now (see :mod:`orchestrator.orphans`) |
 
 ``t`` is Unix time in seconds (wall clock: the bench lines it up with its own records).
 """
@@ -29,6 +30,7 @@ TIMELINE = "timeline.jsonl"
 DECISIONS = "decisions.jsonl"
 ENDPOINTS = "endpoints.json"
 LOGS = "logs"
+CHILDREN = "children.json"
 PROMETHEUS_DIR = "prometheus"
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from emulator.cli import DEFAULT_MODEL
 from inflight.procs import ManagedProcess, pid_alive, port_is_free
+from orchestrator import orphans
 from orchestrator.state import read_jsonl
 from tests.support import INFLIGHT, PYTHON, wait_for
 
@@ -39,7 +40,9 @@ def start_up(procs, state_dir: Path, *flags: str, timeout_s: float = 90.0):
         if proc.poll() is not None:
             out = Path(proc.log_path).read_text()
             raise AssertionError(f"inflight up exited with {proc.poll()}\n{out[-3000:]}")
-        return stack_file.exists() and json.loads(stack_file.read_text())
+        # A killed run leaves its stack.json behind: wait for this run's own.
+        info = stack_file.exists() and json.loads(stack_file.read_text())
+        return info if info and info["pid"] == proc.pid else None
 
     info = wait_for(ready, timeout_s=timeout_s, interval_s=0.1, what="stack.json")
     return proc, info
@@ -230,6 +233,25 @@ def test_scale_to_zero_then_a_request_waits_and_succeeds(procs, tmp_path):
     assert any(p["desired"] == 1 for p in timeline(state) if p["t"] > info["started_at"] + 1)
     decisions = read_jsonl(state / "decisions.jsonl")
     assert any("activated from zero" in d["reason"] for d in decisions)
+
+
+def test_groups_left_by_a_killed_up_are_stopped_by_the_next(procs, tmp_path):
+    state = tmp_path / "state"
+    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}} --worker"
+    flags = ["--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]
+    first, _ = start_up(procs, state, *flags)
+    try:
+        left = _descendants(first.pid)
+        os.kill(first.pid, signal.SIGKILL)  # no clean-up at all
+        first.popen.wait(timeout=30)
+        assert any(pid_alive(p) for p in left), "children run in their own sessions"
+        second, _ = start_up(procs, state, *flags)
+        assert not [p for p in left if pid_alive(p)], "leftovers of the killed run survived"
+        assert "left running by a previous inflight up" in (state / "logs" / "up.log").read_text()
+        os.kill(second.pid, signal.SIGTERM)
+        assert second.popen.wait(timeout=60) == 0
+    finally:
+        orphans.reap(state / "children.json", grace_s=5.0)
 
 
 @pytest.mark.parametrize(
