@@ -187,7 +187,7 @@ class Proxy:
                 except (_Refused, _Reset) as first:
                     self._failed(ep, first)
                     d.release(ep)
-                    ep = None
+                    ep, label = None, NO_ENDPOINT
                     self.metrics.retries.inc()
                     ep = await d.acquire()
                     label = ep.label
