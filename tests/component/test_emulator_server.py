@@ -99,6 +99,8 @@ def test_eight_requests_on_four_slots(procs: ProcessTracker) -> None:
             futures.append(pool.submit(call, i))
             wait_for(arrived(server, i + 1), 30, what=f"arrival {i}")
         assert running_waiting(server) == (4, 4)
+        # 4 running × (3,000 prompt + some output tokens) of 16,384 KV tokens.
+        assert 4 * 3000 / 16384 <= metric(server, names.VLLM_KV_CACHE_USAGE) <= 1.0
         reasons = [f.result(timeout=60) for f in futures]
     assert reasons == ["length"] * 8
     assert sorted(done[:4]) == [0, 1, 2, 3]  # the first four finish before any later one
@@ -106,7 +108,10 @@ def test_eight_requests_on_four_slots(procs: ProcessTracker) -> None:
     assert metric(server, names.VLLM_GENERATION_TOKENS) == 8 * 300
     assert metric(server, names.VLLM_PROMPT_TOKENS) == 8 * 3000
     assert metric(server, names.VLLM_QUEUE_TIME + "_count") == 8
+    assert metric(server, names.VLLM_TTFT + "_count") == 8
+    assert metric(server, names.VLLM_ITL + "_count") == 8 * 299
     assert running_waiting(server) == (0, 0)
+    assert metric(server, names.VLLM_KV_CACHE_USAGE) == 0
 
 
 @pytest.mark.parametrize("chat", [False, True])
