@@ -71,7 +71,7 @@ def parse_request(raw: bytes, *, chat: bool, served_names: tuple[str, ...]) -> G
     """Validate a request body; raise ``ApiError`` naming the field at fault."""
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object")

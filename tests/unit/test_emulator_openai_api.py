@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emulator.openai_api import (
     ApiError,
@@ -102,3 +104,53 @@ def test_completion_stream_without_usage() -> None:
     chunks = [json.loads(e) for e in events[:-1]]
     assert len(chunks) == 3 and all("usage" not in c for c in chunks)
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.sampled_from(["m", "alias", "x"]) | _json,
+        "prompt": _json,
+        "messages": st.lists(
+            st.fixed_dictionaries(
+                {"role": st.sampled_from(["user", 1])}, optional={"content": _json}
+            ),
+            max_size=3,
+        )
+        | _json,
+        "max_tokens": st.integers(min_value=-3, max_value=5) | _json,
+        "stream": _json,
+        "stream_options": _json,
+        "n": _json,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_fields, chat=st.booleans())
+def test_any_json_body_parses_or_gets_a_4xx(body: dict[str, object], chat: bool) -> None:
+    try:
+        req = parse(body, chat)
+    except ApiError as exc:
+        assert exc.status in (400, 404) and exc.body()["error"]["message"]
+        return
+    assert req.prompt_tokens >= 0 and (req.max_tokens is None or req.max_tokens >= 1)
+
+
+@given(raw=st.binary(max_size=64))
+def test_any_bytes_parse_or_get_a_400(raw: bytes) -> None:
+    try:
+        parse_request(raw, chat=False, served_names=NAMES)
+    except ApiError as exc:
+        assert exc.status in (400, 404)
+
+
+def test_deeply_nested_json_is_a_400_not_a_crash() -> None:
+    with pytest.raises(ApiError) as info:
+        parse_request(b"[" * 100_000, chat=False, served_names=NAMES)
+    assert info.value.status == 400
