@@ -175,34 +175,17 @@ class Proxy:
         watcher = asyncio.ensure_future(_watch_disconnect(receive, task, watch))
         d = self.dispatcher
         d.inflight += 1
-        ep: Endpoint | None = None
-        label = NO_ENDPOINT
+        held = _Held()
         code = 0
         try:
             try:
-                ep = await d.acquire()
-                label = ep.label
-                try:
-                    resp = await self._open(ep, method, path, headers, body)
-                except (_Refused, _Reset) as first:
-                    self._failed(ep, first)
-                    d.release(ep)
-                    ep, label = None, NO_ENDPOINT
-                    self.metrics.retries.inc()
-                    ep = await d.acquire()
-                    label = ep.label
-                    try:
-                        resp = await self._open(ep, method, path, headers, body)
-                    except (_Refused, _Reset) as second:
-                        self._failed(ep, second)
-                        raise UpstreamUnavailable(
-                            f"upstream {ep.label} {second.reason}; retried once"
-                        ) from None
+                resp = await self._dispatch(held, method, path, headers, body)
             except RouterError as exc:
                 code = exc.status
                 await self._reply_error(send, exc.status, exc.kind, str(exc), t0, exc.retry_after_s)
                 return
-            code = await self._relay(ep, resp, send, t0, watch)
+            assert held.ep is not None
+            code = await self._relay(held.ep, resp, send, t0, watch)
         except asyncio.CancelledError:
             if not watch.disconnected:
                 raise
@@ -211,14 +194,43 @@ class Proxy:
         except _ClientGone:
             code = 499
         finally:
+            # The one place a slot is given back, whatever happened above.
             watcher.cancel()
-            if ep is not None:
-                d.release(ep)
+            if held.ep is not None:
+                d.release(held.ep)
             d.inflight -= 1
             if code:
-                now = self.clock()
-                self.metrics.duration.observe(now - t0)
-                self.metrics.finished(label, code)
+                self.metrics.duration.observe(self.clock() - t0)
+                self.metrics.finished(held.ep.label if held.ep else NO_ENDPOINT, code)
+
+    async def _dispatch(
+        self,
+        held: _Held,
+        method: str,
+        path: bytes,
+        headers: list[tuple[str, str]],
+        body: bytes,
+    ) -> aiohttp.ClientResponse:
+        """Take a slot (``held.ep``) and open the upstream request; on a refused or reset
+        connection mark that endpoint unhealthy and retry once on another.
+        """
+        d = self.dispatcher
+        held.ep = await d.acquire()
+        try:
+            return await self._open(held.ep, method, path, headers, body)
+        except (_Refused, _Reset) as first:
+            self._failed(held.ep, first)
+            d.release(held.ep)
+            held.ep = None
+        self.metrics.retries.inc()
+        held.ep = await d.acquire()
+        try:
+            return await self._open(held.ep, method, path, headers, body)
+        except (_Refused, _Reset) as second:
+            self._failed(held.ep, second)
+            raise UpstreamUnavailable(
+                f"upstream {held.ep.label} {second.reason}; retried once"
+            ) from None
 
     async def _open(
         self,
@@ -368,6 +380,15 @@ class _Refused(Exception):
 
 class _Reset(Exception):
     reason = "reset"
+
+
+class _Held:
+    """The slot a request holds, if any: set by ``_dispatch``, released in ``_work``."""
+
+    __slots__ = ("ep",)
+
+    def __init__(self) -> None:
+        self.ep: Endpoint | None = None
 
 
 class _Watch:
