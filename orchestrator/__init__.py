@@ -1,5 +1,17 @@
 """The single-machine stack behind ``inflight up``.
 
-A replica supervisor (process groups, free ports, health gating), a Prometheus
-launcher, and a local KEDA+HPA loop that calls the scaler over gRPC as KEDA does.
+Where things are:
+
+* :mod:`orchestrator.hpa` — the HPA's arithmetic (AverageValue, tolerance, stabilization,
+  rate policies) as a pure function of time; ``SHIPPED_BEHAVIOR`` and the Kubernetes
+  default periods live here (the manifests copy them).
+* :mod:`orchestrator.keda` — KEDA's zero rules (activation, cooldown), pure.
+* :mod:`orchestrator.autoscaler` — the loop that calls the scaler on KEDA's and the HPA's
+  clocks and applies the two pure cores; :mod:`orchestrator.scaler_client` is its gRPC side.
+* :mod:`orchestrator.supervisor` — replicas: process groups, free ports read back from
+  /proc (:mod:`orchestrator.ports`), health gating, draining, restart with back-off.
+* :mod:`orchestrator.stack` — starts and stops everything; :mod:`orchestrator.state` the
+  state directory; :mod:`orchestrator.orphans` stops what a killed run left behind.
+* :mod:`orchestrator.cli` — ``inflight up``'s flags: the one wiring site.
+* :mod:`orchestrator.fake_replica` — a tiny stand-in replica for tests.
 """
