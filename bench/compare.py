@@ -220,7 +220,7 @@ def main(args: argparse.Namespace) -> int:
             slowing,
             out / "slowing.png",
             title="slowing model: constant concurrency, answers lengthen",
-            phases=[f"max_tokens {m}" for _, m in slow.schedule],
+            phases=[(t, f"max_tokens {m}") for t, m in slow.schedule],
         )
     print(md)
     return 0 if summary["reproduced"] else 1

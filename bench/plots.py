@@ -37,8 +37,11 @@ def sweep_plot(runs: Mapping[str, Mapping[str, Any]], path: Path, title: str = "
         label = name + ("" if run.get("valid", True) else " (INVALID)")
         ax1.plot(cs, [lv["throughput_rps"] for lv in levels], marker=marker, label=label)
         ax2.plot(cs, [lv["e2e_p50_s"] for lv in levels], marker=marker, label=label)
+    all_cs = sorted({lv["concurrency"] for run in runs.values() for lv in run["levels"]})
     for ax, ylabel in ((ax1, "throughput (req/s, seed time)"), (ax2, "p50 latency (s, seed time)")):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(all_cs, [str(c) for c in all_cs])
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("concurrency (closed-loop workers)")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
@@ -56,24 +59,29 @@ def timeseries_plot(
     path: Path,
     title: str = "",
     slots_per_replica: int = 4,
-    phases: Sequence[str] | None = None,
+    phases: Sequence[tuple[float, str]] = (),
 ) -> Path:
-    """One panel per run: L and capacity (slots × ready replicas) left, λ right."""
+    """One panel per run: L and capacity (slots × ready replicas) left, λ right.
+
+    ``phases``: (seed seconds after the first level's start, label) marks drawn as
+    vertical lines, for the slowing-model scenario whose one level changes over time.
+    """
     plt = _pyplot()
     n = len(runs)
     fig, axes = plt.subplots(n, 1, figsize=(11, 3.2 * n), squeeze=False, sharex=False)
     for ax, (name, run) in zip(axes[:, 0], runs.items(), strict=True):
         samples = run["router_samples"]
         ts = [s[0] for s in samples]
-        ax.plot(ts, [s[1] for s in samples], lw=0.8, color="tab:blue", label="L (router)")
         ax.step(
             ts,
             [s[3] * slots_per_replica for s in samples],
             where="post",
             color="tab:gray",
-            lw=1.5,
+            lw=3,
+            alpha=0.5,
             label=f"capacity = {slots_per_replica} × ready replicas",
         )
+        ax.plot(ts, [s[1] for s in samples], lw=0.9, color="tab:blue", label="L (router)", zorder=5)
         if run.get("timeline"):
             tl = run["timeline"]
             ax.step(
@@ -89,8 +97,25 @@ def timeseries_plot(
             a = (lv["start_t"] - run["t0_unix"]) / run["time_scale"]
             b = (lv["end_t"] - run["t0_unix"]) / run["time_scale"]
             ax.axvspan(a, b, color="0.9" if i % 2 else "0.95", zorder=0)
-            label = phases[i] if phases and i < len(phases) else f"c={lv['concurrency']}"
-            ax.text(a, 0.98, label, transform=ax.get_xaxis_transform(), va="top", fontsize=7)
+            ax.text(
+                a,
+                0.98,
+                f" c={lv['concurrency']}",
+                transform=ax.get_xaxis_transform(),
+                va="top",
+                fontsize=7,
+            )
+            if i == 0:
+                for offset, label in phases:
+                    ax.axvline(a + offset, color="0.4", lw=0.8, ls=":")
+                    ax.text(
+                        a + offset,
+                        0.04,
+                        f" {label}",
+                        transform=ax.get_xaxis_transform(),
+                        fontsize=7,
+                    )
+        ax.set_ylim(bottom=0)
         ax.set_ylabel("requests in flight")
         ax.set_xlabel("seed seconds since start")
         ax2 = ax.twinx()
@@ -98,9 +123,10 @@ def timeseries_plot(
         if ends and ts:
             lam = rate_series(ends, min(ts), max(ts), LAMBDA_WINDOW_S, 1.0)
             ax2.plot([p[0] for p in lam], [p[1] for p in lam], color="tab:orange", lw=0.8)
+        ax2.set_ylim(bottom=0)
         ax2.set_ylabel(f"λ (completions/s, {LAMBDA_WINDOW_S:.0f} s window)", color="tab:orange")
         ax.set_title(name, fontsize=9)
-        ax.legend(loc="upper left", fontsize=7)
+        ax.legend(loc="center left", fontsize=7)
     fig.suptitle(title or "L and λ over time with the replica count")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
