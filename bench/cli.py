@@ -127,6 +127,13 @@ def register(subparsers: Any) -> None:
         help="new folder for the comparison (JSON, Markdown, PNGs, one run file per "
         "policy, stack logs); refused if it exists unless --force",
     )
+    cmp.add_argument(
+        "--state-root",
+        type=Path,
+        default=None,
+        help="where each stack's state dir (logs, Prometheus data) goes "
+        "(default: state/bench/<out-dir name>, ignored by git)",
+    )
     cmp.add_argument("--no-slowing", action="store_true", help="skip the slowing-model scenario")
     cmp.add_argument("--slowing-concurrency", type=int, default=8)
     cmp.add_argument(

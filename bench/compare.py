@@ -10,6 +10,9 @@ longer, so λ falls while L stays at capacity. It writes into a new ``--out-dir`
 * ``comparison.json`` / ``comparison.md``: the table, the reproduction checks, CPU;
 * ``sweep.png``, ``timeseries.png``, ``slowing.png``.
 
+Each stack's state dir (logs, timeline, Prometheus data) goes under ``--state-root``
+(default ``state/bench/<out-dir name>``), outside the results folder.
+
 Default time-scale: ``DEFAULT_TIME_SCALE`` (chosen so the whole comparison takes ≤ 15
 minutes on a 2-core machine while it stays unsaturated; see docs/benchmark.md).
 """
@@ -133,6 +136,7 @@ def main(args: argparse.Namespace) -> int:
                 "choose a new folder (put the date in it) or pass --force"
             )
         out.mkdir(parents=True, exist_ok=True)
+        state_root: Path = args.state_root or Path("state") / "bench" / out.name
         levels = list(sweep_levels(args.concurrency, args.requests, args.max_tokens))
         slow = slowing_level(
             args.slowing_concurrency,
@@ -148,9 +152,7 @@ def main(args: argparse.Namespace) -> int:
     slowing: dict[str, dict[str, Any]] = {}
     try:
         for policy in policies:
-            result = _one(
-                policy, args, time_scale, levels, out / "stacks" / policy.slug, policy.name
-            )
+            result = _one(policy, args, time_scale, levels, state_root / policy.slug, policy.name)
             doc = result.to_json()
             write_new(out / f"{policy.slug}.json", dumps(doc), args.force)
             write_new(out / f"{policy.slug}.md", run_table(doc), args.force)
@@ -162,7 +164,7 @@ def main(args: argparse.Namespace) -> int:
                     args,
                     time_scale,
                     [slow],
-                    out / "stacks" / f"slowing-{policy.slug}",
+                    state_root / f"slowing-{policy.slug}",
                     f"slowing {policy.name}",
                     gap_s=0.0,
                 )
