@@ -87,28 +87,42 @@ class ScalerApp:
             server,
         )
         address = f"{self.host}:{self.grpc_port}"
-        if self.tls is None:
-            port = server.add_insecure_port(address)
-        else:
-            port = server.add_secure_port(address, self.tls.credentials())
-        if port == 0:
-            raise OSError(f"--grpc-port: cannot listen on {address}")
+        try:
+            if self.tls is None:
+                port = server.add_insecure_port(address)
+            else:
+                port = server.add_secure_port(address, self.tls.credentials())
+        except RuntimeError as exc:  # grpc's "Failed to bind to address"
+            await server.stop(None)
+            raise OSError(f"--grpc-port: cannot listen on {address}: {exc}") from None
+        except ValueError:
+            await server.stop(None)
+            raise
         self.grpc_port = port
-        await server.start()
-        self._server = server
-        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
-        await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
 
+        # /metrics and /health before gRPC serves: a port clash fails start-up cleanly.
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/health", self._healthz)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.metrics_port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            await server.stop(None)
+            raise OSError(
+                f"--metrics-port: cannot listen on {self.host}:{self.metrics_port}: {exc.strerror}"
+            ) from None
         server_obj: Any = site._server  # aiohttp keeps the asyncio Server here
         if server_obj is not None and server_obj.sockets:
             self.metrics_port = server_obj.sockets[0].getsockname()[1]
+
+        await server.start()
+        self._server = server
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         body = generate_latest(self.registry)

@@ -13,6 +13,7 @@ aiohttp's per-request timeout does without a thread per call.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import time
@@ -90,41 +91,45 @@ class PrometheusSource:
 
     async def observe(self, spec: ScalerSpec, now_s: float, timeout_s: float) -> Observed:
         query = range_query(spec)
-        mono = self._monotonic()
         cached = self._cache.get(query)
-        if cached is not None and mono - cached.fetched_mono_s < self.cache_ttl_s:
+        if cached is not None and self._monotonic() - cached.fetched_mono_s < self.cache_ttl_s:
             return cached.observed
-        pending = self._pending.get(query)
-        if pending is not None:  # an identical query is on its way: share its answer
-            return await asyncio.wait_for(asyncio.shield(pending), timeout_s)
-        future: asyncio.Future[Observed] = asyncio.get_running_loop().create_future()
-        self._pending[query] = future
-        try:
-            observed = await self._fetch(query, now_s, timeout_s)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # mark retrieved: waiters may have gone
-            raise
-        else:
-            future.set_result(observed)
-            if self.cache_ttl_s > 0:
-                self._evict(mono)
-                self._cache[query] = _Cached(mono, observed)
-            return observed
-        finally:
-            self._pending.pop(query, None)
+        task = self._pending.get(query)
+        if task is None:
+            # The query runs as its own task, so a caller that gives up (its deadline, or
+            # KEDA cancelling) does not cancel it for the callers sharing it. It is bounded
+            # by its own HTTP timeout.
+            task = asyncio.get_running_loop().create_task(
+                self._fetch_and_cache(query, now_s, timeout_s)
+            )
+            self._pending[query] = task
+            task.add_done_callback(functools.partial(self._done, query))
+        return await asyncio.wait_for(asyncio.shield(task), timeout_s)
+
+    async def _fetch_and_cache(self, query: RangeQuery, now_s: float, timeout_s: float) -> Observed:
+        mono = self._monotonic()
+        observed = await self._fetch(query, now_s, timeout_s)
+        if self.cache_ttl_s > 0:
+            self._evict(mono)
+            self._cache[query] = _Cached(mono, observed)
+        return observed
+
+    def _done(self, query: RangeQuery, task: asyncio.Task[Observed]) -> None:
+        if self._pending.get(query) is task:
+            del self._pending[query]
+        if not task.cancelled():
+            task.exception()  # retrieved here, so an error nobody awaited is not logged
 
     async def close(self) -> None:
-        """Forget cached windows (the session belongs to the caller, who closes it)."""
+        """Cancel queries in flight and forget cached windows (the session is the caller's)."""
+        for task in list(self._pending.values()):
+            task.cancel()
+        self._pending.clear()
         self._cache.clear()
 
     def _evict(self, mono: float) -> None:
-        for key in [
-            k for k, v in self._cache.items() if mono - v.fetched_mono_s >= self.cache_ttl_s
-        ]:
+        expired = [k for k, v in self._cache.items() if mono - v.fetched_mono_s >= self.cache_ttl_s]
+        for key in expired:
             del self._cache[key]
 
     async def _fetch(self, query: RangeQuery, now_s: float, timeout_s: float) -> Observed:
