@@ -101,30 +101,35 @@ class Proxy:
         self._urls: dict[tuple[str, bytes], URL] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        t0 = self.clock()
-        self.metrics.received.inc()
+        method: str = scope["method"]
+        work = method != "GET" and method != "HEAD"
+        # Only work requests are timed and counted (received, finished, W): they are the
+        # ones in L, so L = λ·W holds over the router's own series.
+        t0: float | None = None
+        if work:
+            t0 = self.clock()
+            self.metrics.received.inc()
         body = await self._read_body(scope, receive, send, t0)
         if body is None:
             return
-        method: str = scope["method"]
         path: bytes = scope.get("raw_path") or scope["path"].encode()
         if not path.startswith(b"/v1/"):
             # The upstream URL is always <endpoint base URL> + "/v1/…": a request can pick
             # the path on that endpoint, never the host.
-            await self._reply_error(send, 400, "bad_path", "path must start with /v1/", t0)
+            await self._reject(send, 400, "bad_path", "path must start with /v1/", t0)
             return
         qs: bytes = scope.get("query_string", b"")
         if qs:
             path = path + b"?" + qs
         headers = _request_headers(scope["headers"])
-        if method == "GET" or method == "HEAD":
-            await self._metadata(method, path, headers, body, send, t0)
+        if t0 is None:
+            await self._metadata(method, path, headers, body, send)
             return
         await self._work(method, path, headers, body, receive, send, t0)
 
     # --- request body --------------------------------------------------------------------
     async def _read_body(
-        self, scope: Scope, receive: Receive, send: Send, t0: float
+        self, scope: Scope, receive: Receive, send: Send, t0: float | None
     ) -> bytes | None:
         """The whole request body, or None after answering 413 (or if the client left)."""
         limit = self.max_body_bytes
@@ -135,7 +140,7 @@ class Proxy:
                 except ValueError:
                     declared = 0
                 if declared > limit:
-                    await self._reply_error(send, 413, "request_too_large", self._too_big(), t0)
+                    await self._reject(send, 413, "request_too_large", self._too_big(), t0)
                     return None
                 break
         chunks: list[bytes] = []
@@ -148,7 +153,7 @@ class Proxy:
             if chunk:
                 size += len(chunk)
                 if size > limit:
-                    await self._reply_error(send, 413, "request_too_large", self._too_big(), t0)
+                    await self._reject(send, 413, "request_too_large", self._too_big(), t0)
                     return None
                 chunks.append(chunk)
             if not message.get("more_body", False):
@@ -182,7 +187,8 @@ class Proxy:
                 resp = await self._dispatch(held, method, path, headers, body)
             except RouterError as exc:
                 code = exc.status
-                await self._reply_error(send, exc.status, exc.kind, str(exc), t0, exc.retry_after_s)
+                await self._reply_error(send, exc.status, exc.kind, str(exc), exc.retry_after_s)
+                self.metrics.ttfb.observe(self.clock() - t0)
                 return
             assert held.ep is not None
             code = await self._relay(held.ep, resp, send, t0, watch)
@@ -277,7 +283,7 @@ class Proxy:
         ep: Endpoint,
         resp: aiohttp.ClientResponse,
         send: Send,
-        t0: float,
+        t0: float | None,
         watch: _Watch,
     ) -> int:
         """Pass the upstream response through; end it cleanly if the upstream breaks."""
@@ -289,7 +295,8 @@ class Proxy:
             await _send_or_gone(
                 send, {"type": "http.response.start", "status": status, "headers": out_headers}
             )
-            self.metrics.ttfb.observe(self.clock() - t0)
+            if t0 is not None:
+                self.metrics.ttfb.observe(self.clock() - t0)
             length = resp.content_length
             try:
                 if length is not None and length <= _ONE_SHOT_MAX_BYTES and not is_sse:
@@ -323,7 +330,7 @@ class Proxy:
             else:
                 resp.close()  # drop the connection: the upstream sees the client leave
 
-    # --- metadata requests (no slot, not in L) ---------------------------------------------
+    # --- metadata requests (no slot, not in L, not timed) -----------------------------------
     async def _metadata(
         self,
         method: str,
@@ -331,27 +338,42 @@ class Proxy:
         headers: list[tuple[str, str]],
         body: bytes,
         send: Send,
-        t0: float,
     ) -> None:
         """``GET /v1/models`` and the like: any ready endpoint, no slot taken."""
         ep = self.pool.choose(below_slots=False)
         if ep is None:
-            await self._reply_error(send, 503, "no_ready_endpoint", "no ready endpoint", t0, 1)
+            await self._reply_error(send, 503, "no_ready_endpoint", "no ready endpoint", 1)
             return
-        watch = _Watch()
         try:
             resp = await self._open(ep, method, path, headers, body)
         except (_Refused, _Reset) as exc:
             self._failed(ep, exc)
-            await self._reply_error(
-                send, 502, "upstream_unavailable", f"upstream {ep.label} {exc.reason}", t0
-            )
+            message = f"upstream {ep.label} {exc.reason}"
+            await self._reply_error(send, 502, "upstream_unavailable", message)
             return
         except RouterError as exc:
-            await self._reply_error(send, exc.status, exc.kind, str(exc), t0)
+            await self._reply_error(send, exc.status, exc.kind, str(exc))
             return
         with contextlib.suppress(_ClientGone):
-            await self._relay(ep, resp, send, t0, watch)
+            await self._relay(ep, resp, send, None, _Watch())
+
+    # --- errors answered by the router ----------------------------------------------------
+    async def _reject(
+        self,
+        send: Send,
+        status: int,
+        kind: str,
+        message: str,
+        t0: float | None,
+        retry_after_s: int | None = None,
+    ) -> None:
+        """Answer an error; for a work request (``t0`` set) also count and time it."""
+        await self._reply_error(send, status, kind, message, retry_after_s)
+        if t0 is not None:
+            now = self.clock()
+            self.metrics.ttfb.observe(now - t0)
+            self.metrics.duration.observe(now - t0)
+            self.metrics.finished(NO_ENDPOINT, status)
 
     async def _reply_error(
         self,
@@ -359,7 +381,6 @@ class Proxy:
         status: int,
         kind: str,
         message: str,
-        t0: float,
         retry_after_s: int | None = None,
     ) -> None:
         body = error_body(status, kind, message)
@@ -368,7 +389,6 @@ class Proxy:
             headers.append((b"retry-after", str(retry_after_s).encode()))
         try:
             await send({"type": "http.response.start", "status": status, "headers": headers})
-            self.metrics.ttfb.observe(self.clock() - t0)
             await send({"type": "http.response.body", "body": body})
         except OSError:
             pass  # client already gone

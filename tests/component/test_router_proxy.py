@@ -151,6 +151,10 @@ async def test_body_over_limit_is_413(procs: ProcessTracker, upstream: str) -> N
     assert status == 413
     status, _, body = await fetch("POST", router.url + "/v1/echo", data=b"x" * 100)
     assert status == 200 and json.loads(body)["body_len"] == 100
+    text = scrape(router)
+    assert f'{names.ROUTER_REQUESTS}{{code="413",endpoint="none"}} 2.0' in text
+    assert f"{names.ROUTER_REQUESTS_RECEIVED} 3.0" in text
+    assert f"{names.ROUTER_INFLIGHT} 0.0" in text
 
 
 async def test_zero_endpoints_health_ready_503_status_and_metrics_path(

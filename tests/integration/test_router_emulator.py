@@ -165,9 +165,10 @@ def test_openai_sdk_streaming_and_not_through_the_router(
         client.close()
     wait_for(lambda: all_idle(router, two_emulators), SETTLE_S, what="idle after SDK calls")
     text = metrics_text(router.url)
-    # models.list is metadata (no slot, not in L): 4 work requests were counted.
+    # models.list is metadata (no slot, not in L, not in λ): 4 work requests were counted.
     assert metric_sum(text, names.ROUTER_REQUESTS) == 4
-    assert metric_sum(text, names.ROUTER_REQUESTS_RECEIVED) == 5
+    assert metric_sum(text, names.ROUTER_REQUESTS_RECEIVED) == 4
+    assert metric_sum(text, names.ROUTER_REQUEST_DURATION + "_count") == 4
 
 
 async def test_sixteen_concurrent_split_evenly_and_gauges_return_to_zero(
