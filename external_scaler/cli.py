@@ -132,9 +132,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from external_scaler.errors import ScalerError
+
     try:
         return asyncio.run(_serve(args, source_name))
-    except (UsageError, ValueError, OSError) as exc:
+    except (UsageError, ValueError, OSError, ScalerError) as exc:
         print(f"inflight scaler: {exc}", file=sys.stderr)
         return 2
 
