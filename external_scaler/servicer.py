@@ -61,6 +61,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self.call_budget_s = call_budget_s
         self.stream_interval_s = stream_interval_s
         self._clock = clock
+        self._last_desired: dict[str, int] = {}
 
     # --- RPCs -------------------------------------------------------------------------
 
@@ -101,6 +102,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         except _Abort as abort:
             await self._fail(context, method, abort)
         self.metrics.record(spec.metric_name, decision, count=True)
+        self._log_change(spec.metric_name, decision)
         self._count(method, grpc.StatusCode.OK)
         return pb.GetMetricsResponse(
             metricValues=[
@@ -202,6 +204,22 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self._count(method, abort.code)
         await context.abort(abort.code, str(abort))
         raise AssertionError("unreachable: context.abort raises")
+
+    def _log_change(self, metric_name: str, decision: Decision) -> None:
+        """One log line when the replica count HPA will derive changes (not every poll)."""
+        before = self._last_desired.get(metric_name)
+        if before != decision.desired_replicas:
+            self._last_desired[metric_name] = decision.desired_replicas
+            log.info(
+                "%s: desired %s -> %d (%s policy, value %g, target %g): %s",
+                metric_name,
+                "?" if before is None else before,
+                decision.desired_replicas,
+                decision.policy,
+                decision.value,
+                decision.target,
+                decision.reason,
+            )
 
     def _count(self, method: str, code: grpc.StatusCode) -> None:
         self.metrics.grpc_requests.labels(method, code.name).inc()
