@@ -2,8 +2,9 @@
 
 Real processes only: two emulators (time-scale 0.1), the router in front of them,
 Prometheus scraping the router and the emulators every 0.5 s, and ``inflight scaler``
-reading Prometheus. Six closed-loop clients keep L at 6; the scaler is called through
-the generated stubs exactly as KEDA calls it (GetMetricSpec → GetMetrics → IsActive).
+reading Prometheus (and a second one reading the router directly, without Prometheus).
+Six closed-loop clients keep L at 6; the scalers are called through the generated stubs
+exactly as KEDA calls them (GetMetricSpec → GetMetrics → IsActive).
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ def start_emulator(procs: ProcessTracker, name: str) -> Server:
 @pytest.fixture
 def stack(
     procs: ProcessTracker, prometheus_factory: PrometheusFactory
-) -> Iterator[tuple[Server, PrometheusServer, pb_grpc.ExternalScalerStub]]:
+) -> Iterator[
+    tuple[Server, PrometheusServer, pb_grpc.ExternalScalerStub, pb_grpc.ExternalScalerStub]
+]:
     emulators = [start_emulator(procs, f"emulator-{i}") for i in range(2)]
     router = procs.start_inflight(
         ["router", "--host", "127.0.0.1", "--port", "{port}", "--slots-per-endpoint", "4",
@@ -94,14 +97,28 @@ def stack(
         },
         scrape_interval_s=SCRAPE_S,
     )
-    grpc_port = free_port()
+    grpc_port, direct_port = free_port(), free_port()
     procs.start_inflight(
         ["scaler", "--grpc-port", str(grpc_port), "--metrics-port", "{port}",
          "--prometheus-url", prometheus.url],
         name="scaler",
     )  # fmt: skip
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-        yield router, prometheus, pb_grpc.ExternalScalerStub(channel)
+    # The no-Prometheus default: the same scaler polling the router's /metrics itself.
+    procs.start_inflight(
+        ["scaler", "--grpc-port", str(direct_port), "--metrics-port", "{port}",
+         "--source", "direct", "--router-url", router.url, "--poll-interval-s", "0.1"],
+        name="scaler-direct",
+    )  # fmt: skip
+    with (
+        grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
+        grpc.insecure_channel(f"127.0.0.1:{direct_port}") as direct_channel,
+    ):
+        yield (
+            router,
+            prometheus,
+            pb_grpc.ExternalScalerStub(channel),
+            pb_grpc.ExternalScalerStub(direct_channel),
+        )
 
 
 def keda_poll(
@@ -135,8 +152,9 @@ def prometheus_l(prometheus: PrometheusServer) -> float | None:
 
 
 def test_scaler_follows_the_routers_l_through_prometheus(stack) -> None:
-    router, prometheus, stub = stack
+    router, prometheus, stub, direct = stack
     wait_for(lambda: value(stub) == 0.0, timeout_s=60, what="the idle stack to answer 0")
+    wait_for(lambda: value(direct) == 0.0, timeout_s=60, what="the direct source to answer 0")
     assert keda_poll(stub, META) == (4.0, 0.0, False)
 
     with ClosedLoop(router.url, WORKERS) as load:
@@ -146,6 +164,9 @@ def test_scaler_follows_the_routers_l_through_prometheus(stack) -> None:
         assert (target, active) == (4.0, True)
         assert got == float(WORKERS)
         assert -(-got // target) == 2
+        # The direct source (no Prometheus) reads the same L from the router itself.
+        wait_for(lambda: value(direct) == float(WORKERS), timeout_s=60,
+                 what="direct-source value to reach 6")  # fmt: skip
         # The same L from vLLM's own gauges (running + waiting on each emulator).
         wait_for(lambda: value(stub, source="vllm") == float(WORKERS), timeout_s=60,
                  what="source=vllm value to reach 6")  # fmt: skip
@@ -161,3 +182,4 @@ def test_scaler_follows_the_routers_l_through_prometheus(stack) -> None:
     wait_for(lambda: value(stub) == 0.0, timeout_s=60, what="value to fall after the window")
     assert time.monotonic() - load_stopped >= DOWN_S - SCRAPE_S
     assert keda_poll(stub, META) == (4.0, 0.0, False)
+    wait_for(lambda: value(direct) == 0.0, timeout_s=60, what="direct-source value to fall")
