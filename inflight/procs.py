@@ -75,6 +75,42 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@dataclass(frozen=True)
+class ProcEntry:
+    """One live process as /proc/<pid>/stat shows it."""
+
+    pid: int
+    state: str
+    ppid: int
+    pgid: int
+
+
+def live_processes() -> list[ProcEntry]:
+    """Every live (non-zombie) process on this machine, read from /proc (Linux)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # Fields after the ")" that closes the command: state ppid pgrp ...
+            rest = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(rest) >= 3 and rest[0] not in ("Z", "X"):
+            found.append(ProcEntry(int(entry.name), rest[0], int(rest[1]), int(rest[2])))
+    return found
+
+
+def group_pids(pgid: int) -> list[int]:
+    """PIDs of the live members of process group ``pgid``."""
+    return [p.pid for p in live_processes() if p.pgid == pgid]
+
+
+def live_children(pid: int) -> list[int]:
+    """PIDs of the live children of ``pid``."""
+    return [p.pid for p in live_processes() if p.ppid == pid]
+
+
 def group_alive(pgid: int) -> bool:
     """True while any process of process group ``pgid`` exists (zombies excluded)."""
     try:
@@ -84,21 +120,9 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # killpg(…, 0) also succeeds for zombies; look for a live member in /proc.
-    proc = Path("/proc")
-    if not proc.exists():
+    if not Path("/proc").exists():
         return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the ")" of the command: state ppid pgrp ...
-        rest = stat.rsplit(")", 1)[-1].split()
-        if len(rest) >= 3 and int(rest[2]) == pgid and rest[0] not in ("Z", "X"):
-            return True
-    return False
+    return bool(group_pids(pgid))
 
 
 def http_ok(url: str, timeout_s: float = 1.0) -> bool:

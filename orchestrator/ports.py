@@ -12,23 +12,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from inflight.procs import group_pids
+
 _PROC = Path("/proc")
 _TCP_LISTEN = "0A"
-
-
-def group_pids(pgid: int) -> list[int]:
-    """PIDs of the live members of process group ``pgid``."""
-    pids = []
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            rest = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if len(rest) >= 3 and int(rest[2]) == pgid and rest[0] not in ("Z", "X"):
-            pids.append(int(entry.name))
-    return pids
 
 
 def _socket_inodes(pid: int) -> set[int]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from inflight.procs import ManagedProcess, free_port
+from inflight.procs import live_children as procs_live_children
 
 T = TypeVar("T")
 
@@ -114,15 +115,4 @@ class ProcessTracker:
 
 def live_children(pid: int | None = None) -> list[int]:
     """PIDs of live (non-zombie) children of ``pid`` (default: this process)."""
-    pid = os.getpid() if pid is None else pid
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            rest = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if len(rest) >= 2 and int(rest[1]) == pid and rest[0] not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
+    return procs_live_children(os.getpid() if pid is None else pid)
