@@ -180,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
     summary = {
         "schema": "inflight-bench-compare/1",
         "created_at": started.isoformat(timespec="seconds"),
-        "command": sys.argv,
+        "command": ["inflight", *sys.argv[1:]],
         "time_scale": time_scale,
         "units": "seed time: wall seconds / time_scale; rates per seed second",
         "wall_s": round(wall_s, 1),

@@ -83,7 +83,7 @@ async def sweep_to_result(
         frozen=frozen,
         policy=policy,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        command=sys.argv,
+        command=["inflight", *sys.argv[1:]],
         warmup=warmup,
         windows=windows,
         timeline=timeline,

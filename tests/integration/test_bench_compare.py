@@ -17,7 +17,7 @@ from tests.support import INFLIGHT
 ARGS = (
     "bench", "compare", "--no-progress",
     "--policies", "fixed:1,saturation", "--concurrency", "4", "--requests", "8",
-    "--warmup", "4", "--time-scale", "0.05", "--sample-interval-s", "0.02",
+    "--warmup", "4", "--time-scale", "0.1", "--sample-interval-s", "0.02",
     "--slowing-phase-s", "15", "--slowing-max-tokens", "300,600",
 )  # fmt: skip
 
@@ -37,7 +37,7 @@ def test_tiny_compare_writes_everything_and_leaves_nothing_running(tmp_path: Pat
             "slowing-saturation.json", "comparison.json", "comparison.md",
             "sweep.png", "timeseries.png", "slowing.png"} <= names  # fmt: skip
     summary = json.loads((out / "comparison.json").read_text())
-    assert summary["time_scale"] == 0.05
+    assert summary["time_scale"] == 0.1
     assert summary["policies"] == ["fixed:1", "saturation"]
     assert any(c["name"].startswith("Little's Law") for c in summary["checks"])
     assert summary["reproduced"] == all(c["passed"] for c in summary["checks"])
