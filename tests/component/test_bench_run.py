@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from pathlib import Path
 
-from tests.support import INFLIGHT, ProcessTracker, Server
+from tests.support import INFLIGHT, ProcessTracker, Server, wait_for
 
 TIME_SCALE = "0.1"
 
@@ -83,3 +84,51 @@ def test_unreachable_router_fails_with_a_clear_message(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--model" in done.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def _inflight(router: Server) -> int:
+    with urllib.request.urlopen(router.url + "/router/status", timeout=2) as resp:
+        return int(json.loads(resp.read())["inflight"])
+
+
+def test_frozen_run_is_invalid_when_a_replica_joins_mid_run(
+    procs: ProcessTracker, tmp_path: Path
+) -> None:
+    """The seed's trap 3, for real: the replica count changes during a frozen run."""
+    emulators = [
+        procs.start_inflight(
+            ["emulator", "--port", "{port}", "--time-scale", TIME_SCALE, "--startup-s", "0"],
+            name=f"emulator{i}",
+        )
+        for i in range(2)
+    ]
+    endpoints = tmp_path / "endpoints.json"
+    endpoints.write_text(json.dumps([emulators[0].url]))
+    router = procs.start_inflight(
+        ["router", "--port", "{port}", "--endpoints-file", str(endpoints),
+         "--file-poll-s", "0.2", "--health-interval-s", "0.2"],
+        name="router",
+        ready_path="/router/status",
+    )  # fmt: skip
+    results = tmp_path / "frozen.json"
+    bench = subprocess.Popen(
+        [*INFLIGHT, "bench", "run", "--no-progress", "--url", router.url,
+         "--time-scale", TIME_SCALE, "--concurrency", "4,8", "--requests", "32",
+         "--warmup", "0", "--gap-s", "2", "--frozen", "--results-file", str(results)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: _inflight(router) > 0, timeout_s=60, what="the first level to start")
+        tmp = endpoints.with_suffix(".tmp")
+        tmp.write_text(json.dumps([e.url for e in emulators]))
+        tmp.replace(endpoints)  # atomic, as inflight up does
+        out, err = bench.communicate(timeout=300)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert bench.returncode == 1, err + out
+    doc = json.loads(results.read_text())
+    assert doc["valid"] is False
+    assert any("more than one replica count: [1, 2]" in r for r in doc["invalid_reasons"])
+    assert "INVALID" in out
