@@ -57,15 +57,15 @@ class Alert:
 
 
 RECORDINGS: Final = (
-    Recording(s.REC_L, s.rec_l()),
-    Recording(s.REC_QUEUED, s.rec_queued()),
-    Recording(s.REC_LAMBDA, s.rec_lambda()),
-    Recording(s.REC_W, s.rec_w()),
-    Recording(s.REC_READY, s.rec_ready()),
-    Recording(s.REC_CAPACITY, s.rec_capacity()),
-    Recording(s.REC_SATURATION, s.rec_saturation()),
-    Recording(s.REC_SPREAD, s.rec_spread()),
-    Recording(s.REC_LITTLE, s.rec_little()),
+    Recording(n.REC_L, s.rec_l()),
+    Recording(n.REC_QUEUED, s.rec_queued()),
+    Recording(n.REC_LAMBDA, s.rec_lambda()),
+    Recording(n.REC_W, s.rec_w()),
+    Recording(n.REC_READY, s.rec_ready()),
+    Recording(n.REC_CAPACITY, s.rec_capacity()),
+    Recording(n.REC_SATURATION, s.rec_saturation()),
+    Recording(n.REC_SPREAD, s.rec_spread()),
+    Recording(n.REC_LITTLE, s.rec_little()),
 )
 
 _WHERE = "{{ $labels.namespace }}/{{ $labels.job }}"
@@ -83,7 +83,7 @@ _SOURCE_KINDS = "|".join(
 ALERTS: Final = (
     Alert(
         name="InflightSustainedQueueing",
-        expr=f"{s.REC_SATURATION} > 1",
+        expr=f"{n.REC_SATURATION} > 1",
         for_s=600,
         severity="warning",
         summary="Requests have been queueing for 10 minutes: saturation above 1.0",
@@ -98,11 +98,11 @@ ALERTS: Final = (
     Alert(
         name="InflightSaturatedAtMaxReplicas",
         expr=(
-            f"{s.REC_SATURATION} > 1\n"
+            f"{n.REC_SATURATION} > 1\n"
             f"and on (namespace)\n"
             f"(max by (namespace) ({n.SCALER_DESIRED_REPLICAS})\n"
             f" > on (namespace)\n"
-            f" max by (namespace) ({s.REC_READY}))"
+            f" max by (namespace) ({n.REC_READY}))"
         ),
         for_s=900,
         severity="critical",
@@ -116,7 +116,7 @@ ALERTS: Final = (
     Alert(
         name="InflightEndpointImbalance",
         expr=(
-            f"{s.REC_SPREAD}\n"
+            f"{n.REC_SPREAD}\n"
             f"> on (namespace, job)\n"
             f"max by (namespace, job) ({n.ROUTER_SLOTS_PER_ENDPOINT})"
         ),
@@ -132,7 +132,7 @@ ALERTS: Final = (
     ),
     Alert(
         name="InflightLittlesLawMismatch",
-        expr=f"{s.REC_LITTLE} > 1.5\nor\n{s.REC_LITTLE} < 0.67",
+        expr=f"{n.REC_LITTLE} > 1.5\nor\n{n.REC_LITTLE} < 0.67",
         for_s=900,
         severity="warning",
         summary="In-flight count disagrees with λ·W: the saturation signal is untrustworthy",
@@ -160,7 +160,7 @@ ALERTS: Final = (
     Alert(
         name="InflightNoReadyEndpoints",
         expr=(
-            f"{s.REC_READY} == 0\nand on (namespace, job)\n({s.REC_L} > 0 or {s.REC_LAMBDA} > 0)"
+            f"{n.REC_READY} == 0\nand on (namespace, job)\n({n.REC_L} > 0 or {n.REC_LAMBDA} > 0)"
         ),
         for_s=300,
         severity="critical",

@@ -40,29 +40,6 @@ TARGET_SATURATION_DEFAULT: Final = float(n.METADATA_DEFAULTS[n.META_TARGET_SATUR
 SCALE_UP_WINDOW_S: Final = int(n.METADATA_DEFAULTS[n.META_SCALE_UP_WINDOW_S])
 SCALE_DOWN_WINDOW_S: Final = int(n.METADATA_DEFAULTS[n.META_SCALE_DOWN_WINDOW_S])
 
-# --- Recording-rule names (level:metric:operations, Prometheus' convention) ----------
-REC_L: Final = "inflight:router_inflight_requests:sum"
-REC_QUEUED: Final = "inflight:router_queued_requests:sum"
-REC_LAMBDA: Final = "inflight:router_requests_received:rate1m"
-REC_W: Final = "inflight:router_request_duration_seconds:mean1m"
-REC_READY: Final = "inflight:router_endpoints_ready:max"
-REC_CAPACITY: Final = "inflight:capacity_slots:max"
-REC_SATURATION: Final = "inflight:saturation:ratio"
-REC_SPREAD: Final = "inflight:endpoint_inflight_spread:max_min"
-REC_LITTLE: Final = "inflight:littles_law:ratio5m"
-
-RECORDED_NAMES: Final = (
-    REC_L,
-    REC_QUEUED,
-    REC_LAMBDA,
-    REC_W,
-    REC_READY,
-    REC_CAPACITY,
-    REC_SATURATION,
-    REC_SPREAD,
-    REC_LITTLE,
-)
-
 
 def matchers(*pairs: str) -> str:
     """Join label matchers, skipping empty ones: ``matchers('a="1"', '')`` -> ``a="1"``."""
@@ -195,12 +172,12 @@ def rec_ready() -> str:
 
 
 def rec_capacity() -> str:
-    return f"max {BY} ({n.ROUTER_SLOTS_PER_ENDPOINT})\n* {ON}\n{REC_READY}"
+    return f"max {BY} ({n.ROUTER_SLOTS_PER_ENDPOINT})\n* {ON}\n{n.REC_READY}"
 
 
 def rec_saturation() -> str:
     """L ÷ capacity; no series when capacity is 0 (the no-ready-endpoints alert covers it)."""
-    return f"{REC_L}\n/ {ON}\n({REC_CAPACITY} > 0)"
+    return f"{n.REC_L}\n/ {ON}\n({n.REC_CAPACITY} > 0)"
 
 
 def rec_spread() -> str:

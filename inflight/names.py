@@ -1,9 +1,9 @@
 """Every name that crosses a boundary between the parts, defined once.
 
 Router metrics, scaler metrics, vLLM's metric names, the ScaledObject metadata
-keys and the PromQL for the derived signals. Dashboards, rules, manifests and
-tests import from here; contract tests fail when a file drifts from it.
-See ``docs/ARCHITECTURE.md`` for what each signal means.
+keys, the PromQL for the derived signals and the recording rules' series names.
+Dashboards, rules, manifests and tests import from here; contract tests fail when a
+file drifts from it. See ``docs/ARCHITECTURE.md`` for what each signal means.
 """
 
 from __future__ import annotations
@@ -115,6 +115,31 @@ PROMQL_W: Final = (
 PROMQL_CAPACITY: Final = (
     "max(" + ROUTER_SLOTS_PER_ENDPOINT + "{{{sel}}})"
     " * max(" + ROUTER_ENDPOINTS + '{{state="ready"{comma_sel}}})'
+)
+
+
+# --- Recording rules (``dashboards/rules``; level:metric:operations, Prometheus' convention).
+# Each is grouped ``by (namespace, job)``: one series per deployment in a shared Prometheus.
+REC_L: Final = "inflight:router_inflight_requests:sum"
+REC_QUEUED: Final = "inflight:router_queued_requests:sum"
+REC_LAMBDA: Final = "inflight:router_requests_received:rate1m"
+REC_W: Final = "inflight:router_request_duration_seconds:mean1m"
+REC_READY: Final = "inflight:router_endpoints_ready:max"
+REC_CAPACITY: Final = "inflight:capacity_slots:max"
+REC_SATURATION: Final = "inflight:saturation:ratio"
+REC_SPREAD: Final = "inflight:endpoint_inflight_spread:max_min"
+REC_LITTLE: Final = "inflight:littles_law:ratio5m"
+
+RECORDED_NAMES: Final = (
+    REC_L,
+    REC_QUEUED,
+    REC_LAMBDA,
+    REC_W,
+    REC_READY,
+    REC_CAPACITY,
+    REC_SATURATION,
+    REC_SPREAD,
+    REC_LITTLE,
 )
 
 

@@ -22,7 +22,6 @@ import httpx
 import pytest
 
 from dashboards import build as b
-from dashboards import signals as s
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from inflight import names as n
@@ -195,7 +194,7 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
     with Load(router.url, WORKERS) as load:
         # L must be in Prometheus before the scaler can answer GetMetrics.
         wait_for(
-            lambda: prom.query(f"{s.REC_L} > 0")[1],
+            lambda: prom.query(f"{n.REC_L} > 0")[1],
             timeout_s=60,
             interval_s=0.5,
             what="recorded L > 0 under load",
@@ -227,7 +226,7 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
         samples = wait_for(
             lambda: [
                 series
-                for series in prom.query(f"{s.REC_SATURATION}[8s]")[1]
+                for series in prom.query(f"{n.REC_SATURATION}[8s]")[1]
                 if len(series["values"]) >= 8
             ],
             timeout_s=60,

@@ -16,7 +16,6 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from dashboards import build as b
-from dashboards import signals as s
 from inflight import names as n
 
 ROOT = b.REPO_ROOT
@@ -65,7 +64,7 @@ def _used() -> set[str]:
     used: set[str] = set()
     for expr in _dashboard_exprs() + _rule_exprs():
         used |= metric_names(expr)
-    return used - set(s.RECORDED_NAMES)
+    return used - set(n.RECORDED_NAMES)
 
 
 def _exposed(registry: CollectorRegistry) -> set[str]:
@@ -153,7 +152,7 @@ def test_router_and_scaler_registries_match_the_names_module() -> None:
 @pytest.mark.parametrize("expr", _rule_exprs())
 def test_rules_use_only_recording_names_they_define(expr: str) -> None:
     recorded = {m for m in metric_names(expr) if ":" in m}
-    assert recorded <= set(s.RECORDED_NAMES), recorded
+    assert recorded <= set(n.RECORDED_NAMES), recorded
 
 
 def test_the_scaler_alert_matches_the_scalers_error_kinds() -> None:

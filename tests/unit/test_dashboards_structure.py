@@ -16,6 +16,7 @@ import yaml
 
 from dashboards import build as b
 from dashboards import prom_rules
+from inflight import names as n
 from inflight.cli import main
 
 ROOT = b.REPO_ROOT
@@ -198,10 +199,8 @@ def test_every_alert_has_a_runbook_section() -> None:
 
 def test_recording_rules_cover_l_lambda_w_capacity_and_saturation() -> None:
     records = {r["record"] for g in _rules_file()["groups"] for r in g["rules"] if "record" in r}
-    from dashboards import signals as s
-
-    assert {s.REC_L, s.REC_LAMBDA, s.REC_W, s.REC_CAPACITY, s.REC_SATURATION} <= records
-    assert records == set(s.RECORDED_NAMES)
+    assert {n.REC_L, n.REC_LAMBDA, n.REC_W, n.REC_CAPACITY, n.REC_SATURATION} <= records
+    assert records == set(n.RECORDED_NAMES)
 
 
 def test_prometheusrule_manifest_wraps_the_same_groups() -> None:
