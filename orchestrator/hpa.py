@@ -230,36 +230,35 @@ def _change_in_period(events: tuple[ScaleEvent, ...], period_s: float, now_s: fl
     return sum(e.change for e in events if e.t_s > cutoff)
 
 
-def _scale_up_limit(current: int, state: HpaState, rules: ScalingRules, now_s: float) -> int:
+def _rate_limit(
+    current: int, state: HpaState, rules: ScalingRules, now_s: float, direction: Literal[1, -1]
+) -> int:
+    """The furthest the policies of ``rules`` let ``current`` move up (``direction`` 1) or
+    down (-1) at ``now_s``.
+
+    Each policy counts from the replicas at the start of its period: ``current`` less the
+    changes already made inside it. Worked example, scale-up policies Percent 100 and Pods
+    4 per 15 s, current 3 after adding 1 within the last 15 s: period start 2, so Percent
+    allows ceil(2 × 2) = 4 and Pods 2 + 4 = 6; ``selectPolicy: Max`` takes the biggest
+    change (6), ``Min`` the smallest (4), ``Disabled`` none.
+    """
     if rules.select_policy == "Disabled":
         return current
-    proposals = []
+    limits = []
     for policy in rules.policies:
         added = _change_in_period(state.scale_up_events, policy.period_s, now_s)
         removed = _change_in_period(state.scale_down_events, policy.period_s, now_s)
         period_start = current - added + removed
         if policy.type == "Pods":
-            proposals.append(period_start + policy.value)
-        else:
+            limits.append(period_start + direction * policy.value)
+        elif direction > 0:
             # Rounded up, or a Percent policy could never add the first replica.
-            proposals.append(math.ceil(period_start * (1 + policy.value / 100)))
-    return max(proposals) if rules.select_policy == "Max" else min(proposals)
-
-
-def _scale_down_limit(current: int, state: HpaState, rules: ScalingRules, now_s: float) -> int:
-    if rules.select_policy == "Disabled":
-        return current
-    proposals = []
-    for policy in rules.policies:
-        added = _change_in_period(state.scale_up_events, policy.period_s, now_s)
-        removed = _change_in_period(state.scale_down_events, policy.period_s, now_s)
-        period_start = current - added + removed
-        if policy.type == "Pods":
-            proposals.append(period_start - policy.value)
+            limits.append(math.ceil(period_start * (1 + policy.value / 100)))
         else:
-            proposals.append(int(period_start * (1 - policy.value / 100)))
-    # "Max" = the biggest change allowed = the lowest floor.
-    return min(proposals) if rules.select_policy == "Max" else max(proposals)
+            limits.append(int(period_start * (1 - policy.value / 100)))
+    # Up, the biggest change is the highest ceiling; down, it is the lowest floor.
+    highest = (rules.select_policy == "Max") == (direction > 0)
+    return max(limits) if highest else min(limits)
 
 
 def _stabilize(
@@ -330,13 +329,13 @@ def hpa_step(
 
     desired = stabilized
     if stabilized > current:
-        limit = max(_scale_up_limit(current, state, spec.behavior.scale_up, now_s), current)
+        limit = max(_rate_limit(current, state, spec.behavior.scale_up, now_s, 1), current)
         desired = min(stabilized, spec.max_replicas, limit)
         reason = "scale up"
         if desired < stabilized:
             reason = "scale-up rate limit" if limit < spec.max_replicas else "at max replicas"
     elif stabilized < current:
-        limit = min(_scale_down_limit(current, state, spec.behavior.scale_down, now_s), current)
+        limit = min(_rate_limit(current, state, spec.behavior.scale_down, now_s, -1), current)
         desired = max(stabilized, spec.min_replicas, limit)
         reason = "scale down"
         if desired > stabilized:

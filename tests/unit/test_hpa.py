@@ -130,6 +130,30 @@ def test_scale_down_rate_limit_pods_policy():
     assert run_syncs(spec, [(0, 0.0), (5, 0.0), (16, 0.0), (32, 0.0)], current=4) == [3, 3, 2, 1]
 
 
+TWO_UP = (ScalingPolicy("Percent", 100, 15.0), ScalingPolicy("Pods", 4, 15.0))
+TWO_DOWN = (ScalingPolicy("Percent", 50, 15.0), ScalingPolicy("Pods", 1, 15.0))
+
+
+@pytest.mark.parametrize(
+    ("select", "up", "down"),
+    [
+        # Up from 2 (metric 80 on target 4 asks for 20): Percent 100 allows 4, Pods 4 allows 6.
+        # Down from 8 (metric 0 asks for 1): Percent 50 allows 4, Pods 1 allows 7.
+        ("Max", 6, 4),  # the biggest change: highest ceiling, lowest floor
+        ("Min", 4, 7),  # the smallest change
+        ("Disabled", 2, 8),  # no change at all
+    ],
+)
+def test_select_policy_in_both_directions(select, up, down):
+    """Kubernetes' selectPolicy: Max picks the policy allowing the biggest change, in
+    either direction; Min the smallest; Disabled keeps the count."""
+    rules_up = ScalingRules(0.0, TWO_UP, select_policy=select)
+    rules_down = ScalingRules(0.0, TWO_DOWN, select_policy=select)
+    spec = HpaSpec(1, 20, Behavior(scale_up=rules_up, scale_down=rules_down))
+    assert hpa_step(HpaState(), spec, 2, 80.0, 4.0, 0.0)[0].desired == up
+    assert hpa_step(HpaState(), spec, 8, 0.0, 4.0, 0.0)[0].desired == down
+
+
 def test_out_of_range_current_is_clamped_without_metric():
     spec = HpaSpec(2, 3)
     decision, _ = hpa_step(HpaState(), spec, 5, 0.0, 4.0, 0.0)
