@@ -68,7 +68,6 @@ HOP_BY_HOP = frozenset(
 )
 _RESPONSE_DROP = HOP_BY_HOP - {b"content-length"}
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-_SSE = b"text/event-stream"
 # A response up to this size with a Content-Length is read whole and sent in one
 # message (fewer sends for ordinary completions); anything else is streamed.
 _ONE_SHOT_MAX_BYTES = 256 * 1024
