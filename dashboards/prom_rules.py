@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from dashboards import signals as s
-from external_scaler import errors
 from inflight import names as n
 
 RUNBOOK_PATH: Final = "docs/runbook.md"
@@ -70,15 +69,21 @@ RECORDINGS: Final = (
 
 _WHERE = "{{ $labels.namespace }}/{{ $labels.job }}"
 
-# The scaler's error kinds that mean "no trustworthy window of L from the source"
-# (answered UNAVAILABLE); ``source_rejected`` is a metadata fault and is left out.
-# ``no_samples`` is the servicer's kind for the pure core's NoSamples (no class attribute).
-_SOURCE_KINDS = "|".join(
-    sorted(
-        [k.kind for k in (errors.SourceError, errors.SourceTimeout, errors.SourceEmpty)]
-        + ["no_samples"]
-    )
+# The scaler's error kinds that mean "no trustworthy window of L from its source", so KEDA
+# is answered UNAVAILABLE and scales on its fallback: the source failed, timed out or had
+# no data (``no_samples``: the policy found none in its window), or, with the direct
+# source, a poll of a router failed (the same failure without Prometheus: an incomplete
+# poll is dropped, and with none complete the calls answer ``source_empty``).
+# ``source_rejected`` and ``invalid_argument`` are metadata faults, ``deadline`` is the
+# caller's, ``internal`` is a bug: not this alert.
+SOURCE_FAILURE_KINDS: Final = (
+    n.SCALER_ERROR_SOURCE,
+    n.SCALER_ERROR_SOURCE_TIMEOUT,
+    n.SCALER_ERROR_SOURCE_EMPTY,
+    n.SCALER_ERROR_NO_SAMPLES,
+    n.SCALER_ERROR_ROUTER_POLL,
 )
+_SOURCE_KINDS_RE = "|".join(sorted(SOURCE_FAILURE_KINDS))
 
 ALERTS: Final = (
     Alert(
@@ -146,11 +151,11 @@ ALERTS: Final = (
         name="InflightScalerCannotReadPrometheus",
         expr=(
             "sum by (namespace, job, kind) "
-            f'(rate({n.SCALER_ERRORS}{{kind=~"{_SOURCE_KINDS}"}}[5m])) > 0'
+            f'(rate({n.SCALER_ERRORS}{{kind=~"{_SOURCE_KINDS_RE}"}}[5m])) > 0'
         ),
         for_s=300,
         severity="critical",
-        summary="The scaler cannot read L from Prometheus; KEDA is scaling on its fallback",
+        summary="The scaler cannot read L from its source; KEDA is scaling on its fallback",
         description=(
             f"Scaler {_WHERE} fails {{{{ $value | humanize }}}} queries/s with "
             "{{ $labels.kind }} for 5 minutes. It answers KEDA with UNAVAILABLE (never a "

@@ -15,6 +15,8 @@ service down; KEDA's ``fallback`` decides what to do instead.
 
 from __future__ import annotations
 
+from inflight import names
+
 
 class ScalerError(Exception):
     """Base of every error the scaler maps to a gRPC status."""
@@ -45,22 +47,22 @@ class MetadataError(ScalerError):
 class SourceError(ScalerError):
     """The metric source could not deliver a window (unreachable, error status, bad data)."""
 
-    kind = "source_error"
+    kind = names.SCALER_ERROR_SOURCE
 
 
 class SourceTimeout(SourceError):
     """The source did not answer within the time the call had left."""
 
-    kind = "source_timeout"
+    kind = names.SCALER_ERROR_SOURCE_TIMEOUT
 
 
 class SourceEmpty(SourceError):
     """The source answered, but without any sample of L for this selector."""
 
-    kind = "source_empty"
+    kind = names.SCALER_ERROR_SOURCE_EMPTY
 
 
 class SourceRejected(SourceError):
     """The source rejected the query itself (e.g. Prometheus ``bad_data``): a metadata fault."""
 
-    kind = "source_rejected"
+    kind = names.SCALER_ERROR_SOURCE_REJECTED

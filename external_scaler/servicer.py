@@ -30,6 +30,7 @@ from external_scaler.policy import Decision, NoSamples, evaluate
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.sources import WindowSource
+from inflight import names
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"metric {request.metricName!r} requested, but metadata key "
                     f"'metricName' is {spec.metric_name!r}",
-                    "invalid_argument",
+                    names.SCALER_ERROR_INVALID_ARGUMENT,
                 )
             decision = await self._decide(spec, context)
         except _Abort as abort:
@@ -161,7 +162,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         try:
             return parse_metadata(metadata)
         except MetadataError as exc:
-            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), "invalid_argument") from exc
+            raise _Abort(
+                grpc.StatusCode.INVALID_ARGUMENT, str(exc), names.SCALER_ERROR_INVALID_ARGUMENT
+            ) from exc
 
     async def _decide(self, spec: ScalerSpec, context: grpc.aio.ServicerContext | None) -> Decision:
         budget_s = self.call_budget_s
@@ -170,7 +173,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             budget_s = min(budget_s, remaining - 0.1)
         if budget_s <= 0:
             raise _Abort(
-                grpc.StatusCode.DEADLINE_EXCEEDED, "no time left before the deadline", "deadline"
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                "no time left before the deadline",
+                names.SCALER_ERROR_DEADLINE,
             )
         try:
             observed = await asyncio.wait_for(
@@ -181,21 +186,27 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             raise _Abort(
                 grpc.StatusCode.UNAVAILABLE,
                 f"the metric source did not answer within {budget_s:.2f} s",
-                "source_timeout",
+                names.SCALER_ERROR_SOURCE_TIMEOUT,
             ) from exc
         except MetadataError as exc:
-            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), "invalid_argument") from exc
+            raise _Abort(
+                grpc.StatusCode.INVALID_ARGUMENT, str(exc), names.SCALER_ERROR_INVALID_ARGUMENT
+            ) from exc
         except SourceRejected as exc:
             raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), exc.kind) from exc
         except SourceError as exc:
             raise _Abort(grpc.StatusCode.UNAVAILABLE, str(exc), exc.kind) from exc
         except NoSamples as exc:
-            raise _Abort(grpc.StatusCode.UNAVAILABLE, str(exc), "no_samples") from exc
+            raise _Abort(
+                grpc.StatusCode.UNAVAILABLE, str(exc), names.SCALER_ERROR_NO_SAMPLES
+            ) from exc
         except ScalerError as exc:
-            raise _Abort(grpc.StatusCode.INTERNAL, str(exc), "internal") from exc
+            raise _Abort(grpc.StatusCode.INTERNAL, str(exc), names.SCALER_ERROR_INTERNAL) from exc
         except Exception as exc:
             log.exception("unexpected error deciding for %s", spec.metric_name)
-            raise _Abort(grpc.StatusCode.INTERNAL, f"internal error: {exc!r}", "internal") from exc
+            raise _Abort(
+                grpc.StatusCode.INTERNAL, f"internal error: {exc!r}", names.SCALER_ERROR_INTERNAL
+            ) from exc
 
     async def _fail(
         self, context: grpc.aio.ServicerContext, method: str, abort: _Abort

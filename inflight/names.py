@@ -62,6 +62,29 @@ SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_GRPC_REQUESTS: "counter",
 }
 
+# Values of SCALER_ERRORS' ``kind`` label (external_scaler/errors.py, servicer.py, sources/).
+SCALER_ERROR_SOURCE: Final = "source_error"  # source unreachable, error status, bad data
+SCALER_ERROR_SOURCE_TIMEOUT: Final = "source_timeout"  # source did not answer in time
+SCALER_ERROR_SOURCE_EMPTY: Final = "source_empty"  # source answered with no sample of L
+SCALER_ERROR_SOURCE_REJECTED: Final = "source_rejected"  # source refused the query (metadata)
+SCALER_ERROR_NO_SAMPLES: Final = "no_samples"  # the policy found no sample in its window
+SCALER_ERROR_INVALID_ARGUMENT: Final = "invalid_argument"  # bad ScaledObject metadata
+SCALER_ERROR_DEADLINE: Final = "deadline"  # the caller's deadline left no time to ask
+SCALER_ERROR_INTERNAL: Final = "internal"  # a bug; logged with its traceback
+SCALER_ERROR_ROUTER_POLL: Final = "router_poll"  # direct source: a poll of a router failed
+
+SCALER_ERROR_KINDS: Final = (
+    SCALER_ERROR_SOURCE,
+    SCALER_ERROR_SOURCE_TIMEOUT,
+    SCALER_ERROR_SOURCE_EMPTY,
+    SCALER_ERROR_SOURCE_REJECTED,
+    SCALER_ERROR_NO_SAMPLES,
+    SCALER_ERROR_INVALID_ARGUMENT,
+    SCALER_ERROR_DEADLINE,
+    SCALER_ERROR_INTERNAL,
+    SCALER_ERROR_ROUTER_POLL,
+)
+
 # --- vLLM (and the emulator, which must be indistinguishable) --------------------------
 VLLM_RUNNING: Final = "vllm:num_requests_running"
 VLLM_WAITING: Final = "vllm:num_requests_waiting"

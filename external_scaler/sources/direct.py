@@ -112,7 +112,7 @@ class DirectSource:
         for url, result in zip(self.router_urls, results, strict=True):
             if isinstance(result, BaseException):
                 self._last_error = f"router {url}: {result}"
-                self.metrics.errors.labels("router_poll").inc()
+                self.metrics.errors.labels(names.SCALER_ERROR_ROUTER_POLL).inc()
                 return
             readings.append(result)
         self._append(self._inflight, Sample(t_s, sum(r.inflight for r in readings)))

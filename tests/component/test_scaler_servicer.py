@@ -20,11 +20,22 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from external_scaler.errors import (
+    MetadataError,
+    ScalerError,
+    SourceEmpty,
+    SourceError,
+    SourceRejected,
+    SourceTimeout,
+)
+from external_scaler.metadata import ScalerSpec
 from external_scaler.metrics import ScalerMetrics
+from external_scaler.policy import Window
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.server import SERVICE_NAME, ScalerApp
 from external_scaler.servicer import ExternalScalerServicer
+from external_scaler.sources import Observed
 from external_scaler.sources.direct import DirectSource
 from external_scaler.sources.prometheus import PrometheusSource
 from inflight import names
@@ -248,8 +259,9 @@ async def test_router_gone_is_unavailable_never_zero(router: FakeRouter, direct:
 
     details = await poll(unavailable, what="UNAVAILABLE after the router went away")
     assert "router" in details
-    errors = direct.registry.get_sample_value(names.SCALER_ERRORS, {"kind": "source_empty"})
-    assert errors is not None and errors >= 1
+    for kind in (names.SCALER_ERROR_SOURCE_EMPTY, names.SCALER_ERROR_ROUTER_POLL):
+        errors = direct.registry.get_sample_value(names.SCALER_ERRORS, {"kind": kind})
+        assert errors is not None and errors >= 1, kind
 
 
 async def test_stream_pushes_true_once_per_activation(router: FakeRouter, direct: Harness) -> None:
@@ -289,6 +301,54 @@ async def test_health_and_reflection(direct: Harness) -> None:
     assert "grpc.health.v1.Health" in listed
 
 
+class FailingSource:
+    """A WindowSource that raises ``failure``, or (None) delivers a window without any L."""
+
+    def __init__(self, failure: Exception | None) -> None:
+        self.failure = failure
+
+    async def observe(self, spec: ScalerSpec, now_s: float, timeout_s: float) -> Observed:
+        if self.failure is not None:
+            raise self.failure
+        return Observed(Window(inflight=(), arrivals_total=(), ready_replicas=()), now_s)
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "kind"),
+    [
+        (SourceError("down"), grpc.StatusCode.UNAVAILABLE, names.SCALER_ERROR_SOURCE),
+        (SourceTimeout("slow"), grpc.StatusCode.UNAVAILABLE, names.SCALER_ERROR_SOURCE_TIMEOUT),
+        (SourceEmpty("none"), grpc.StatusCode.UNAVAILABLE, names.SCALER_ERROR_SOURCE_EMPTY),
+        (None, grpc.StatusCode.UNAVAILABLE, names.SCALER_ERROR_NO_SAMPLES),
+        (
+            SourceRejected("bad_data"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            names.SCALER_ERROR_SOURCE_REJECTED,
+        ),
+        (
+            MetadataError("selector", '""'),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            names.SCALER_ERROR_INVALID_ARGUMENT,
+        ),
+        (ScalerError("odd"), grpc.StatusCode.INTERNAL, names.SCALER_ERROR_INTERNAL),
+        (RuntimeError("bug"), grpc.StatusCode.INTERNAL, names.SCALER_ERROR_INTERNAL),
+    ],
+)
+async def test_each_failure_is_one_status_code_and_one_error_kind(
+    failure: Exception | None, code: grpc.StatusCode, kind: str
+) -> None:
+    """The servicer's one mapping: the code KEDA sees and the ``kind`` the alert reads."""
+    async for h in _harness(lambda _metrics: FailingSource(failure), CollectorRegistry()):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await h.metrics()
+        assert err.value.code() == code
+        assert h.registry.get_sample_value(names.SCALER_ERRORS, {"kind": kind}) == 1.0
+        assert kind in names.SCALER_ERROR_KINDS
+
+
 async def test_hung_prometheus_answers_unavailable_within_the_budget() -> None:
     hung = FakeRouter(hang=True)  # accepts, never answers
     try:
@@ -323,7 +383,7 @@ async def test_unreachable_prometheus_is_unavailable() -> None:
                 await h.metrics()
             assert err.value.code() == grpc.StatusCode.UNAVAILABLE
             assert "unreachable" in (err.value.details() or "")
-            kind = {"kind": "source_error"}
+            kind = {"kind": names.SCALER_ERROR_SOURCE}
             assert h.registry.get_sample_value(names.SCALER_ERRORS, kind) == 1.0
 
 
