@@ -6,7 +6,8 @@
     ├── NoEndpoint              -> 503 + Retry-After (no ready endpoint, not holding)
     ├── QueueFull               -> 503 + Retry-After (--max-queue reached)
     ├── QueueTimeout            -> 504 (held longer than --queue-timeout-s)
-    ├── UpstreamUnavailable     -> 502 (connect refused/reset on the first try and the retry)
+    ├── UpstreamUnavailable     -> 502 (refused/reset on the first try and the retry, or any
+    │                                  other upstream failure before the response headers)
     └── UpstreamTimeout         -> 504 (no response headers in time)
 
 Request errors (body over --max-body-bytes -> 413) are answered directly by the proxy.

@@ -248,8 +248,10 @@ class Proxy:
     ) -> aiohttp.ClientResponse:
         """Send the request; return the response once its headers are in.
 
-        Maps connection failures before any response byte to _Refused/_Reset (retryable)
-        and header timeouts to UpstreamTimeout.
+        Maps connection failures before any response byte to _Refused/_Reset (retryable),
+        header timeouts to UpstreamTimeout and any other aiohttp error (a response that is
+        not HTTP, say) to UpstreamUnavailable, so no foreign error escapes to uvicorn as an
+        uncounted 500.
         """
         key = (ep.url, path)
         url = self._urls.get(key)
@@ -273,6 +275,9 @@ class Proxy:
         except TimeoutError as exc:
             self.metrics.upstream_errors.labels(endpoint=ep.label, reason="timeout").inc()
             raise UpstreamTimeout(f"upstream {ep.label} sent no response headers in time") from exc
+        except aiohttp.ClientError as exc:
+            self.metrics.upstream_errors.labels(endpoint=ep.label, reason="broken").inc()
+            raise UpstreamUnavailable(f"upstream {ep.label} failed: {type(exc).__name__}") from exc
 
     def _failed(self, ep: Endpoint, exc: _Refused | _Reset) -> None:
         self.metrics.upstream_errors.labels(endpoint=ep.label, reason=exc.reason).inc()

@@ -19,9 +19,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 from multidict import CIMultiDict
+from prometheus_client import CollectorRegistry
 
 from inflight import names
 from inflight.procs import free_port
+from router.dispatch import Dispatcher
+from router.metrics import RouterMetrics
+from router.pool import Pool
+from router.proxy import Proxy
 from tests.support import INFLIGHT, ProcessTracker, Server
 
 # --- upstream ----------------------------------------------------------------------------
@@ -283,3 +288,73 @@ def test_cli_refuses_bad_config_naming_the_flag(
     )
     assert done.returncode == 2
     assert message in done.stderr
+
+
+# --- the proxy in this process (ASGI calls by hand), for what a subprocess hides --------
+
+
+class InProcess:
+    """A :class:`Proxy` on a fresh registry, called with hand-made ASGI messages."""
+
+    def __init__(self, session: aiohttp.ClientSession, *upstreams: str) -> None:
+        pool = Pool(1)
+        pool.set_endpoints(upstreams)
+        self.dispatcher = Dispatcher(pool)
+        self.registry = CollectorRegistry()
+        metrics = RouterMetrics(self.registry, self.dispatcher)
+        self.proxy = Proxy(self.dispatcher, metrics, lambda: session, 1000, 60.0)
+
+    async def call(self, *messages: dict[str, object]) -> list[dict[str, object]]:
+        """POST /v1/completions with ``messages`` as what the client sends."""
+        pending = list(messages)
+        sent: list[dict[str, object]] = []
+
+        async def receive() -> dict[str, object]:
+            if pending:
+                return pending.pop(0)
+            await asyncio.Event().wait()  # the client stays connected
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/completions",
+                 "raw_path": b"/v1/completions", "query_string": b"", "headers": []}  # fmt: skip
+        await self.proxy(scope, receive, send)  # type: ignore[arg-type]
+        return sent
+
+    def sample(self, name: str, **labels: str) -> float | None:
+        return self.registry.get_sample_value(name, labels)
+
+
+@pytest.fixture
+async def garbage_upstream() -> AsyncIterator[str]:
+    """Reads a request, answers bytes that are not HTTP."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+    server.close()
+    await server.wait_closed()
+
+
+async def test_malformed_upstream_response_is_a_counted_502(garbage_upstream: str) -> None:
+    """An aiohttp error other than refused/reset/timeout (here a response that is not
+    HTTP) is mapped like the others, not left to escape to uvicorn as an uncounted 500.
+    """
+    async with aiohttp.ClientSession() as session:
+        router = InProcess(session, garbage_upstream)
+        sent = await router.call({"type": "http.request", "body": b"{}"})
+    assert sent[0]["status"] == 502
+    assert json.loads(sent[1]["body"])["error"]["type"] == "upstream_unavailable"  # type: ignore[arg-type]
+    label = garbage_upstream.split("://")[1]
+    assert router.sample(names.ROUTER_REQUESTS, endpoint=label, code="502") == 1.0
+    assert router.sample(names.ROUTER_UPSTREAM_ERRORS, endpoint=label, reason="broken") == 1.0
+    assert router.dispatcher.inflight == 0
+    assert [v.inflight for v in router.dispatcher.pool.snapshot()] == [0]
