@@ -4,6 +4,7 @@ Prometheus-backed panels, all bound to ``${datasource}`` (never a hard-coded uid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -47,6 +48,35 @@ def label_variable(name: str, metric: str, label: str, description: str) -> dash
         .multi(True)
         .current(dash_m.VariableOption(selected=True, text="All", value="$__all"))
     )
+
+
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    tags: list[str],
+    variable_metric: str,
+    variables: Mapping[str, str],
+) -> dash_b.Dashboard:
+    """A dashboard with the settings both share (10 s refresh, last 30 m, editable), the
+    datasource variable and one label variable per ``variables`` entry (label name →
+    description), each listing that label's values on ``variable_metric``."""
+    board = (
+        dash_b.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(tags)
+        .editable()
+        .refresh("10s")
+        .time("now-30m", "now")
+        .timezone("browser")
+        .with_variable(datasource_variable())
+    )
+    for label, label_description in variables.items():
+        board = board.with_variable(
+            label_variable(label, variable_metric, label, label_description)
+        )
+    return board
 
 
 def selector(*variables: str) -> str:

@@ -18,34 +18,25 @@ from inflight import names as n
 
 UID: Final = "inflight-saturation"
 TITLE: Final = "inflight: Saturation and Little's Law"
-VARIABLES: Final = ("namespace", "job")
+# Label variables (label → description), on the router's L.
+VARIABLES: Final = {
+    "namespace": "Kubernetes namespace of the router",
+    "job": "Prometheus job of the router",
+}
 
 
 def build() -> dash_b.Dashboard:
     sel = p.selector(*VARIABLES)
     scaler_sel = p.selector("namespace")
     q = p.Query
-    board = (
-        dash_b.Dashboard(TITLE)
-        .uid(UID)
-        .description(
-            "L (requests in flight) against λ (arrivals/s): at saturation L stays pinned "
-            "at capacity while λ falls, so QPS reads low exactly when the system is full."
-        )
-        .tags(["inflight", "vllm", "autoscaling"])
-        .editable()
-        .refresh("10s")
-        .time("now-30m", "now")
-        .timezone("browser")
-        .with_variable(p.datasource_variable())
-        .with_variable(
-            p.label_variable(
-                "namespace", n.ROUTER_INFLIGHT, "namespace", "Kubernetes namespace of the router"
-            )
-        )
-        .with_variable(
-            p.label_variable("job", n.ROUTER_INFLIGHT, "job", "Prometheus job of the router")
-        )
+    board = p.dashboard(
+        UID,
+        TITLE,
+        "L (requests in flight) against λ (arrivals/s): at saturation L stays pinned "
+        "at capacity while λ falls, so QPS reads low exactly when the system is full.",
+        ["inflight", "vllm", "autoscaling"],
+        n.ROUTER_INFLIGHT,
+        VARIABLES,
     )
     board = (
         board.with_row(dash_b.Row("Load: L against λ").id(100))

@@ -16,7 +16,12 @@ from inflight import names as n
 
 UID: Final = "inflight-scaler"
 TITLE: Final = "inflight: Scaler"
-VARIABLES: Final = ("namespace", "job", "metric_name")
+# Label variables (label → description), on the value the scaler returned.
+VARIABLES: Final = {
+    "namespace": "Kubernetes namespace",
+    "job": "Prometheus job of the scaler",
+    "metric_name": "ScaledObject trigger metricName",
+}
 
 
 def build() -> dash_b.Dashboard:
@@ -24,35 +29,14 @@ def build() -> dash_b.Dashboard:
     sel_no_metric = p.selector("namespace", "job")
     q = p.Query
     dur = n.SCALER_QUERY_DURATION
-    board = (
-        dash_b.Dashboard(TITLE)
-        .uid(UID)
-        .description(
-            "The KEDA external scaler: the value and target it returns, the replicas "
-            "they imply, activity, Prometheus query latency and errors."
-        )
-        .tags(["inflight", "keda", "autoscaling"])
-        .editable()
-        .refresh("10s")
-        .time("now-30m", "now")
-        .timezone("browser")
-        .with_variable(p.datasource_variable())
-        .with_variable(
-            p.label_variable(
-                "namespace", n.SCALER_METRIC_VALUE, "namespace", "Kubernetes namespace"
-            )
-        )
-        .with_variable(
-            p.label_variable("job", n.SCALER_METRIC_VALUE, "job", "Prometheus job of the scaler")
-        )
-        .with_variable(
-            p.label_variable(
-                "metric_name",
-                n.SCALER_METRIC_VALUE,
-                "metric_name",
-                "ScaledObject trigger metricName",
-            )
-        )
+    board = p.dashboard(
+        UID,
+        TITLE,
+        "The KEDA external scaler: the value and target it returns, the replicas "
+        "they imply, activity, Prometheus query latency and errors.",
+        ["inflight", "keda", "autoscaling"],
+        n.SCALER_METRIC_VALUE,
+        VARIABLES,
     )
     board = (
         board.with_row(dash_b.Row("What KEDA is told").id(100))
