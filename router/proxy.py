@@ -72,6 +72,7 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 # message (fewer sends for ordinary completions); anything else is streamed.
 _ONE_SHOT_MAX_BYTES = 256 * 1024
 _URL_CACHE_SIZE = 1024
+_CLIENT_CLOSED = 499  # the status counted for a client that left (nginx's convention)
 
 
 class _ClientGone(Exception):
@@ -148,6 +149,9 @@ class Proxy:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
+                if t0 is not None:  # received, so counted as finished too
+                    self.metrics.duration.observe(self.clock() - t0)
+                    self.metrics.finished(NO_ENDPOINT, _CLIENT_CLOSED)
                 return None
             chunk = message.get("body", b"")
             if chunk:
@@ -196,9 +200,9 @@ class Proxy:
             if not watch.disconnected:
                 raise
             task.uncancel()
-            code = 499  # client closed the request (nginx's convention)
+            code = _CLIENT_CLOSED
         except _ClientGone:
-            code = 499
+            code = _CLIENT_CLOSED
         finally:
             # The one place a slot is given back, whatever happened above.
             watcher.cancel()
@@ -370,10 +374,9 @@ class Proxy:
         kind: str,
         message: str,
         t0: float | None,
-        retry_after_s: int | None = None,
     ) -> None:
         """Answer an error; for a work request (``t0`` set) also count and time it."""
-        await self._reply_error(send, status, kind, message, retry_after_s)
+        await self._reply_error(send, status, kind, message)
         if t0 is not None:
             now = self.clock()
             self.metrics.ttfb.observe(now - t0)

@@ -358,3 +358,20 @@ async def test_malformed_upstream_response_is_a_counted_502(garbage_upstream: st
     assert router.sample(names.ROUTER_UPSTREAM_ERRORS, endpoint=label, reason="broken") == 1.0
     assert router.dispatcher.inflight == 0
     assert [v.inflight for v in router.dispatcher.pool.snapshot()] == [0]
+
+
+async def test_client_gone_while_sending_the_body_is_counted_as_finished(upstream: str) -> None:
+    """Every work request counted as received is counted as finished (here 499), so the
+    router's own λ and W describe the same requests.
+    """
+    async with aiohttp.ClientSession() as session:
+        router = InProcess(session, upstream)
+        sent = await router.call(
+            {"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}
+        )
+    assert sent == []
+    assert router.sample(names.ROUTER_REQUESTS_RECEIVED) == 1.0
+    assert router.sample(names.ROUTER_REQUESTS, endpoint="none", code="499") == 1.0
+    assert router.sample(names.ROUTER_REQUEST_DURATION + "_count") == 1.0
+    assert router.sample(names.ROUTER_TTFB + "_count") == 0.0  # no byte was sent
+    assert router.dispatcher.inflight == 0
