@@ -12,6 +12,7 @@ from router.pool import (
     DRAINING,
     READY,
     UNHEALTHY,
+    Endpoint,
     EndpointError,
     Pool,
     endpoint_label,
@@ -23,6 +24,17 @@ A, B, C = "http://127.0.0.1:9001", "http://127.0.0.1:9002", "http://127.0.0.1:90
 
 def counts(pool: Pool) -> dict[str, int]:
     return {v.url: v.inflight for v in pool.snapshot()}
+
+
+def draining_with_one_in_flight() -> tuple[Pool, Endpoint]:
+    """A pool whose only endpoint, A, was removed while a request held a slot on it."""
+    pool = Pool(4)
+    pool.set_endpoints([A])
+    a = pool.get(A)
+    assert a is not None
+    pool.acquire(a)
+    pool.set_endpoints([])
+    return pool, a
 
 
 @pytest.mark.parametrize(
@@ -133,12 +145,7 @@ def test_removed_idle_endpoint_disappears_at_once_and_can_come_back() -> None:
 
 
 def test_draining_endpoint_that_returns_keeps_its_count() -> None:
-    pool = Pool(4)
-    pool.set_endpoints([A])
-    a = pool.get(A)
-    assert a is not None
-    pool.acquire(a)
-    pool.set_endpoints([])
+    pool, a = draining_with_one_in_flight()
     assert a.state == DRAINING
     pool.set_endpoints([A])
     assert pool.get(A) is a and a.state == READY and a.inflight == 1
@@ -169,12 +176,7 @@ def test_unhealthy_until_backoff_and_a_passing_check() -> None:
 
 
 def test_health_never_revives_a_draining_endpoint() -> None:
-    pool = Pool(4)
-    pool.set_endpoints([A])
-    a = pool.get(A)
-    assert a is not None
-    pool.acquire(a)
-    pool.set_endpoints([])
+    pool, a = draining_with_one_in_flight()
     assert pool.health_result(A, ok=True, now_s=0.0, backoff_s=0.0) is False
     assert a.state == DRAINING
 
