@@ -42,15 +42,6 @@ class RouterSample:
 
 
 @dataclass(frozen=True)
-class TimelinePoint:
-    """One line of ``timeline.jsonl`` written by ``inflight up`` (unix seconds)."""
-
-    t: float
-    desired: int
-    ready: int
-
-
-@dataclass(frozen=True)
 class LevelWindow:
     """What was measured during one closed-loop level: raw, in wall time."""
 

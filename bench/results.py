@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.model import LevelWindow, TimelinePoint, WarmupResult
+from bench.model import LevelWindow, WarmupResult
 from bench.stats import LevelStats
+from orchestrator.state import TimelinePoint
 
 SCHEMA_RUN = "inflight-bench-run/1"
 

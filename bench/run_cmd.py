@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -14,13 +13,13 @@ from typing import Any
 
 import aiohttp
 
-from bench.model import TimelinePoint
 from bench.progress import Bars
 from bench.results import ResultFileExists, RunResult, check_writable
 from bench.runner import build_result, write_result
 from bench.sweep import Level, SweepConfig, run_sweep, sweep_levels
-from bench.timeline import read_timeline
 from bench.workload import Workload
+from inflight.procs import pid_alive
+from orchestrator import state
 
 
 class BenchError(RuntimeError):
@@ -76,7 +75,7 @@ async def sweep_to_result(
             warmup, windows, sampler = await run_sweep(session, cfg, bars)
         finally:
             bars.close()
-    timeline: list[TimelinePoint] = read_timeline(timeline_path) if timeline_path else []
+    timeline = state.read_timeline(timeline_path) if timeline_path else []
     return build_result(
         url=router_url,
         time_scale=time_scale,
@@ -103,26 +102,32 @@ async def sweep_to_result(
     )
 
 
-def _stack_info(state_dir: Path) -> dict[str, Any]:
-    path = state_dir / "stack.json"
+def _stack_info(state_dir: Path) -> state.StackInfo:
+    """The running stack's ``stack.json``; a file left by a killed run is refused."""
+    path = state_dir / state.STACK
     try:
-        doc: dict[str, Any] = json.loads(path.read_text())
+        info = state.read_stack(path)
     except (OSError, ValueError) as exc:
         raise BenchError(
             f"--state-dir: cannot read {path}: {exc} (is `inflight up` running?)"
         ) from exc
-    return doc
+    if not pid_alive(info.pid):
+        raise BenchError(
+            f"--state-dir: {path} was left by an `inflight up` (pid {info.pid}) that is no "
+            "longer running; start it again"
+        )
+    return info
 
 
 def main(args: argparse.Namespace) -> int:
     try:
         check_writable([args.results_file, args.summary_file], args.force)
-        stack = _stack_info(args.state_dir) if args.state_dir else {}
-        url = args.url or stack.get("router_url")
+        stack = _stack_info(args.state_dir) if args.state_dir else None
+        url = args.url or (stack.router_url if stack else None)
         if not url:
             raise BenchError("give --url (the router) or --state-dir (an `inflight up` state dir)")
-        time_scale = args.time_scale or float(stack.get("time_scale") or 1.0)
-        timeline_path = args.state_dir / "timeline.jsonl" if args.state_dir else None
+        time_scale = args.time_scale or (stack.time_scale if stack else 1.0)
+        timeline_path = args.state_dir / state.TIMELINE if args.state_dir else None
         result = asyncio.run(
             sweep_to_result(
                 router_url=url,
@@ -130,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
                 levels=sweep_levels(args.concurrency, args.requests, args.max_tokens),
                 args=args,
                 frozen=args.frozen,
-                policy=args.policy or stack.get("policy"),
+                policy=args.policy or (stack.policy if stack else None),
                 timeline_path=timeline_path,
             )
         )

@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.model import LevelWindow, TimelinePoint, WarmupResult
+from bench.model import LevelWindow, WarmupResult
 from bench.results import RunResult, dumps, write_new
 from bench.stats import level_stats
 from bench.table import run_table
 from bench.timeline import in_window
 from bench.validity import run_reasons
+from orchestrator.state import TimelinePoint
 
 
 def build_result(

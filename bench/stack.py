@@ -17,13 +17,14 @@ import signal
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import proctree
 from bench.sampler import STATUS_PATH, parse_status
 from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
+from orchestrator import state
 
 
 class StackError(RuntimeError):
@@ -115,14 +116,17 @@ class Stack:
             argv, name=f"inflight up ({self.policy.name})",
             log_path=self.state_dir / "up.log", grace_s=20.0,
         ).start()  # fmt: skip
-        stack_json = self.state_dir / "stack.json"
+        stack_json = self.state_dir / state.STACK
         deadline = time.monotonic() + timeout_s
         while True:
             if self.process.poll() is not None:
                 raise StackError(f"inflight up exited with {self.process.poll()}" + self._tail())
             with contextlib.suppress(OSError, ValueError):
-                self.info = json.loads(stack_json.read_text())
-                break
+                info = state.read_stack(stack_json)
+                # A run killed with SIGKILL leaves its stack.json behind: wait for our own.
+                if info.pid == self.process.pid:
+                    self.info = asdict(info)
+                    break
             if time.monotonic() > deadline:
                 self.stop()
                 raise StackError(f"no {stack_json} after {timeout_s:.0f} s" + self._tail())

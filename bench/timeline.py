@@ -1,46 +1,14 @@
-"""Reads ``timeline.jsonl`` of ``inflight up``: the replica count over time.
+"""The replica count over time, from ``timeline.jsonl`` of ``inflight up``.
 
-One JSON line per change and per poll: ``{"t": unix seconds, "desired": n, "ready": n}``
-(docs/ARCHITECTURE.md). Malformed lines are reported with their line number.
+The file is read by :func:`orchestrator.state.read_timeline` (the state directory's
+format lives there); this module picks the points of a level and the changes.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
-from bench.model import TimelinePoint
-
-
-class TimelineError(ValueError):
-    """A timeline line is not what ARCHITECTURE.md says."""
-
-
-def parse_timeline(text: str, source: str = "timeline.jsonl") -> list[TimelinePoint]:
-    points: list[TimelinePoint] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-            points.append(
-                TimelinePoint(
-                    t=float(doc["t"]), desired=int(doc["desired"]), ready=int(doc["ready"])
-                )
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            # The writer may be mid-line when we read: a bad *last* line is skipped.
-            if n == len(text.splitlines()) and not text.endswith("\n"):
-                break
-            raise TimelineError(f"{source}:{n}: {exc}: {line[:200]!r}") from exc
-    return points
-
-
-def read_timeline(path: Path) -> list[TimelinePoint]:
-    if not path.exists():
-        return []
-    return parse_timeline(path.read_text(encoding="utf-8"), str(path))
+from orchestrator.state import TimelinePoint
 
 
 def in_window(points: Sequence[TimelinePoint], start_t: float, end_t: float) -> list[TimelinePoint]:

@@ -12,6 +12,8 @@
 | ``children.json`` | the process groups running now (see :mod:`orchestrator.orphans`) |
 
 ``t`` is Unix time in seconds (wall clock: the bench lines it up with its own records).
+The format is written and read here only: the bench reads ``stack.json`` and
+``timeline.jsonl`` with :func:`read_stack` and :func:`read_timeline`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class StackInfo:
 
 @dataclass(frozen=True)
 class TimelinePoint:
+    """One line of ``timeline.jsonl``: the replica count wanted and ready at ``t``."""
+
     t: float
     desired: int
     ready: int
@@ -138,6 +142,65 @@ class StateDir:
         tmp = self.path(f".{name}.tmp")
         tmp.write_text(text)
         os.replace(tmp, self.path(name))
+
+
+class StateFileError(ValueError):
+    """A state file is not what docs/ARCHITECTURE.md says (the message names file and line)."""
+
+
+def read_stack(path: Path) -> StackInfo:
+    """``stack.json``; OSError when it cannot be read, StateFileError when it is malformed.
+
+    A run killed with SIGKILL leaves its ``stack.json`` behind: callers compare ``pid``
+    with the ``inflight up`` they started (or check that it is alive).
+    """
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+        prometheus_url = doc["prometheus_url"]
+        return StackInfo(
+            pid=int(doc["pid"]),
+            router_url=str(doc["router_url"]),
+            prometheus_url=None if prometheus_url is None else str(prometheus_url),
+            scaler_address=str(doc["scaler_address"]),
+            time_scale=float(doc["time_scale"]),
+            policy=str(doc["policy"]),
+            started_at=float(doc["started_at"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StateFileError(f"{path}: {exc!r}: {text[:200]!r}") from exc
+
+
+def parse_timeline(text: str, source: str = TIMELINE) -> list[TimelinePoint]:
+    """The points of a ``timeline.jsonl`` text; a malformed line raises StateFileError
+    naming ``source`` and the line number, except a half-written last line (the writer
+    may be mid-line when it is read), which is skipped."""
+    points: list[TimelinePoint] = []
+    lines = text.splitlines()
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+            points.append(
+                TimelinePoint(
+                    t=float(doc["t"]), desired=int(doc["desired"]), ready=int(doc["ready"])
+                )
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            if n == len(lines) and not text.endswith("\n"):
+                break
+            raise StateFileError(f"{source}:{n}: {exc}: {line[:200]!r}") from exc
+    return points
+
+
+def read_timeline(path: Path) -> list[TimelinePoint]:
+    """``timeline.jsonl`` (no file yet: no points)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return parse_timeline(text, str(path))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

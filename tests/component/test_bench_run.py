@@ -132,3 +132,28 @@ def test_frozen_run_is_invalid_when_a_replica_joins_mid_run(
     assert doc["valid"] is False
     assert any("more than one replica count: [1, 2]" in r for r in doc["invalid_reasons"])
     assert "INVALID" in out
+
+
+def test_stack_json_of_a_dead_up_is_refused(procs: ProcessTracker, tmp_path: Path) -> None:
+    """A run killed with SIGKILL leaves stack.json behind; its router may even still answer
+    (its children outlive it). ``--state-dir`` must not measure such a leftover."""
+    router = _stack(procs, replicas=1)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / "stack.json").write_text(
+        json.dumps(
+            {"pid": gone.pid, "router_url": router.url, "prometheus_url": None,
+             "scaler_address": "127.0.0.1:9", "time_scale": 0.1, "policy": "saturation",
+             "started_at": 0.0}
+        )
+    )  # fmt: skip
+    results = tmp_path / "r.json"
+    done = _bench(
+        "--state-dir", str(state_dir), "--results-file", str(results),
+        "--concurrency", "1", "--requests", "1", "--warmup", "0",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr + done.stdout
+    assert f"pid {gone.pid}" in done.stderr and "no longer running" in done.stderr
+    assert not results.exists()

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.support import INFLIGHT
+from bench.stack import Stack, parse_policies
+from tests.support import INFLIGHT, PYTHON
 
 ARGS = (
     "bench", "compare", "--no-progress",
@@ -57,3 +60,54 @@ def test_tiny_compare_writes_everything_and_leaves_nothing_running(tmp_path: Pat
     again = _compare(out, tmp_path / "state")
     assert again.returncode == 2
     assert "--force" in again.stderr
+
+
+class _StaleRouter(BaseHTTPRequestHandler):
+    """The router of a killed run, still answering: one ready endpoint."""
+
+    def do_GET(self) -> None:
+        body = json.dumps(
+            {"inflight": 0, "queued": 0, "slots_per_endpoint": 4,
+             "endpoints": [{"url": "http://127.0.0.1:9", "state": "ready", "inflight": 0}]}
+        ).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_stack_json_left_by_a_killed_run_is_not_taken_for_the_new_one(tmp_path: Path) -> None:
+    """Until the new ``inflight up`` takes the state dir, the old run's stack.json is there:
+    the bench must wait for the one whose pid is the process it started."""
+    stale_router = ThreadingHTTPServer(("127.0.0.1", 0), _StaleRouter)
+    threading.Thread(target=stale_router.serve_forever, daemon=True).start()
+    stale_url = f"http://127.0.0.1:{stale_router.server_address[1]}"
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / "stack.json").write_text(
+        json.dumps(
+            {"pid": 1, "router_url": stale_url, "prometheus_url": None,
+             "scaler_address": "127.0.0.1:9", "time_scale": 0.1, "policy": "fixed:1",
+             "started_at": 0.0}
+        )
+    )  # fmt: skip
+    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    stack = Stack(
+        policy=parse_policies("fixed:1")[0],
+        state_dir=state_dir,
+        time_scale=0.1,
+        max_replicas=1,
+        extra_args=("--replica-cmd", fake, "--no-prometheus"),
+    )
+    try:
+        stack.start(timeout_s=90)
+        assert stack.info["pid"] == stack.pid
+        assert stack.router_url != stale_url
+    finally:
+        report = stack.stop()
+        stale_router.shutdown()
+        stale_router.server_close()
+    assert report["clean"], report

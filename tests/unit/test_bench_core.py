@@ -8,14 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from bench.model import LevelWindow, RequestRecord, RouterSample, TimelinePoint, WarmupResult
+from bench.model import LevelWindow, RequestRecord, RouterSample, WarmupResult
 from bench.results import ResultFileExists, check_writable, write_new
 from bench.runner import build_result, write_result
 from bench.sse import SseCounter
 from bench.stats import level_stats, littles_law_error, percentile, rate_series, time_average
 from bench.table import comparison_table, run_table
-from bench.timeline import TimelineError, changes, parse_timeline
+from bench.timeline import changes
 from bench.validity import run_reasons
+from orchestrator.state import (
+    STACK,
+    TIMELINE,
+    StackInfo,
+    StateDir,
+    StateFileError,
+    TimelinePoint,
+    parse_timeline,
+    read_stack,
+    read_timeline,
+)
 
 
 # --- Little's Law arithmetic ---------------------------------------------------------------
@@ -263,5 +274,28 @@ def test_timeline_parsing_and_changes() -> None:
     points = parse_timeline(text)  # a half-written last line is skipped
     assert [p.ready for p in points] == [1, 1, 2]
     assert changes(points, "desired") == [(2.0, 1, 2)]
-    with pytest.raises(TimelineError, match=":1:"):
+    with pytest.raises(StateFileError, match=":1:"):
         parse_timeline('{"t": 1}\n')
+
+
+def test_the_bench_reads_what_inflight_up_writes(tmp_path: Path) -> None:
+    """One format, one module: StateDir writes, read_stack / read_timeline read back."""
+    state_dir = StateDir(tmp_path)
+    state_dir.acquire()
+    try:
+        assert read_timeline(tmp_path / TIMELINE) == []
+        points = [TimelinePoint(1.5, 1, 0), TimelinePoint(2.5, 2, 1)]
+        for p in points:
+            state_dir.append_timeline(p)
+        info = StackInfo(
+            pid=42, router_url="http://127.0.0.1:1", prometheus_url=None,
+            scaler_address="127.0.0.1:2", time_scale=0.2, policy="qps", started_at=3.5,
+        )  # fmt: skip
+        state_dir.write_stack(info)
+        assert read_timeline(tmp_path / TIMELINE) == points
+        assert read_stack(tmp_path / STACK) == info
+    finally:
+        state_dir.release()
+    (tmp_path / STACK).write_text('{"pid": 42}')
+    with pytest.raises(StateFileError, match=r"stack\.json: KeyError"):
+        read_stack(tmp_path / STACK)
