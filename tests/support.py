@@ -79,14 +79,21 @@ class ProcessTracker:
         port: int | None = None,
         env: dict[str, str] | None = None,
         grace_s: float = 5.0,
+        port_placeholder: str | None = "{port}",
     ) -> Server:
-        """Start ``argv`` with ``{port}`` replaced by a free port; poll ``ready_path``."""
+        """Start ``argv`` with ``port_placeholder`` replaced by a free port; poll ``ready_path``.
+
+        ``port_placeholder=None`` passes ``argv`` as it is: for a command whose ``{port}``
+        belongs to someone else (``inflight up --replica-cmd "… --port {port}"``).
+        """
         port = free_port() if port is None else port
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
+        if port_placeholder is not None:
+            argv = [a.replace(port_placeholder, str(port)) for a in argv]
         proc = ManagedProcess(
-            [a.replace("{port}", str(port)) for a in argv],
+            argv,
             name=name,
             env=full_env,
             log_path=self.log_dir / f"{name}-{port}.log",

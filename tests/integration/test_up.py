@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,23 +13,21 @@ from pathlib import Path
 
 import pytest
 
+from bench.proctree import descendants
 from emulator.cli import DEFAULT_MODEL
-from inflight.procs import ManagedProcess, pid_alive, port_is_free
+from inflight.procs import pid_alive, port_is_free
 from orchestrator import orphans
-from orchestrator.state import read_jsonl
+from orchestrator.state import read_jsonl, read_stack, read_timeline
 from tests.support import INFLIGHT, PYTHON, wait_for
 
 TS = "0.05"  # emulator start-up 1.5 s, request ≈ 0.23 s, HPA sync 0.75 s, down window 3 s
 
 
 def launch(procs, argv, name):
-    """Start ``argv`` under the ``procs`` tracker (so teardown proves it gone).
-
-    Not ``procs.start``: that replaces every ``{port}``, and --replica-cmd must keep its own.
-    """
-    proc = ManagedProcess(argv, name=name, log_path=procs.log_dir / f"{name}.log", grace_s=40.0)
-    procs.processes.append(proc)
-    return proc.start()
+    """Start ``argv`` under the ``procs`` tracker (so teardown proves it gone); every
+    ``{port}`` in it (that of --replica-cmd) is the stack's own."""
+    server = procs.start(argv, name=name, ready_path=None, grace_s=40.0, port_placeholder=None)
+    return server.process
 
 
 def start_up(procs, state_dir: Path, *flags: str, timeout_s: float = 90.0):
@@ -41,15 +40,17 @@ def start_up(procs, state_dir: Path, *flags: str, timeout_s: float = 90.0):
             out = Path(proc.log_path).read_text()
             raise AssertionError(f"inflight up exited with {proc.poll()}\n{out[-3000:]}")
         # A killed run leaves its stack.json behind: wait for this run's own.
-        info = stack_file.exists() and json.loads(stack_file.read_text())
-        return info if info and info["pid"] == proc.pid else None
+        with contextlib.suppress(OSError, ValueError):
+            info = read_stack(stack_file)
+            return info if info.pid == proc.pid else None
+        return None
 
     info = wait_for(ready, timeout_s=timeout_s, interval_s=0.1, what="stack.json")
     return proc, info
 
 
 def status(info):
-    with urllib.request.urlopen(info["router_url"] + "/router/status", timeout=5) as resp:
+    with urllib.request.urlopen(info.router_url + "/router/status", timeout=5) as resp:
         return json.loads(resp.read())
 
 
@@ -60,7 +61,7 @@ def ready_endpoints(info):
 def complete(info, timeout_s=60.0):
     body = json.dumps({"model": DEFAULT_MODEL, "prompt": "hi", "max_tokens": 30}).encode()
     req = urllib.request.Request(
-        info["router_url"] + "/v1/completions",
+        info.router_url + "/v1/completions",
         data=body,
         headers={"Content-Type": "application/json"},
     )
@@ -96,18 +97,18 @@ class Load:
 
 
 def timeline(state_dir):
-    return read_jsonl(state_dir / "timeline.jsonl")
+    return read_timeline(state_dir / "timeline.jsonl")
 
 
 def test_load_scales_up_to_two_then_back_to_one(procs, tmp_path):
     state = tmp_path / "state"
     _, info = start_up(procs, state, "--time-scale", TS, "--max-replicas", "2")
-    assert info["prometheus_url"], "prometheus is installed here; the stack should use it"
+    assert info.prometheus_url, "prometheus is installed here; the stack should use it"
     with Load(info, 16) as load:
         wait_for(lambda: len(ready_endpoints(info)) == 2, timeout_s=60, what="2 ready endpoints")
     assert load.codes and all(c == 200 for c in load.codes), set(map(str, load.codes))
     wait_for(
-        lambda: timeline(state)[-1]["desired"] == 1 and len(ready_endpoints(info)) == 1,
+        lambda: timeline(state)[-1].desired == 1 and len(ready_endpoints(info)) == 1,
         timeout_s=60,
         what="back to 1 replica after the window",
     )
@@ -121,7 +122,7 @@ def test_load_scales_up_to_two_then_back_to_one(procs, tmp_path):
 def test_concurrency_4_on_4_slots_does_not_scale(procs, tmp_path):
     state = tmp_path / "state"
     _, info = start_up(procs, state, "--time-scale", TS, "--max-replicas", "2", "--no-prometheus")
-    assert info["prometheus_url"] is None
+    assert info.prometheus_url is None
     n_before = len(read_jsonl(state / "decisions.jsonl"))
     with Load(info, 4) as load:
         # Long enough for several HPA syncs (0.75 s each) with L = 4 on 4 slots.
@@ -134,7 +135,7 @@ def test_concurrency_4_on_4_slots_does_not_scale(procs, tmp_path):
     decisions = read_jsonl(state / "decisions.jsonl")[n_before:]
     assert any(d["L"] and d["L"] >= 3 for d in decisions), decisions
     assert {d["desired"] for d in decisions} == {1}
-    assert {p["desired"] for p in timeline(state)} == {1}
+    assert {p.desired for p in timeline(state)} == {1}
 
 
 def test_frozen_replicas_timeline_has_one_value(procs, tmp_path):
@@ -143,8 +144,8 @@ def test_frozen_replicas_timeline_has_one_value(procs, tmp_path):
     _, info = start_up(procs, state, *flags)
     with Load(info, 16):
         wait_for(lambda: len(timeline(state)) >= 8, timeout_s=60, what="8 timeline points")
-    points = [p for p in timeline(state) if p["t"] >= info["started_at"]]
-    assert points and {(p["desired"], p["ready"]) for p in points} == {(2, 2)}
+    points = [p for p in timeline(state) if p.t >= info.started_at]
+    assert points and {(p.desired, p.ready) for p in points} == {(2, 2)}
     assert not (state / "decisions.jsonl").exists()
 
 
@@ -186,16 +187,16 @@ def test_sigterm_stops_every_process_and_frees_every_port(procs, tmp_path):
     fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}} --worker --startup-s 0.2"
     flags = ["--time-scale", TS, "--replicas", "2", "--replica-cmd", fake]
     server, info = start_up(procs, state, *flags)
-    descendants = _descendants(server.pid)
-    workers = [p for p in descendants if "while True" in _cmdline(p)]
+    tree = descendants(server.pid)
+    workers = [p for p in tree if "while True" in _cmdline(p)]
     assert len(workers) == 2, "each fake replica should have a worker child"
     ports = [int(u.rsplit(":", 1)[1]) for u in json.loads((state / "endpoints.json").read_text())]
-    ports += [int(info["router_url"].rsplit(":", 1)[1]), int(info["scaler_address"].rsplit(":")[1])]
-    ports.append(int(info["prometheus_url"].rsplit(":", 1)[1]))
+    ports += [int(info.router_url.rsplit(":", 1)[1]), int(info.scaler_address.rsplit(":")[1])]
+    ports.append(int(info.prometheus_url.rsplit(":", 1)[1]))
     os.kill(server.pid, signal.SIGTERM)
     code = server.popen.wait(timeout=60)
     assert code == 0
-    alive = [p for p in descendants if pid_alive(p)]
+    alive = [p for p in tree if pid_alive(p)]
     assert not alive, [(p, _cmdline(p)) for p in alive]
     assert all(port_is_free(p) for p in ports)
     assert not (state / "stack.json").exists() and not (state / "lock").exists()
@@ -225,12 +226,12 @@ def test_scale_to_zero_then_a_request_waits_and_succeeds(procs, tmp_path):
     ]  # fmt: skip
     _, info = start_up(procs, state, *flags)
     wait_for(
-        lambda: timeline(state)[-1]["desired"] == 0 and not ready_endpoints(info),
+        lambda: timeline(state)[-1].desired == 0 and not ready_endpoints(info),
         timeout_s=60,
         what="idle -> 0 replicas after the cooldown",
     )
     assert complete(info, timeout_s=60) == 200
-    assert any(p["desired"] == 1 for p in timeline(state) if p["t"] > info["started_at"] + 1)
+    assert any(p.desired == 1 for p in timeline(state) if p.t > info.started_at + 1)
     decisions = read_jsonl(state / "decisions.jsonl")
     assert any("activated from zero" in d["reason"] for d in decisions)
 
@@ -241,7 +242,7 @@ def test_groups_left_by_a_killed_up_are_stopped_by_the_next(procs, tmp_path):
     flags = ["--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]
     first, _ = start_up(procs, state, *flags)
     try:
-        left = _descendants(first.pid)
+        left = descendants(first.pid)
         os.kill(first.pid, signal.SIGKILL)  # no clean-up at all
         first.popen.wait(timeout=30)
         assert any(pid_alive(p) for p in left), "children run in their own sessions"
@@ -273,26 +274,6 @@ def test_bad_flags_are_named(procs, tmp_path, flags, message):
 # --- helpers reading /proc ------------------------------------------------------------
 
 
-def _stat(pid):
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
-
-
-def _descendants(root):
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                children.setdefault(int(_stat(entry.name)[1]), []).append(int(entry.name))
-            except (OSError, IndexError):
-                continue
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def _cmdline(pid):
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -321,7 +302,7 @@ def _let_go(info, url):
 def _served_by(info, url):
     """Requests the router sent to ``url``: finished (any code) plus upstream errors."""
     endpoint = url.removeprefix("http://")
-    with urllib.request.urlopen(info["router_url"] + "/metrics", timeout=5) as resp:
+    with urllib.request.urlopen(info.router_url + "/metrics", timeout=5) as resp:
         text = resp.read().decode()
     total = 0.0
     for line in text.splitlines():
