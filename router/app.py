@@ -141,6 +141,7 @@ class RouterApp:
         return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
     async def _metrics(self, _request: Request) -> Response:
+        self.metrics.prune()
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def _status(self, _request: Request) -> Response:

@@ -2,13 +2,15 @@
 
 Gauges are read from the pool and dispatcher at scrape time by a Collector, so they can
 never drift from the counts that drive dispatch, and a drained endpoint's series
-disappears when the pool forgets it. Counters and histograms are updated on the hot path.
+disappears when the pool forgets it. Counters and histograms are updated on the hot path;
+a forgotten endpoint's counter series go ``RETIRED_SERIES_KEEP_S`` later (``prune``).
 Names come from :mod:`inflight.names`; types and labels follow DESIGN.md's table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -28,6 +30,12 @@ DURATION_BUCKETS_S = (
 # The ``endpoint`` label for requests that never reached an endpoint (413, 503, 504 at
 # the router): a fixed value, never one taken from a request.
 NO_ENDPOINT = "none"
+
+# Seconds a removed, drained endpoint's counter series (requests, upstream errors) stay
+# exported, so every scraper sees their final values; then they are removed. Without this,
+# with pods coming and going, the series of every address ever seen would pile up for as
+# long as the router runs.
+RETIRED_SERIES_KEEP_S = 600.0
 
 
 class _StateCollector(Collector):
@@ -71,8 +79,15 @@ class _StateCollector(Collector):
 class RouterMetrics:
     """Every router metric, registered on ``registry``."""
 
-    def __init__(self, registry: CollectorRegistry, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        dispatcher: Dispatcher,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.registry = registry
+        self._pool = dispatcher.pool
+        self._clock = clock
         registry.register(_StateCollector(dispatcher))
         # prometheus_client appends _total to counter names itself.
         self.received = Counter(
@@ -109,13 +124,40 @@ class RouterMetrics:
             "Requests re-dispatched because the first endpoint refused or reset them.",
             registry=registry,
         )
-        self._requests_children: dict[tuple[str, int], Counter] = {}
+        # Labelled children by endpoint label, then by (counter, other label value):
+        # cached, so there is no label lookup per request, and prunable per endpoint.
+        self._children: dict[str, dict[tuple[Counter, str], Counter]] = {}
+        self._gone_since_s: dict[str, float] = {}
 
     def finished(self, endpoint: str, code: int) -> None:
-        """Count a finished request (children cached: no label lookup per request)."""
-        key = (endpoint, code)
-        child = self._requests_children.get(key)
+        """Count a finished request."""
+        self._child(self.requests, endpoint, str(code)).inc()
+
+    def upstream_error(self, endpoint: str, reason: str) -> None:
+        self._child(self.upstream_errors, endpoint, reason).inc()
+
+    def _child(self, counter: Counter, endpoint: str, other: str) -> Counter:
+        children = self._children.get(endpoint)
+        if children is None:
+            children = self._children[endpoint] = {}
+        child = children.get((counter, other))
         if child is None:
-            child = self.requests.labels(endpoint=endpoint, code=str(code))
-            self._requests_children[key] = child
-        child.inc()
+            child = children[(counter, other)] = counter.labels(endpoint, other)
+        return child
+
+    def prune(self) -> None:
+        """Remove the series of endpoints gone for ``RETIRED_SERIES_KEEP_S`` (call it at
+        each scrape: an endpoint is first seen gone then).
+        """
+        known = {view.label for view in self._pool.snapshot()}
+        known.add(NO_ENDPOINT)
+        now_s = self._clock()
+        for endpoint in list(self._children):
+            if endpoint in known:
+                self._gone_since_s.pop(endpoint, None)
+                continue
+            since_s = self._gone_since_s.setdefault(endpoint, now_s)
+            if now_s - since_s >= RETIRED_SERIES_KEEP_S:
+                for counter, other in self._children.pop(endpoint):
+                    counter.remove(endpoint, other)
+                del self._gone_since_s[endpoint]

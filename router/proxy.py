@@ -277,14 +277,14 @@ class Proxy:
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             raise _Reset(str(exc)) from exc
         except TimeoutError as exc:
-            self.metrics.upstream_errors.labels(endpoint=ep.label, reason="timeout").inc()
+            self.metrics.upstream_error(ep.label, "timeout")
             raise UpstreamTimeout(f"upstream {ep.label} sent no response headers in time") from exc
         except aiohttp.ClientError as exc:
-            self.metrics.upstream_errors.labels(endpoint=ep.label, reason="broken").inc()
+            self.metrics.upstream_error(ep.label, "broken")
             raise UpstreamUnavailable(f"upstream {ep.label} failed: {type(exc).__name__}") from exc
 
     def _failed(self, ep: Endpoint, exc: _Refused | _Reset) -> None:
-        self.metrics.upstream_errors.labels(endpoint=ep.label, reason=exc.reason).inc()
+        self.metrics.upstream_error(ep.label, exc.reason)
         self.pool.mark_unhealthy(ep, self.clock(), self.unhealthy_backoff_s)
 
     async def _relay(
@@ -323,7 +323,7 @@ class Proxy:
             except (aiohttp.ClientError, TimeoutError) as exc:
                 # The upstream broke after we sent bytes: end the client's response cleanly.
                 reason = "timeout" if isinstance(exc, TimeoutError) else "broken"
-                self.metrics.upstream_errors.labels(endpoint=ep.label, reason=reason).inc()
+                self.metrics.upstream_error(ep.label, reason)
                 tail = (
                     sse_error_event("upstream_broken", f"upstream {ep.label} failed mid-response")
                     if is_sse
