@@ -190,16 +190,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     stack = Stack(config)
-    code = 0
+    code = 1
     try:
         info = stack.start(stop)
-    except StateDirBusy as exc:
-        print(f"inflight up: error: {exc}", file=sys.stderr)
-        return 1
-    except (StackError, OSError) as exc:
-        print(f"inflight up: error: {exc}", file=sys.stderr)
-        code = 1
-    else:
         mode = (
             f"frozen at {config.initial_replicas} replica(s)"
             if not config.autoscale
@@ -216,10 +209,18 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         code = stack.run(stop)
-    problems = stack.shutdown()
-    if problems:
+    except StateDirBusy as exc:
+        print(f"inflight up: error: {exc}", file=sys.stderr)
+        return 1  # nothing was started (and the state dir is another run's)
+    except (StackError, OSError) as exc:
+        print(f"inflight up: error: {exc}", file=sys.stderr)
+    finally:
+        # Whatever went wrong, even an unexpected error, the children run in their own
+        # sessions and would outlive us: stop every one of them.
+        problems = stack.shutdown()
         for problem in problems:
             print(f"inflight up: {problem}", file=sys.stderr)
+    if problems:
         return 1
     print("inflight up: stopped; no process left running, every port free", flush=True)
     return code

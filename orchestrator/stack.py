@@ -269,7 +269,10 @@ class Stack:
         if grpc_port not in listening_ports(self.scaler.pid):
             wait_for_port(self.scaler, grpc_port, timeout_s=30.0)
         self.client = ScalerClient(f"127.0.0.1:{grpc_port}", self.config.scaler_metadata)
-        self.client.wait_ready(timeout_s=30.0)
+        try:
+            self.client.wait_ready(timeout_s=30.0)
+        except ScalerUnavailable as exc:
+            raise StackError(f"scaler did not start: {exc}") from exc
 
     def _start_process(
         self, argv: list[str], name: str, ready_path: str, port: int
@@ -389,7 +392,13 @@ class Stack:
 
     # --- shutdown ---------------------------------------------------------------------------
     def shutdown(self) -> list[str]:
-        """Stop everything (reverse order); return the problems found (empty: clean)."""
+        """Stop everything (reverse order); return the problems found (empty: clean).
+
+        Safe after any failure of :meth:`start`, and a no-op when ``start`` did not take
+        the state dir (it starts nothing before that; the dir may be another run's).
+        """
+        if not self.state.held:
+            return []
         problems: list[str] = []
         if self.client is not None:
             self.client.close()

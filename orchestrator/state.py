@@ -116,6 +116,11 @@ class StateDir:
             with contextlib.suppress(FileNotFoundError):
                 self.path(name).unlink()
 
+    @property
+    def held(self) -> bool:
+        """True between a successful :meth:`acquire` and :meth:`release`."""
+        return self._lock_file is not None
+
     def release(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path(STACK).unlink()

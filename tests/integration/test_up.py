@@ -310,3 +310,65 @@ def _served_by(info, url):
         if line.startswith(names) and f'endpoint="{endpoint}"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+# Failures injected into a real ``inflight up`` (python -c): before failing, the process
+# writes its whole tree (pid -> argv) to TREE_FILE so the test can check it afterwards.
+INJECT = """
+import json, os, pathlib, sys
+from bench.proctree import descendants
+from inflight.cli import main
+from orchestrator.autoscaler import Autoscaler
+from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
+
+def fail(error):
+    def patched(*args, **kwargs):
+        tree = {p: pathlib.Path(f"/proc/{p}/cmdline").read_bytes().decode().split("\\0")
+                for p in descendants(os.getpid())}
+        pathlib.Path(os.environ["TREE_FILE"]).write_text(json.dumps(tree))
+        raise error
+    return patched
+
+%s
+sys.exit(main(sys.argv[1:]))
+"""
+# The scaler serves /metrics but its gRPC channel never becomes ready: the start fails
+# after the replicas, the router, Prometheus and the scaler are up.
+SCALER_NEVER_READY = INJECT % (
+    "ScalerClient.wait_ready = fail(ScalerUnavailable('injected: gRPC never became ready'))"
+)
+# A bug in the main loop, once the stack is up: an error nobody expected.
+BUG_IN_THE_LOOP = INJECT % "Autoscaler.tick = fail(RuntimeError('injected: a bug in the loop'))"
+
+
+@pytest.mark.parametrize(
+    ("inject", "message"),
+    [
+        (SCALER_NEVER_READY, "error: scaler did not start: injected: gRPC never became ready"),
+        (BUG_IN_THE_LOOP, "RuntimeError: injected: a bug in the loop"),
+    ],
+)
+def test_a_failure_stops_everything_that_was_started(procs, tmp_path, inject, message):
+    state = tmp_path / "state"
+    tree_file = tmp_path / "tree.json"
+    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}} --worker"
+    argv = [PYTHON, "-c", inject, "up", "--state-dir", str(state),
+            "--time-scale", TS, "--replica-cmd", fake]  # fmt: skip
+    server = procs.start(
+        argv, name="up", ready_path=None, grace_s=40.0, port_placeholder=None,
+        env={"TREE_FILE": str(tree_file)},
+    )  # fmt: skip
+    try:
+        assert server.process.popen.wait(timeout=120) == 1
+        tree = {int(pid): argv for pid, argv in json.loads(tree_file.read_text()).items()}
+        commands = [" ".join(argv) for argv in tree.values()]
+        for part in ("-m orchestrator.fake_replica", "-m inflight router", "prometheus",
+                     "-m inflight scaler"):  # fmt: skip
+            assert any(part in c for c in commands), (part, commands)
+        alive = [p for p in tree if pid_alive(p)]
+        assert not alive, [(p, tree[p]) for p in alive]
+        out = Path(server.process.log_path).read_text()
+        assert message in out
+        assert not (state / "lock").exists() and not (state / "children.json").exists()
+    finally:
+        orphans.reap(state / "children.json", grace_s=5.0)  # what a failure left behind
