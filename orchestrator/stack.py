@@ -193,9 +193,10 @@ class Stack:
 
     def _start_router(self) -> None:
         cfg = self.config
-        self.router_port = cfg.router_port or free_port()
         if cfg.router_port and not port_is_free(cfg.router_port):
+            # Not ours: shutdown must not report it as a port we left busy.
             raise StackError(f"--port {cfg.router_port} is in use; pick another or pass 0")
+        self.router_port = cfg.router_port or free_port()
         argv = [
             *_inflight(),
             "router",

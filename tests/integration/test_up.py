@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -269,6 +270,21 @@ def test_bad_flags_are_named(procs, tmp_path, flags, message):
     proc = launch(procs, [*INFLIGHT, "up", "--state-dir", str(tmp_path / "s"), *flags], "bad")
     assert proc.popen.wait(timeout=60) == 2
     assert message in Path(proc.log_path).read_text()
+
+
+def test_a_busy_port_is_named_and_not_taken_for_a_leak(procs, tmp_path):
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+        argv = [*INFLIGHT, "up", "--state-dir", str(tmp_path / "s"), "--port", str(port),
+                "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
+        proc = launch(procs, argv, "up")
+        assert proc.popen.wait(timeout=60) == 1
+    out = Path(proc.log_path).read_text()
+    assert f"--port {port} is in use" in out
+    assert "still in use" not in out and "no process left running, every port free" in out
 
 
 # --- helpers reading /proc ------------------------------------------------------------
