@@ -221,8 +221,8 @@ class Proxy:
         headers: list[tuple[str, str]],
         body: bytes,
     ) -> aiohttp.ClientResponse:
-        """Take a slot (``held.ep``) and open the upstream request; on a refused or reset
-        connection mark that endpoint unhealthy and retry once on another.
+        """Take a slot (``held.ep``) and open the upstream request; on a refused, never
+        accepted or reset connection mark that endpoint unhealthy and retry once on another.
         """
         d = self.dispatcher
         held.ep = await d.acquire()
@@ -252,10 +252,10 @@ class Proxy:
     ) -> aiohttp.ClientResponse:
         """Send the request; return the response once its headers are in.
 
-        Maps connection failures before any response byte to _Refused/_Reset (retryable),
-        header timeouts to UpstreamTimeout and any other aiohttp error (a response that is
-        not HTTP, say) to UpstreamUnavailable, so no foreign error escapes to uvicorn as an
-        uncounted 500.
+        Maps connection failures (refused, connect timeout, reset) before any response
+        byte to _Refused/_Reset (retryable), header timeouts to UpstreamTimeout and any
+        other aiohttp error (a response that is not HTTP, say) to UpstreamUnavailable, so
+        no foreign error escapes to uvicorn as an uncounted 500.
         """
         key = (ep.url, path)
         url = self._urls.get(key)
@@ -272,7 +272,9 @@ class Proxy:
                 allow_redirects=False,
                 auto_decompress=False,
             )
-        except aiohttp.ClientConnectorError as exc:
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            # Refused, or never accepted (a dead node's address drops SYNs): the request
+            # never reached the endpoint, so it is safe to retry elsewhere.
             raise _Refused(str(exc)) from exc
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             raise _Reset(str(exc)) from exc

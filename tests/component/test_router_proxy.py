@@ -8,11 +8,13 @@ they received, break a stream halfway, refuse connections. The router is the rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import aiohttp
@@ -305,7 +307,7 @@ class InProcess:
         self.proxy = Proxy(self.dispatcher, metrics, lambda: session, 1000, 60.0)
 
     async def call(self, *messages: dict[str, object]) -> list[dict[str, object]]:
-        """POST /v1/completions with ``messages`` as what the client sends."""
+        """POST /v1/echo with ``messages`` as what the client sends."""
         pending = list(messages)
         sent: list[dict[str, object]] = []
 
@@ -318,8 +320,8 @@ class InProcess:
         async def send(message: dict[str, object]) -> None:
             sent.append(message)
 
-        scope = {"type": "http", "method": "POST", "path": "/v1/completions",
-                 "raw_path": b"/v1/completions", "query_string": b"", "headers": []}  # fmt: skip
+        scope = {"type": "http", "method": "POST", "path": "/v1/echo",
+                 "raw_path": b"/v1/echo", "query_string": b"", "headers": []}  # fmt: skip
         await self.proxy(scope, receive, send)  # type: ignore[arg-type]
         return sent
 
@@ -375,3 +377,47 @@ async def test_client_gone_while_sending_the_body_is_counted_as_finished(upstrea
     assert router.sample(names.ROUTER_REQUEST_DURATION + "_count") == 1.0
     assert router.sample(names.ROUTER_TTFB + "_count") == 0.0  # no byte was sent
     assert router.dispatcher.inflight == 0
+
+
+@pytest.fixture
+def blackhole() -> Iterator[str]:
+    """An address whose connections are never accepted: a listening socket whose backlog is
+    full, so the kernel drops further SYNs (what a dead node's pod IP looks like).
+    """
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        host, port = listener.getsockname()
+        fillers = []
+        for _ in range(3):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect((host, port))
+            fillers.append(filler)
+        yield f"http://{host}:{port}"
+        for filler in fillers:
+            filler.close()
+
+
+async def test_connect_timeout_is_retried_elsewhere_and_marks_the_endpoint(
+    blackhole: str, upstream: str
+) -> None:
+    """A connection that is never established is a failed connect like a refused one: the
+    request never reached that endpoint, so it is retried on another (not a 504).
+    """
+    timeout = aiohttp.ClientTimeout(sock_connect=0.3)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        router = InProcess(session, blackhole, upstream)
+        pool = router.dispatcher.pool
+        good = pool.get(upstream)
+        assert good is not None
+        pool.acquire(good)  # least-outstanding now picks the blackhole first
+        sent = await router.call({"type": "http.request", "body": b"{}"})
+        pool.release(good)
+    assert sent[0]["status"] == 200
+    assert router.sample(names.ROUTER_RETRIES) == 1.0
+    label = blackhole.split("://")[1]
+    assert router.sample(names.ROUTER_UPSTREAM_ERRORS, endpoint=label, reason="connect") == 1.0
+    assert {v.url: v.state for v in pool.snapshot()}[blackhole] == "unhealthy"
+    assert [v.inflight for v in pool.snapshot()] == [0, 0]
