@@ -162,11 +162,9 @@ class Pool:
         best: list[Endpoint] = []
         best_n = 1 << 62
         limit = self.slots if below_slots else best_n
-        eligible = 0
         for ep in self._endpoints.values():
             if ep.state != READY or ep.inflight >= limit:
                 continue
-            eligible += 1
             if self.dispatch == "random":
                 best.append(ep)
             elif ep.inflight < best_n:
