@@ -9,6 +9,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
 
 class ConfigError(ValueError):
     """A bad flag value; the message names the flag."""
@@ -96,7 +98,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="overall upstream limit per request, 0 = none (default)",
     )
     p.add_argument("--file-poll-s", type=float, default=1.0, help="--endpoints-file poll period")
-    p.add_argument("--log-level", default="warning", help="debug|info|warning|error")
+    p.add_argument("--log-level", default="warning", help="|".join(LOG_LEVELS))
 
 
 def _positive(name: str, value: float) -> None:
@@ -128,6 +130,9 @@ def from_args(args: argparse.Namespace) -> RouterConfig:
         raise ConfigError(f"--unhealthy-backoff-s must be ≥ 0, got {args.unhealthy_backoff_s}")
     if args.upstream_timeout_s < 0:
         raise ConfigError(f"--upstream-timeout-s must be ≥ 0, got {args.upstream_timeout_s}")
+    log_level = args.log_level.lower()  # logging and uvicorn would fail on it at startup
+    if log_level not in LOG_LEVELS:
+        raise ConfigError(f"--log-level must be {'|'.join(LOG_LEVELS)}, got {args.log_level}")
     endpoints: tuple[str, ...] | None = None
     k8s: K8sSource | None = None
     if args.endpoints is not None:
@@ -159,5 +164,5 @@ def from_args(args: argparse.Namespace) -> RouterConfig:
         connect_timeout_s=args.connect_timeout_s,
         upstream_timeout_s=args.upstream_timeout_s or None,
         file_poll_s=args.file_poll_s,
-        log_level=args.log_level,
+        log_level=log_level,
     )

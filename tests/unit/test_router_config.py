@@ -26,6 +26,10 @@ def test_defaults_and_static_list() -> None:
     assert cfg.upstream_timeout_s is None
 
 
+def test_log_level_in_any_case() -> None:
+    assert from_args(parse("--endpoints", "", "--log-level", "INFO")).log_level == "info"
+
+
 def test_empty_endpoints_is_zero_endpoints() -> None:
     assert from_args(parse("--endpoints", "")).endpoints == ()
 
@@ -59,6 +63,7 @@ def test_exactly_one_source_is_required() -> None:
         (("--endpoints", "", "--upstream-timeout-s", "-1"), "--upstream-timeout-s"),
         (("--k8s-namespace", "llm"), "--k8s-service"),
         (("--endpoints", "", "--k8s-service", "vllm"), "--k8s-namespace"),
+        (("--endpoints", "", "--log-level", "verbose"), "--log-level"),
     ],
 )
 def test_bad_flags_are_named(argv: tuple[str, ...], flag: str) -> None:
