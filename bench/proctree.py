@@ -1,4 +1,5 @@
-"""What a stack started, read from ``/proc``: descendants, their CPU, their listening ports.
+"""What a stack started, read from ``/proc``: descendants and their CPU (their listening
+ports: :func:`orchestrator.ports.ports_of`).
 
 ``inflight up`` puts every replica in its own process group, so its processes are found by
 walking parent PIDs from its PID, not by group. The bench snapshots the tree while the
@@ -57,30 +58,3 @@ def alive(pids: set[int]) -> set[int]:
     """The subset of ``pids`` still alive (zombies count as gone)."""
     table = _proc_table()
     return {p for p in pids if p in table and table[p][1] not in ("Z", "X")}
-
-
-def listening_ports(pids: set[int]) -> set[int]:
-    """TCP ports (IPv4/IPv6) on which any of ``pids`` listens."""
-    inodes: set[int] = set()
-    for pid in pids:
-        try:
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                try:
-                    target = os.readlink(fd)
-                except OSError:
-                    continue
-                if target.startswith("socket:["):
-                    inodes.add(int(target[8:-1]))
-        except OSError:
-            continue
-    ports: set[int] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) > 9 and cols[3] == "0A" and int(cols[9]) in inodes:  # 0A = LISTEN
-                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
-    return ports

@@ -25,6 +25,7 @@ from bench import proctree
 from bench.sampler import STATUS_PATH, parse_status
 from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
 from orchestrator import state
+from orchestrator.ports import ports_of
 
 
 class StackError(RuntimeError):
@@ -170,7 +171,7 @@ class Stack:
             return
         pids = proctree.descendants(self.pid, include_root=True)
         self.seen_pids |= pids
-        self.seen_ports |= proctree.listening_ports(pids)
+        self.seen_ports |= ports_of(pids)
 
     def stop(self, check_timeout_s: float = 30.0) -> dict[str, Any]:
         """Stop by PID; wait for every seen PID to exit and every seen port to be free."""

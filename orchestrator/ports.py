@@ -10,6 +10,7 @@ on the port proves nothing if the answer comes from someone else.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from inflight.procs import group_pids
@@ -52,10 +53,15 @@ def _listening_by_inode() -> dict[int, int]:
     return found
 
 
-def listening_ports(pgid: int) -> set[int]:
-    """TCP ports on which some member of process group ``pgid`` listens."""
+def ports_of(pids: Iterable[int]) -> set[int]:
+    """TCP ports on which any of ``pids`` listens."""
     inodes: set[int] = set()
-    for pid in group_pids(pgid):
+    for pid in pids:
         inodes |= _socket_inodes(pid)
     by_inode = _listening_by_inode()
     return {by_inode[i] for i in inodes if i in by_inode}
+
+
+def listening_ports(pgid: int) -> set[int]:
+    """TCP ports on which some member of process group ``pgid`` listens."""
+    return ports_of(group_pids(pgid))

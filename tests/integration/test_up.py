@@ -16,8 +16,9 @@ import pytest
 
 from bench.proctree import descendants
 from emulator.cli import DEFAULT_MODEL
-from inflight.procs import pid_alive, port_is_free
+from inflight.procs import live_processes, pid_alive, port_is_free
 from orchestrator import orphans
+from orchestrator.ports import ports_of
 from orchestrator.state import read_jsonl, read_stack, read_timeline
 from tests.support import INFLIGHT, PYTHON, wait_for
 
@@ -298,12 +299,9 @@ def _cmdline(pid):
 
 
 def _listener_pid(port):
-    from orchestrator.ports import _listening_by_inode, _socket_inodes
-
-    inodes = {i for i, p in _listening_by_inode().items() if p == port}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _socket_inodes(int(entry.name)) & inodes:
-            return int(entry.name)
+    for proc in live_processes():
+        if port in ports_of([proc.pid]):
+            return proc.pid
     raise AssertionError(f"nobody listens on {port}")
 
 
