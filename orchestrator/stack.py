@@ -121,6 +121,7 @@ class Stack:
         self._recorded_groups: tuple[int | None, ...] = ()
         self._published_targets: tuple[str, ...] | None = None
         self._next_poll_s = 0.0
+        self._log_handler: logging.Handler | None = None
 
     @property
     def router_url(self) -> str:
@@ -190,6 +191,13 @@ class Stack:
         handler = logging.FileHandler(self.state.logs / "up.log")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logging.getLogger("inflight").addHandler(handler)
+        self._log_handler = handler
+
+    def _close_file_logging(self) -> None:
+        if self._log_handler is not None:
+            logging.getLogger("inflight").removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
 
     def _start_router(self) -> None:
         cfg = self.config
@@ -426,6 +434,7 @@ class Stack:
         if busy:
             problems.append(f"ports still in use: {busy}")
         self.state.release()
+        self._close_file_logging()
         return problems
 
     def _core_processes(self) -> list[ManagedProcess]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -16,9 +17,12 @@ import pytest
 
 from bench.proctree import descendants
 from emulator.cli import DEFAULT_MODEL
+from inflight.cli import build_parser
 from inflight.procs import live_processes, pid_alive, port_is_free
 from orchestrator import orphans
+from orchestrator.cli import build_config
 from orchestrator.ports import ports_of
+from orchestrator.stack import Stack, StackError
 from orchestrator.state import read_jsonl, read_stack, read_timeline
 from tests.support import INFLIGHT, PYTHON, wait_for
 
@@ -286,6 +290,29 @@ def test_a_busy_port_is_named_and_not_taken_for_a_leak(procs, tmp_path):
     out = Path(proc.log_path).read_text()
     assert f"--port {port} is in use" in out
     assert "still in use" not in out and "no process left running, every port free" in out
+
+
+def test_shutdown_after_a_failed_start_closes_the_log_file(tmp_path):
+    """In-process: the start fails after a replica started; shutdown stops it and closes
+    up.log (no handler left on the "inflight" logger to write into a finished run's log)."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+        argv = ["up", "--state-dir", str(tmp_path / "s"), "--port", str(other.getsockname()[1]),
+                "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
+        args = build_parser().parse_args(argv)
+        stack = Stack(build_config(args))
+        with pytest.raises(StackError, match="is in use"):
+            stack.start(threading.Event())
+        assert stack.supervisor.all_processes, "the replica starts before the router"
+        assert stack.shutdown() == []
+    log_files = [
+        h.baseFilename
+        for h in logging.getLogger("inflight").handlers
+        if isinstance(h, logging.FileHandler)
+    ]
+    assert not [f for f in log_files if f.startswith(str(tmp_path))], log_files
 
 
 # --- helpers reading /proc ------------------------------------------------------------
