@@ -89,8 +89,11 @@ async def watch_file(dispatcher: Dispatcher, path: Path, interval_s: float = 1.0
     """Re-read ``path`` whenever its inode, mtime or size changes (polled every
     ``interval_s`` seconds). Writers replace it atomically by rename, so a read never sees
     half a file; a bad file is logged and the previous list kept (never wiped to zero).
+
+    The first poll always re-reads: the startup read happened before the server (and this
+    watcher) started, and a change written in between must not wait for the next write.
     """
-    seen = _signature(path)
+    seen: tuple[int, int, int] | None = (-1, -1, -1)  # matches no file: the first poll reads
     while True:
         await asyncio.sleep(interval_s)
         sig = _signature(path)

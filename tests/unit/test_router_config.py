@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 from pathlib import Path
 
 import pytest
 
 from router.config import ConfigError, add_arguments, from_args
-from router.sources import SourceError, parse_endpoint_list, read_endpoints_file
+from router.dispatch import Dispatcher
+from router.pool import Pool
+from router.sources import (
+    SourceError,
+    apply,
+    parse_endpoint_list,
+    read_endpoints_file,
+    watch_file,
+)
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -99,3 +109,30 @@ def test_missing_file_is_zero_endpoints(tmp_path: Path) -> None:
     path = tmp_path / "eps.yaml"
     path.write_text("- http://10.0.0.1:8000\n")
     assert read_endpoints_file(path) == ["http://10.0.0.1:8000"]
+
+
+async def test_file_changed_before_the_watcher_started_is_picked_up(tmp_path: Path) -> None:
+    """``inflight router`` reads the file at startup and starts watching it once the server
+    is up; a change written in between (the orchestrator writes the file while replicas
+    come up) must not be missed until the next write.
+    """
+    path = tmp_path / "endpoints.json"
+    path.write_text('["http://127.0.0.1:9001"]')
+    dispatcher = Dispatcher(Pool(4))
+    apply(dispatcher, read_endpoints_file(path))  # what the CLI does at startup
+    tmp = tmp_path / "endpoints.tmp"
+    tmp.write_text('["http://127.0.0.1:9001", "http://127.0.0.1:9002"]')
+    os.replace(tmp, path)
+    watcher = asyncio.create_task(watch_file(dispatcher, path, interval_s=0.01))
+    try:
+        for _ in range(500):
+            await asyncio.sleep(0.01)  # polling the pool, with a deadline
+            if len(dispatcher.pool.endpoints()) == 2:
+                break
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    assert [ep.url for ep in dispatcher.pool.endpoints()] == [
+        "http://127.0.0.1:9001",
+        "http://127.0.0.1:9002",
+    ]
