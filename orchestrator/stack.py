@@ -291,6 +291,9 @@ class Stack:
         )
         try:
             proc.start()
+            # Named in children.json now, not once ready: if we are killed while it starts,
+            # the next run on this state dir still finds it and stops it.
+            self._record_children(proc)
             proc.wait_ready(f"http://127.0.0.1:{port}{ready_path}", timeout_s=60.0)
         except ProcessError as exc:
             proc.stop()
@@ -386,8 +389,8 @@ class Stack:
             self._published_targets = urls
         self._record_point()
 
-    def _record_children(self) -> None:
-        procs = [*self._core_processes(), *self.supervisor.all_processes]
+    def _record_children(self, *starting: ManagedProcess) -> None:
+        procs = [*self._core_processes(), *starting, *self.supervisor.all_processes]
         groups = tuple(p.pgid for p in procs)
         if groups != self._recorded_groups:
             orphans.record(self.state.path(CHILDREN), procs)

@@ -277,6 +277,30 @@ def test_bad_flags_are_named(procs, tmp_path, flags, message):
     assert message in Path(proc.log_path).read_text()
 
 
+def test_a_process_still_starting_when_up_is_killed_is_stopped_by_the_next(procs, tmp_path):
+    """children.json names a process from the moment it starts, not once it is ready."""
+    state = tmp_path / "state"
+    tree_file = tmp_path / "tree.json"
+    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    argv = [PYTHON, "-c", KILLED_WHILE_THE_ROUTER_STARTS, "up", "--state-dir", str(state),
+            "--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
+    server = procs.start(
+        argv, name="up", ready_path=None, port_placeholder=None,
+        env={"TREE_FILE": str(tree_file)},
+    )  # fmt: skip
+    assert server.process.popen.wait(timeout=60) == -signal.SIGKILL
+    tree = {int(pid): " ".join(argv) for pid, argv in json.loads(tree_file.read_text()).items()}
+    routers = [p for p, command in tree.items() if "-m inflight router" in command]
+    try:
+        assert routers and all(pid_alive(p) for p in tree), tree  # orphans of the killed run
+        orphans.reap(state / "children.json", grace_s=5.0)  # what the next inflight up does
+        assert not [p for p in tree if pid_alive(p)], tree
+    finally:
+        for pid in routers:  # never recorded (the bug): stop it by PID
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_a_busy_port_is_named_and_not_taken_for_a_leak(procs, tmp_path):
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
@@ -356,17 +380,20 @@ def _served_by(info, url):
 # Failures injected into a real ``inflight up`` (python -c): before failing, the process
 # writes its whole tree (pid -> argv) to TREE_FILE so the test can check it afterwards.
 INJECT = """
-import json, os, pathlib, sys
+import json, os, pathlib, signal, sys
 from bench.proctree import descendants
 from inflight.cli import main
+from inflight.procs import ManagedProcess
 from orchestrator.autoscaler import Autoscaler
 from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
 
-def fail(error):
+def fail(error):  # None: SIGKILL, no clean-up at all
     def patched(*args, **kwargs):
         tree = {p: pathlib.Path(f"/proc/{p}/cmdline").read_bytes().decode().split("\\0")
                 for p in descendants(os.getpid())}
         pathlib.Path(os.environ["TREE_FILE"]).write_text(json.dumps(tree))
+        if error is None:
+            os.kill(os.getpid(), signal.SIGKILL)
         raise error
     return patched
 
@@ -380,6 +407,8 @@ SCALER_NEVER_READY = INJECT % (
 )
 # A bug in the main loop, once the stack is up: an error nobody expected.
 BUG_IN_THE_LOOP = INJECT % "Autoscaler.tick = fail(RuntimeError('injected: a bug in the loop'))"
+# SIGKILL while waiting for the router (the first process waited for) to answer.
+KILLED_WHILE_THE_ROUTER_STARTS = INJECT % "ManagedProcess.wait_ready = fail(None)"
 
 
 @pytest.mark.parametrize(
