@@ -69,7 +69,7 @@ def apply(dispatcher: Dispatcher, urls: Sequence[str]) -> None:
 def _signature(path: Path) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except OSError:  # missing, or not readable now: the read that follows tells which
         return None
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,36 @@ async def test_file_changed_before_the_watcher_started_is_picked_up(tmp_path: Pa
         "http://127.0.0.1:9001",
         "http://127.0.0.1:9002",
     ]
+
+
+async def test_file_watcher_survives_a_path_it_cannot_stat(tmp_path: Path) -> None:
+    """An error reading the file's metadata (not just a missing file) is logged and the
+    watcher keeps polling; it used to end the watch task, silently, for good.
+    """
+    folder = tmp_path / "state"
+    folder.mkdir()
+    path = folder / "endpoints.json"
+    path.write_text('["http://127.0.0.1:9001"]')
+    dispatcher = Dispatcher(Pool(4))
+    watcher = asyncio.create_task(watch_file(dispatcher, path, interval_s=0.01))
+
+    async def until(urls: list[str]) -> list[str]:
+        for _ in range(300):
+            await asyncio.sleep(0.01)  # polling the pool, with a deadline
+            seen = [ep.url for ep in dispatcher.pool.endpoints()]
+            if seen == urls or watcher.done():
+                break
+        return seen
+
+    try:
+        assert await until(["http://127.0.0.1:9001"]) == ["http://127.0.0.1:9001"]
+        shutil.rmtree(folder)
+        folder.write_text("not a folder")  # stat(path) now fails with NotADirectoryError
+        await asyncio.sleep(0.05)
+        folder.unlink()
+        folder.mkdir()
+        path.write_text('["http://127.0.0.1:9002"]')
+        assert await until(["http://127.0.0.1:9002"]) == ["http://127.0.0.1:9002"]
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
