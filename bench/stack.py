@@ -117,11 +117,24 @@ class Stack:
             argv, name=f"inflight up ({self.policy.name})",
             log_path=self.state_dir / "up.log", grace_s=20.0,
         ).start()  # fmt: skip
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            # A timeout, an ``inflight up`` that died, Ctrl-C: its children run in their own
+            # sessions, so stop it (and every process of it seen so far) before going on.
+            self.stop()
+            raise
+        self.started_wall_s = time.monotonic() - t
+        self.snapshot()
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        """Until our own ``stack.json`` is there and the router reports the replicas ready."""
+        assert self.process is not None
         stack_json = self.state_dir / state.STACK
         deadline = time.monotonic() + timeout_s
         while True:
-            if self.process.poll() is not None:
-                raise StackError(f"inflight up exited with {self.process.poll()}" + self._tail())
+            self._check_alive()
             with contextlib.suppress(OSError, ValueError):
                 info = state.read_stack(stack_json)
                 # A run killed with SIGKILL leaves its stack.json behind: wait for our own.
@@ -129,25 +142,26 @@ class Stack:
                     self.info = asdict(info)
                     break
             if time.monotonic() > deadline:
-                self.stop()
                 raise StackError(f"no {stack_json} after {timeout_s:.0f} s" + self._tail())
             time.sleep(0.1)
         # stack.json can appear before the router has read the endpoint file (it polls it
         # about once a second): wait until the router itself reports the replicas ready.
         want = self.policy.replicas
         while _router_ready(self.router_url) < want:
-            if self.process.poll() is not None:
-                raise StackError(f"inflight up exited with {self.process.poll()}" + self._tail())
+            self._check_alive()
             if time.monotonic() > deadline:
-                self.stop()
                 raise StackError(
                     f"router {self.router_url} did not report {want} ready replica(s) "
                     f"within {timeout_s:.0f} s" + self._tail()
                 )
             time.sleep(0.1)
-        self.started_wall_s = time.monotonic() - t
+
+    def _check_alive(self) -> None:
+        """Raise if ``inflight up`` exited; else remember what it runs so far."""
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise StackError(f"inflight up exited with {self.process.poll()}" + self._tail())
         self.snapshot()
-        return self
 
     def _tail(self) -> str:
         try:

@@ -14,6 +14,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
+from bench import proctree
+from bench import stack as bench_stack
 from bench.stack import Stack, parse_policies
 from tests.support import INFLIGHT, PYTHON
 
@@ -111,3 +115,33 @@ def test_stack_json_left_by_a_killed_run_is_not_taken_for_the_new_one(tmp_path: 
         stale_router.shutdown()
         stale_router.server_close()
     assert report["clean"], report
+
+
+class _Interrupted(BaseException):
+    """Like Ctrl-C's KeyboardInterrupt: not an Exception."""
+
+
+def test_an_interrupted_start_stops_the_stack(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C while the bench waits for a stack to come up: ``inflight up`` runs in its own
+    session, so nobody else would stop it and its replicas."""
+
+    def interrupted(_url: str) -> int:
+        raise _Interrupted
+
+    monkeypatch.setattr(bench_stack, "_router_ready", interrupted)  # once stack.json is there
+    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    stack = Stack(
+        policy=parse_policies("fixed:1")[0],
+        state_dir=tmp_path / "state",
+        time_scale=0.1,
+        max_replicas=1,
+        extra_args=("--replica-cmd", fake, "--no-prometheus"),
+    )
+    try:
+        with pytest.raises(_Interrupted):
+            stack.start(timeout_s=90)
+        assert stack.process is not None and not stack.process.alive()
+        assert len(stack.seen_pids) >= 4, stack.seen_pids  # up, replica, router, scaler
+        assert not proctree.alive(stack.seen_pids)
+    finally:
+        stack.stop()
