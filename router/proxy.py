@@ -323,16 +323,17 @@ class Proxy:
                     await _send_or_gone(send, {"type": "http.response.body", "body": b""})
                 clean = True
             except (aiohttp.ClientError, TimeoutError) as exc:
-                # The upstream broke after we sent bytes: end the client's response cleanly.
+                # The upstream broke after we sent bytes: end the client's response cleanly
+                # (a stream with an SSE error event). A body with a Content-Length cannot
+                # end early: it is left short, and uvicorn closes the connection, so the
+                # client sees it cut off.
                 reason = "timeout" if isinstance(exc, TimeoutError) else "broken"
                 self.metrics.upstream_error(ep.label, reason)
-                tail = (
-                    sse_error_event("upstream_broken", f"upstream {ep.label} failed mid-response")
-                    if is_sse
-                    else b""
-                )
                 watch.done = True
-                await _send_or_gone(send, {"type": "http.response.body", "body": tail})
+                if length is None:
+                    message = f"upstream {ep.label} failed mid-response"
+                    tail = sse_error_event("upstream_broken", message) if is_sse else b""
+                    await _send_or_gone(send, {"type": "http.response.body", "body": tail})
                 return 502
             return status
         finally:

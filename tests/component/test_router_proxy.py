@@ -55,6 +55,15 @@ async def _broken_stream(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def _broken_body(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Length": "1000"})
+    await resp.prepare(request)
+    await resp.write(b'{"choices": ')
+    assert request.transport is not None
+    request.transport.abort()  # the replica dies before the promised 1000 bytes
+    return resp
+
+
 async def _slow(request: web.Request) -> web.Response:
     await asyncio.sleep(float(request.query.get("s", "30")))
     return web.json_response({"slow": True})
@@ -73,6 +82,7 @@ async def upstream() -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_route("*", "/v1/echo", _echo)
     app.router.add_post("/v1/broken", _broken_stream)
+    app.router.add_post("/v1/broken-body", _broken_body)
     app.router.add_post("/v1/slow", _slow)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/health", _health)
@@ -234,6 +244,22 @@ async def test_upstream_breaking_mid_stream_ends_with_an_sse_error_event(
     assert json.loads(events[-1].removeprefix("data: "))["error"]["type"] == "upstream_broken"
     text = scrape(router)
     assert 'reason="broken"} 1.0' in text
+    assert f"{names.ROUTER_INFLIGHT} 0.0" in text
+
+
+async def test_upstream_breaking_inside_a_sized_body_is_counted_and_cut_off(
+    procs: ProcessTracker, upstream: str
+) -> None:
+    """With a Content-Length there is no clean way to end early: the client's connection
+    is closed short of it (so it sees the truncation), and the request is counted as a 502.
+    """
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await fetch("POST", router.url + "/v1/broken-body", data=b"{}")
+    text = scrape(router)
+    label = upstream.split("://")[1]
+    assert f'{names.ROUTER_REQUESTS}{{code="502",endpoint="{label}"}} 1.0' in text
+    assert f'endpoint="{label}",reason="broken"}} 1.0' in text
     assert f"{names.ROUTER_INFLIGHT} 0.0" in text
 
 
