@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,7 +92,16 @@ class PrometheusServer:
         }
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
-    def start(self, ready_timeout_s: float = 30.0) -> PrometheusServer:
+    def start(
+        self,
+        ready_timeout_s: float = 30.0,
+        on_spawn: Callable[[ManagedProcess], None] | None = None,
+    ) -> PrometheusServer:
+        """Write the config, spawn Prometheus and poll ``/-/ready``.
+
+        ``on_spawn`` is called with the process as soon as it exists, before the wait, so a
+        supervisor can record it (and stop it) even if we are killed while it starts.
+        """
         binary = self.binary or find_prometheus()
         if binary is None:
             raise ProcessError(
@@ -114,6 +123,8 @@ class PrometheusServer:
         self.process = ManagedProcess(
             argv, name="prometheus", log_path=self.data_dir / "prometheus.log", grace_s=10.0
         ).start()
+        if on_spawn is not None:
+            on_spawn(self.process)
         self.process.wait_ready(f"{self.url}/-/ready", timeout_s=ready_timeout_s)
         return self
 

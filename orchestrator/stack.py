@@ -237,8 +237,10 @@ class Stack:
             evaluation_interval_s=SCRAPE_INTERVAL_S * cfg.time_scale,
         )
         try:
-            self.prometheus.start(ready_timeout_s=60.0)
-            self._record_children()
+            # Named in children.json as soon as it exists, as the router and scaler are.
+            self.prometheus.start(
+                ready_timeout_s=60.0, on_spawn=lambda _proc: self._record_children()
+            )
         except ProcessError as exc:
             raise StackError(f"prometheus did not start: {exc}") from exc
         log.info(

@@ -44,3 +44,24 @@ def test_prometheus_scrapes_a_gauge_and_answers_promql(prometheus_factory) -> No
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+def test_on_spawn_sees_the_process_before_it_is_ready(tmp_path) -> None:
+    """A supervisor must be able to record Prometheus before the (slow) readiness wait."""
+    from inflight.procs import http_ok
+    from inflight.prom import PrometheusServer
+
+    seen = []
+
+    def on_spawn(proc) -> None:
+        seen.append((proc.pid, proc.alive()))
+
+    server = PrometheusServer(data_dir=tmp_path / "prom", jobs={})
+    try:
+        server.start(on_spawn=on_spawn)
+        assert server.process is not None
+        assert seen == [(server.process.pid, True)]
+        assert http_ok(f"{server.url}/-/ready")
+    finally:
+        server.stop()
+    assert not server.process.alive()
