@@ -225,12 +225,23 @@ async def test_refused_endpoint_is_retried_once_and_marked_unhealthy(
     assert states == {dead: "unhealthy", upstream: "ready"}
 
 
-async def test_all_refused_gives_502(procs: ProcessTracker) -> None:
+async def test_only_endpoint_refused_gives_503(procs: ProcessTracker) -> None:
+    """The refusal marks the only endpoint unhealthy, so the retry finds none ready."""
     dead = f"http://127.0.0.1:{free_port()}"
     router = await asyncio.to_thread(start_router, procs, "--endpoints", dead)
-    status, _, body = await fetch("POST", router.url + "/v1/echo", data=b"{}")
-    assert status in (502, 503)  # retry found no other endpoint (503) or refused again (502)
+    status, headers, body = await fetch("POST", router.url + "/v1/echo", data=b"{}")
+    assert status == 503
+    assert "Retry-After" in headers
     assert "error" in json.loads(body)
+
+
+async def test_refused_twice_gives_502_after_one_retry(procs: ProcessTracker) -> None:
+    dead = ",".join(f"http://127.0.0.1:{free_port()}" for _ in range(2))
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", dead)
+    status, _, body = await fetch("POST", router.url + "/v1/echo", data=b"{}")
+    assert status == 502
+    assert "error" in json.loads(body)
+    assert f"{names.ROUTER_RETRIES} 1.0" in scrape(router)
 
 
 async def test_upstream_breaking_mid_stream_ends_with_an_sse_error_event(
