@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TypeVar
 
@@ -123,3 +125,45 @@ class ProcessTracker:
 def live_children(pid: int | None = None) -> list[int]:
     """PIDs of live (non-zombie) children of ``pid`` (default: this process)."""
     return procs_live_children(os.getpid() if pid is None else pid)
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that does not log, with a one-call response writer."""
+
+    def respond(
+        self, body: bytes, content_type: str = "application/json", status: int = 200
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class LoopbackHTTPServer:
+    """A threaded HTTP server on 127.0.0.1, port from the OS, for a stand-in peer that
+    cannot run for real here (say so in the test). ``close()`` stops and unbinds it."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    def __enter__(self) -> LoopbackHTTPServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
@@ -21,7 +19,7 @@ import pytest
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from inflight.procs import free_port
-from tests.support import ProcessTracker, wait_for
+from tests.support import LoopbackHTTPServer, ProcessTracker, QuietHandler, wait_for
 
 
 class RecordingPrometheus:
@@ -31,7 +29,7 @@ class RecordingPrometheus:
         self.authorizations: list[str] = []
         seen = self.authorizations
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 from urllib.parse import parse_qs, urlparse
 
@@ -46,26 +44,13 @@ class RecordingPrometheus:
                         },
                     }
                 ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.respond(body)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.http = LoopbackHTTPServer(Handler)
+        self.url = self.http.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 @pytest.fixture

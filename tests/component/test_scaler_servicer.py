@@ -11,7 +11,6 @@ import asyncio
 import threading
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import aiohttp
 import grpc
@@ -39,6 +38,7 @@ from external_scaler.sources import Observed
 from external_scaler.sources.direct import DirectSource
 from external_scaler.sources.prometheus import PrometheusSource
 from inflight import names
+from tests.support import LoopbackHTTPServer, QuietHandler
 
 INSTANT = {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0"}
 
@@ -61,34 +61,19 @@ class FakeRouter:
         self.release = threading.Event()
         registry, release = self.registry, self.release
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 if hang:
                     release.wait(30)
                     return
-                body = generate_latest(registry)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.respond(generate_latest(registry), "text/plain; version=0.0.4")
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.http = LoopbackHTTPServer(Handler)
+        self.url = self.http.url
 
     def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 @pytest.fixture
