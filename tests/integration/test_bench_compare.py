@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ import pytest
 from bench import proctree
 from bench import stack as bench_stack
 from bench.stack import Stack, parse_policies
-from tests.support import INFLIGHT, PYTHON
+from tests.support import INFLIGHT, PYTHON, LoopbackHTTPServer, QuietHandler
 
 ARGS = (
     "bench", "compare", "--no-progress",
@@ -66,7 +64,7 @@ def test_tiny_compare_writes_everything_and_leaves_nothing_running(tmp_path: Pat
     assert "--force" in again.stderr
 
 
-class _StaleRouter(BaseHTTPRequestHandler):
+class _StaleRouter(QuietHandler):
     """The router of a killed run, still answering: one ready endpoint."""
 
     def do_GET(self) -> None:
@@ -74,21 +72,14 @@ class _StaleRouter(BaseHTTPRequestHandler):
             {"inflight": 0, "queued": 0, "slots_per_endpoint": 4,
              "endpoints": [{"url": "http://127.0.0.1:9", "state": "ready", "inflight": 0}]}
         ).encode()  # fmt: skip
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.respond(body)
 
 
 def test_stack_json_left_by_a_killed_run_is_not_taken_for_the_new_one(tmp_path: Path) -> None:
     """Until the new ``inflight up`` takes the state dir, the old run's stack.json is there:
     the bench must wait for the one whose pid is the process it started."""
-    stale_router = ThreadingHTTPServer(("127.0.0.1", 0), _StaleRouter)
-    threading.Thread(target=stale_router.serve_forever, daemon=True).start()
-    stale_url = f"http://127.0.0.1:{stale_router.server_address[1]}"
+    stale_router = LoopbackHTTPServer(_StaleRouter)
+    stale_url = stale_router.url
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     (state_dir / "stack.json").write_text(
@@ -112,8 +103,7 @@ def test_stack_json_left_by_a_killed_run_is_not_taken_for_the_new_one(tmp_path: 
         assert stack.router_url != stale_url
     finally:
         report = stack.stop()
-        stale_router.shutdown()
-        stale_router.server_close()
+        stale_router.close()
     assert report["clean"], report
 
 
