@@ -127,11 +127,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"inflight scaler: {exc}", file=sys.stderr)
         return 2
     import asyncio
-    import logging
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from inflight import logs
+
+    logs.configure(args.log_level)
     from external_scaler.errors import ScalerError
 
     try:

@@ -16,11 +16,7 @@ from inflight import names
 _QUERY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0)
 
 
-def _base(name: str, suffix: str) -> str:
-    """prometheus_client appends ``_total`` to counters itself."""
-    return name[: -len(suffix)] if name.endswith(suffix) else name
-
-
+# prometheus_client appends _total to counter names itself.
 class ScalerMetrics:
     """Gauges of the last decision, counters of decisions, errors and calls, query latency."""
 
@@ -58,7 +54,7 @@ class ScalerMetrics:
             registry=registry,
         )
         self.decisions = Counter(
-            _base(names.SCALER_DECISIONS, "_total"),
+            names.SCALER_DECISIONS.removesuffix("_total"),
             "Decisions returned by GetMetrics, by direction against the ready replicas",
             ["metric_name", "direction"],
             registry=registry,
@@ -70,10 +66,13 @@ class ScalerMetrics:
             registry=registry,
         )
         self.errors = Counter(
-            _base(names.SCALER_ERRORS, "_total"), "Errors by kind", ["kind"], registry=registry
+            names.SCALER_ERRORS.removesuffix("_total"),
+            "Errors by kind",
+            ["kind"],
+            registry=registry,
         )
         self.grpc_requests = Counter(
-            _base(names.SCALER_GRPC_REQUESTS, "_total"),
+            names.SCALER_GRPC_REQUESTS.removesuffix("_total"),
             "gRPC calls by method and status code",
             ["method", "code"],
             registry=registry,

@@ -166,15 +166,12 @@ def run(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from inflight import logs
     from inflight.prom import find_prometheus
     from orchestrator.stack import Stack, StackError
     from orchestrator.state import StateDirBusy
 
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(args.log_level)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from inflight import names
+from inflight.logs import LOG_FORMAT
 from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
 from inflight.prom import PrometheusServer
 from orchestrator import hpa, orphans
@@ -189,7 +190,7 @@ class Stack:
 
     def _setup_file_logging(self) -> None:
         handler = logging.FileHandler(self.state.logs / "up.log")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
         logging.getLogger("inflight").addHandler(handler)
         self._log_handler = handler
 

@@ -36,19 +36,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     import functools
-    import logging
 
     import uvicorn
     from prometheus_client import CollectorRegistry
 
+    from inflight import logs
     from router import health, sources
     from router.app import Background, RouterApp, UpstreamSettings
     from router.dispatch import Dispatcher
     from router.pool import Pool
 
-    logging.basicConfig(
-        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(config.log_level)
     pool = Pool(config.slots_per_endpoint, dispatch=config.dispatch)
     dispatcher = Dispatcher(
         pool,
