@@ -1,8 +1,9 @@
 """The router's ASGI application: ``/v1/*`` to the raw proxy, the rest to Starlette.
 
 Built from collaborators passed in (dispatcher, registry, background tasks); the one
-place that creates them is :mod:`router.cli`. The shared aiohttp session is created at
-startup (it needs the running loop) and closed at shutdown.
+place that creates them is :mod:`router.cli`. The upstream client of the hot path
+(:mod:`router.upstream`) and the aiohttp session of the background jobs (health checks)
+are created at startup (they need the running loop) and closed at shutdown.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from router import upstream
 from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
 from router.proxy import Proxy, Receive, Scope, Send
+from router.upstream import Upstream
 
 log = logging.getLogger(__name__)
 
@@ -39,23 +42,15 @@ class UpstreamSettings:
     # Below uvicorn's 5 s keep-alive (vLLM's server): a pooled connection is dropped by
     # us before the upstream closes it, so a POST never lands on a stale socket.
     keepalive_s: float = 4.0
+    client: str = "httptools"  # --upstream-client
 
+    def build(self) -> Upstream:
+        return upstream.build(
+            self.client, self.connect_timeout_s, self.total_timeout_s, self.keepalive_s
+        )
 
-def make_session(settings: UpstreamSettings) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(
-        limit=0,  # no cap: the slots, not the pool, bound concurrency
-        keepalive_timeout=settings.keepalive_s,
-        ttl_dns_cache=10,
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(
-            total=settings.total_timeout_s, sock_connect=settings.connect_timeout_s
-        ),
-        auto_decompress=False,
-        skip_auto_headers=("User-Agent", "Accept-Encoding"),
-        cookie_jar=aiohttp.DummyCookieJar(),
-    )
+    def session(self) -> aiohttp.ClientSession:
+        return upstream.make_session(self.connect_timeout_s, self.total_timeout_s, self.keepalive_s)
 
 
 def status_document(dispatcher: Dispatcher) -> dict[str, object]:
@@ -87,12 +82,13 @@ class RouterApp:
         self.registry = registry
         self.metrics = RouterMetrics(registry, dispatcher)
         self._session: aiohttp.ClientSession | None = None
+        self._client: Upstream | None = None
         self._upstream = upstream
         self._background = list(background)
         self.proxy = Proxy(
             dispatcher,
             self.metrics,
-            self.session,
+            self.client,
             max_body_bytes=max_body_bytes,
             unhealthy_backoff_s=unhealthy_backoff_s,
         )
@@ -107,9 +103,16 @@ class RouterApp:
         )
 
     def session(self) -> aiohttp.ClientSession:
+        """The background jobs' session (health checks)."""
         if self._session is None:
             raise RuntimeError("router session used before startup")
         return self._session
+
+    def client(self) -> Upstream:
+        """The hot path's upstream client."""
+        if self._client is None:
+            raise RuntimeError("router upstream client used before startup")
+        return self._client
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
@@ -119,7 +122,8 @@ class RouterApp:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        self._session = make_session(self._upstream)
+        self._session = self._upstream.session()
+        self._client = self._upstream.build()
         tasks = [asyncio.ensure_future(job(self.session)) for job in self._background]
         try:
             yield
@@ -129,6 +133,7 @@ class RouterApp:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            await self._client.close()
             await self._session.close()
 
     async def _health(self, _request: Request) -> Response:

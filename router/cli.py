@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         upstream=UpstreamSettings(
             connect_timeout_s=config.connect_timeout_s,
             total_timeout_s=config.upstream_timeout_s,
+            client=config.upstream_client,
         ),
         background=background,
     )

@@ -1,10 +1,10 @@
-"""The ``/v1/*`` hot path: a raw ASGI handler over one shared aiohttp session.
+"""The ``/v1/*`` hot path: a raw ASGI handler over one upstream client.
 
-Why raw ASGI and aiohttp: throwaway prototypes on this machine at 64 concurrent did
-~4,500 requests/s as a raw ASGI handler forwarding through ``aiohttp.ClientSession``,
-~2,200 as a FastAPI route, ~300 through httpx. So there is no per-request regex, JSON
-re-encoding or logging here. ``scripts/bench_router.py`` measures this module: the cost
-left is uvicorn's HTTP parsing (h11 unless httptools is installed) and aiohttp's client.
+Why raw ASGI: throwaway prototypes on this machine at 64 concurrent did ~4,500
+requests/s as a raw ASGI handler, ~2,200 as a FastAPI route. So there is no per-request
+regex, JSON re-encoding or logging here. The upstream client is :mod:`router.upstream`
+(httptools by default, aiohttp as the measured peer); ``scripts/bench_router.py``
+measures this module.
 
 Accounting rules (the reason this module exists):
 
@@ -29,9 +29,6 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import aiohttp
-from yarl import URL
-
 from router.dispatch import Dispatcher
 from router.errors import (
     RouterError,
@@ -42,6 +39,16 @@ from router.errors import (
 )
 from router.metrics import NO_ENDPOINT, RouterMetrics
 from router.pool import Endpoint
+from router.upstream import (
+    BodyError,
+    HeaderTimeout,
+    Malformed,
+    Refused,
+    RequestHeaders,
+    Reset,
+    Upstream,
+    UpstreamResponse,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -71,7 +78,6 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 # A response up to this size with a Content-Length is read whole and sent in one
 # message (fewer sends for ordinary completions); anything else is streamed.
 _ONE_SHOT_MAX_BYTES = 256 * 1024
-_URL_CACHE_SIZE = 1024
 _CLIENT_CLOSED = 499  # the status counted for a client that left (nginx's convention)
 
 
@@ -80,13 +86,13 @@ class _ClientGone(Exception):
 
 
 class Proxy:
-    """ASGI app for ``/v1/*``. ``session`` is the one shared, pooled aiohttp session."""
+    """ASGI app for ``/v1/*``; ``client_getter`` gives the shared upstream client."""
 
     def __init__(
         self,
         dispatcher: Dispatcher,
         metrics: RouterMetrics,
-        session_getter: Callable[[], aiohttp.ClientSession],
+        client_getter: Callable[[], Upstream],
         max_body_bytes: int,
         unhealthy_backoff_s: float,
         clock: Callable[[], float] = time.monotonic,
@@ -94,12 +100,10 @@ class Proxy:
         self.dispatcher = dispatcher
         self.pool = dispatcher.pool
         self.metrics = metrics
-        self._session = session_getter
+        self._client = client_getter
         self.max_body_bytes = max_body_bytes
         self.unhealthy_backoff_s = unhealthy_backoff_s
         self.clock = clock
-        # Parsed upstream URLs by (endpoint, path): a handful of paths repeat forever.
-        self._urls: dict[tuple[str, bytes], URL] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -124,9 +128,9 @@ class Proxy:
             path = path + b"?" + qs
         headers = _request_headers(scope["headers"])
         if t0 is None:
-            await self._metadata(method, path, headers, body, send)
+            await self._metadata(method.encode("ascii"), path, headers, body, send)
             return
-        await self._work(method, path, headers, body, receive, send, t0)
+        await self._work(method.encode("ascii"), path, headers, body, receive, send, t0)
 
     # --- request body --------------------------------------------------------------------
     async def _read_body(
@@ -170,9 +174,9 @@ class Proxy:
     # --- work requests (hold a slot, count in L) -------------------------------------------
     async def _work(
         self,
-        method: str,
+        method: bytes,
         path: bytes,
-        headers: list[tuple[str, str]],
+        headers: RequestHeaders,
         body: bytes,
         receive: Receive,
         send: Send,
@@ -216,11 +220,11 @@ class Proxy:
     async def _dispatch(
         self,
         held: _Held,
-        method: str,
+        method: bytes,
         path: bytes,
-        headers: list[tuple[str, str]],
+        headers: RequestHeaders,
         body: bytes,
-    ) -> aiohttp.ClientResponse:
+    ) -> UpstreamResponse:
         """Take a slot (``held.ep``) and open the upstream request; on a refused, never
         accepted or reset connection mark that endpoint unhealthy and retry once on another.
         """
@@ -228,7 +232,7 @@ class Proxy:
         held.ep = await d.acquire()
         try:
             return await self._open(held.ep, method, path, headers, body)
-        except (_Refused, _Reset) as first:
+        except (Refused, Reset) as first:
             self._failed(held.ep, first)
             d.release(held.ep)
             held.ep = None
@@ -236,7 +240,7 @@ class Proxy:
         held.ep = await d.acquire()
         try:
             return await self._open(held.ep, method, path, headers, body)
-        except (_Refused, _Reset) as second:
+        except (Refused, Reset) as second:
             self._failed(held.ep, second)
             raise UpstreamUnavailable(
                 f"upstream {held.ep.label} {second.reason}; retried once"
@@ -245,54 +249,34 @@ class Proxy:
     async def _open(
         self,
         ep: Endpoint,
-        method: str,
+        method: bytes,
         path: bytes,
-        headers: list[tuple[str, str]],
+        headers: RequestHeaders,
         body: bytes,
-    ) -> aiohttp.ClientResponse:
+    ) -> UpstreamResponse:
         """Send the request; return the response once its headers are in.
 
-        Maps connection failures (refused, connect timeout, reset) before any response
-        byte to _Refused/_Reset (retryable), header timeouts to UpstreamTimeout and any
-        other aiohttp error (a response that is not HTTP, say) to UpstreamUnavailable, so
-        no foreign error escapes to uvicorn as an uncounted 500.
+        Refused and Reset (retryable) pass through to the caller; a header timeout becomes
+        UpstreamTimeout and anything else (a reply that is not HTTP, say) becomes
+        UpstreamUnavailable, so no foreign error escapes to uvicorn as an uncounted 500.
         """
-        key = (ep.url, path)
-        url = self._urls.get(key)
-        if url is None:
-            if len(self._urls) >= _URL_CACHE_SIZE:
-                self._urls.clear()
-            url = self._urls[key] = URL(ep.url + path.decode("latin-1"), encoded=True)
         try:
-            return await self._session().request(
-                method,
-                url,
-                headers=headers,
-                data=body or None,
-                allow_redirects=False,
-                auto_decompress=False,
-            )
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-            # Refused, or never accepted (a dead node's address drops SYNs): the request
-            # never reached the endpoint, so it is safe to retry elsewhere.
-            raise _Refused(str(exc)) from exc
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            raise _Reset(str(exc)) from exc
-        except TimeoutError as exc:
+            return await self._client().open(ep.url, method, path, headers, body)
+        except HeaderTimeout as exc:
             self.metrics.upstream_error(ep.label, "timeout")
             raise UpstreamTimeout(f"upstream {ep.label} sent no response headers in time") from exc
-        except aiohttp.ClientError as exc:
+        except Malformed as exc:
             self.metrics.upstream_error(ep.label, "broken")
-            raise UpstreamUnavailable(f"upstream {ep.label} failed: {type(exc).__name__}") from exc
+            raise UpstreamUnavailable(f"upstream {ep.label} failed: {exc}") from exc
 
-    def _failed(self, ep: Endpoint, exc: _Refused | _Reset) -> None:
+    def _failed(self, ep: Endpoint, exc: Refused | Reset) -> None:
         self.metrics.upstream_error(ep.label, exc.reason)
         self.pool.mark_unhealthy(ep, self.clock(), self.unhealthy_backoff_s)
 
     async def _relay(
         self,
         ep: Endpoint,
-        resp: aiohttp.ClientResponse,
+        resp: UpstreamResponse,
         send: Send,
         t0: float | None,
         watch: _Watch,
@@ -302,7 +286,7 @@ class Proxy:
         try:
             out_headers = _response_headers(resp.raw_headers)
             status = resp.status
-            is_sse = resp.content_type == "text/event-stream"
+            is_sse = resp.is_sse
             await _send_or_gone(
                 send, {"type": "http.response.start", "status": status, "headers": out_headers}
             )
@@ -315,20 +299,19 @@ class Proxy:
                     watch.done = True
                     await _send_or_gone(send, {"type": "http.response.body", "body": data})
                 else:
-                    async for chunk in resp.content.iter_any():
+                    async for chunk in resp:
                         await _send_or_gone(
                             send, {"type": "http.response.body", "body": chunk, "more_body": True}
                         )
                     watch.done = True
                     await _send_or_gone(send, {"type": "http.response.body", "body": b""})
                 clean = True
-            except (aiohttp.ClientError, TimeoutError) as exc:
+            except BodyError as exc:
                 # The upstream broke after we sent bytes: end the client's response cleanly
                 # (a stream with an SSE error event). A body with a Content-Length cannot
                 # end early: it is left short, and uvicorn closes the connection, so the
                 # client sees it cut off.
-                reason = "timeout" if isinstance(exc, TimeoutError) else "broken"
-                self.metrics.upstream_error(ep.label, reason)
+                self.metrics.upstream_error(ep.label, exc.reason)
                 watch.done = True
                 if length is None:
                     message = f"upstream {ep.label} failed mid-response"
@@ -345,9 +328,9 @@ class Proxy:
     # --- metadata requests (no slot, not in L, not timed) -----------------------------------
     async def _metadata(
         self,
-        method: str,
+        method: bytes,
         path: bytes,
-        headers: list[tuple[str, str]],
+        headers: RequestHeaders,
         body: bytes,
         send: Send,
     ) -> None:
@@ -358,7 +341,7 @@ class Proxy:
             return
         try:
             resp = await self._open(ep, method, path, headers, body)
-        except (_Refused, _Reset) as exc:
+        except (Refused, Reset) as exc:
             self._failed(ep, exc)
             message = f"upstream {ep.label} {exc.reason}"
             await self._reply_error(send, 502, "upstream_unavailable", message)
@@ -405,14 +388,6 @@ class Proxy:
             pass  # client already gone
 
 
-class _Refused(Exception):
-    reason = "connect"
-
-
-class _Reset(Exception):
-    reason = "reset"
-
-
 class _Held:
     """The slot a request holds, if any: set by ``_dispatch``, released in ``_work``."""
 
@@ -450,7 +425,7 @@ async def _send_or_gone(send: Send, message: Message) -> None:
         raise _ClientGone() from exc
 
 
-def _request_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+def _request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
     """Forwardable request headers: hop-by-hop ones and those named in Connection dropped."""
     extra: set[bytes] = set()
     for name, value in raw:
@@ -461,11 +436,11 @@ def _request_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
         lname = name.lower()
         if lname in HOP_BY_HOP or lname in extra:
             continue
-        out.append((lname.decode("latin-1"), value.decode("latin-1")))
+        out.append((lname, value))
     return out
 
 
-def _response_headers(raw: tuple[tuple[bytes, bytes], ...]) -> list[tuple[bytes, bytes]]:
+def _response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     extra: set[bytes] = set()
     out = []
     for name, value in raw:

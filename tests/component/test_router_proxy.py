@@ -29,6 +29,7 @@ from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
 from router.pool import Pool
 from router.proxy import Proxy
+from router.upstream import UPSTREAM_CLIENTS, Upstream, build
 from tests.support import INFLIGHT, ProcessTracker, Server
 
 # --- upstream ----------------------------------------------------------------------------
@@ -333,13 +334,13 @@ def test_cli_refuses_bad_config_naming_the_flag(
 class InProcess:
     """A :class:`Proxy` on a fresh registry, called with hand-made ASGI messages."""
 
-    def __init__(self, session: aiohttp.ClientSession, *upstreams: str) -> None:
+    def __init__(self, client: Upstream, *upstreams: str) -> None:
         pool = Pool(1)
         pool.set_endpoints(upstreams)
         self.dispatcher = Dispatcher(pool)
         self.registry = CollectorRegistry()
         metrics = RouterMetrics(self.registry, self.dispatcher)
-        self.proxy = Proxy(self.dispatcher, metrics, lambda: session, 1000, 60.0)
+        self.proxy = Proxy(self.dispatcher, metrics, lambda: client, 1000, 60.0)
 
     async def call(self, *messages: dict[str, object]) -> list[dict[str, object]]:
         """POST /v1/echo with ``messages`` as what the client sends."""
@@ -364,6 +365,24 @@ class InProcess:
         return self.registry.get_sample_value(name, labels)
 
 
+@contextlib.asynccontextmanager
+async def in_process(
+    kind: str, *upstreams: str, connect_timeout_s: float = 5.0
+) -> AsyncIterator[InProcess]:
+    """An :class:`InProcess` proxy over a fresh upstream client of ``kind``, closed after."""
+    client = build(kind, connect_timeout_s, None, 4.0)
+    try:
+        yield InProcess(client, *upstreams)
+    finally:
+        await client.close()
+
+
+@pytest.fixture(params=UPSTREAM_CLIENTS)
+def client_kind(request: pytest.FixtureRequest) -> str:
+    """Both upstream clients (--upstream-client): they must map failures alike."""
+    return str(request.param)
+
+
 @pytest.fixture
 async def garbage_upstream() -> AsyncIterator[str]:
     """Reads a request, answers bytes that are not HTTP."""
@@ -381,12 +400,13 @@ async def garbage_upstream() -> AsyncIterator[str]:
     await server.wait_closed()
 
 
-async def test_malformed_upstream_response_is_a_counted_502(garbage_upstream: str) -> None:
-    """An aiohttp error other than refused/reset/timeout (here a response that is not
+async def test_malformed_upstream_response_is_a_counted_502(
+    garbage_upstream: str, client_kind: str
+) -> None:
+    """A client error other than refused/reset/timeout (here a response that is not
     HTTP) is mapped like the others, not left to escape to uvicorn as an uncounted 500.
     """
-    async with aiohttp.ClientSession() as session:
-        router = InProcess(session, garbage_upstream)
+    async with in_process(client_kind, garbage_upstream) as router:
         sent = await router.call({"type": "http.request", "body": b"{}"})
     assert sent[0]["status"] == 502
     assert json.loads(sent[1]["body"])["error"]["type"] == "upstream_unavailable"  # type: ignore[arg-type]
@@ -397,12 +417,13 @@ async def test_malformed_upstream_response_is_a_counted_502(garbage_upstream: st
     assert [v.inflight for v in router.dispatcher.pool.snapshot()] == [0]
 
 
-async def test_client_gone_while_sending_the_body_is_counted_as_finished(upstream: str) -> None:
+async def test_client_gone_while_sending_the_body_is_counted_as_finished(
+    upstream: str, client_kind: str
+) -> None:
     """Every work request counted as received is counted as finished (here 499), so the
     router's own λ and W describe the same requests.
     """
-    async with aiohttp.ClientSession() as session:
-        router = InProcess(session, upstream)
+    async with in_process(client_kind, upstream) as router:
         sent = await router.call(
             {"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}
         )
@@ -436,14 +457,12 @@ def blackhole() -> Iterator[str]:
 
 
 async def test_connect_timeout_is_retried_elsewhere_and_marks_the_endpoint(
-    blackhole: str, upstream: str
+    blackhole: str, upstream: str, client_kind: str
 ) -> None:
     """A connection that is never established is a failed connect like a refused one: the
     request never reached that endpoint, so it is retried on another (not a 504).
     """
-    timeout = aiohttp.ClientTimeout(sock_connect=0.3)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        router = InProcess(session, blackhole, upstream)
+    async with in_process(client_kind, blackhole, upstream, connect_timeout_s=0.3) as router:
         pool = router.dispatcher.pool
         good = pool.get(upstream)
         assert good is not None
