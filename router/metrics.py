@@ -5,16 +5,36 @@ never drift from the counts that drive dispatch, and a drained endpoint's series
 disappears when the pool forgets it. Counters and histograms are updated on the hot path;
 a forgotten endpoint's counter series go ``RETIRED_SERIES_KEEP_S`` later (``prune``).
 Names come from :mod:`inflight.names`; types and labels follow DESIGN.md's table.
+
+The hot-path counters and histograms are plain Python numbers (a float per counter or
+labelled series, a per-bucket count list found with ``bisect``), not prometheus_client
+objects, which take a ``threading.Lock`` per ``inc`` and loop over the buckets per
+``observe``: the router is one asyncio thread and ``/metrics`` is served on that thread,
+so nothing else updates or reads them in between. A second Collector turns them into the
+same families at scrape time (names, HELP, labels, buckets and ``_created`` series as
+prometheus_client's Counter and Histogram wrote them). Measured with timeit on CPython
+3.11 (2-core dev VM), one request's updates (an arrival, two observations, a labelled
+finish) took 2.7 µs with prometheus_client and 0.57 µs with these.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from inflight import names
 from router.dispatch import Dispatcher
@@ -76,8 +96,103 @@ class _StateCollector(Collector):
         )
 
 
+class _Counter:
+    """An unlabelled counter."""
+
+    __slots__ = ("created", "value")
+
+    def __init__(self) -> None:
+        self.value = 0.0
+        self.created = time.time()
+
+    def inc(self, amount: float = 1.0) -> None:
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        self.value += amount
+
+
+class _Histogram:
+    """An unlabelled histogram: a count per bucket (not cumulative; the last one is +Inf's),
+    and the sum. A value equal to a bound counts in that bound's bucket (``le``).
+    """
+
+    __slots__ = ("bounds", "counts", "created", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds  # finite, ascending
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+        self.created = time.time()
+
+    def observe(self, amount: float) -> None:
+        self.counts[bisect_left(self.bounds, amount)] += 1
+        self.sum += amount
+
+
+# A labelled counter's series: (endpoint, other label's value) -> [value, created].
+_Series = dict[tuple[str, str], list[float]]
+
+_RECEIVED_HELP = "Requests that arrived at the router (rate() of it is λ)."
+_REQUESTS_HELP = "Finished requests by endpoint and HTTP status code."
+_DURATION_HELP = "Arrival at the router to last byte sent, router queueing included (W)."
+_TTFB_HELP = "Arrival at the router to first response byte sent."
+_UPSTREAM_ERRORS_HELP = (
+    "Upstream failures: connect (refused), reset, timeout, broken (after bytes)."
+)
+_RETRIES_HELP = "Requests re-dispatched because the first endpoint refused or reset them."
+# The ``le`` label values, written as prometheus_client's Histogram writes them.
+_LE = tuple(floatToGoString(b) for b in (*DURATION_BUCKETS_S, math.inf))
+
+
+def _counter(name: str, doc: str, c: _Counter) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=c.value, created=c.created)
+
+
+def _labelled(name: str, doc: str, other: str, series: _Series) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=["endpoint", other])
+    for (endpoint, value), (n, created) in series.items():
+        family.add_metric([endpoint, value], n, created=created)
+    return family
+
+
+def _histogram(name: str, doc: str, h: _Histogram) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc)
+    cumulative = [float(n) for n in accumulate(h.counts)]
+    family.add_metric([], list(zip(_LE, cumulative, strict=True)), h.sum)
+    family.samples.append(Sample(name + "_created", {}, h.created))
+    return family
+
+
+class _HotPathCollector(Collector):
+    """Exposes RouterMetrics' counters and histograms at scrape time."""
+
+    def __init__(self, metrics: RouterMetrics) -> None:
+        self._m = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._m
+        yield _counter(names.ROUTER_REQUESTS_RECEIVED, _RECEIVED_HELP, m.received)
+        yield _labelled(names.ROUTER_REQUESTS, _REQUESTS_HELP, "code", m._requests)
+        yield _histogram(names.ROUTER_REQUEST_DURATION, _DURATION_HELP, m.duration)
+        yield _histogram(names.ROUTER_TTFB, _TTFB_HELP, m.ttfb)
+        yield _labelled(names.ROUTER_UPSTREAM_ERRORS, _UPSTREAM_ERRORS_HELP, "reason", m._errors)
+        yield _counter(names.ROUTER_RETRIES, _RETRIES_HELP, m.retries)
+
+    def describe(self) -> Iterator[Metric]:
+        """The families without samples: the registry refuses a second registration."""
+        yield CounterMetricFamily(names.ROUTER_REQUESTS_RECEIVED, _RECEIVED_HELP)
+        yield CounterMetricFamily(names.ROUTER_REQUESTS, _REQUESTS_HELP)
+        yield HistogramMetricFamily(names.ROUTER_REQUEST_DURATION, _DURATION_HELP)
+        yield HistogramMetricFamily(names.ROUTER_TTFB, _TTFB_HELP)
+        yield CounterMetricFamily(names.ROUTER_UPSTREAM_ERRORS, _UPSTREAM_ERRORS_HELP)
+        yield CounterMetricFamily(names.ROUTER_RETRIES, _RETRIES_HELP)
+
+
 class RouterMetrics:
-    """Every router metric, registered on ``registry``."""
+    """Every router metric, registered on ``registry``.
+
+    Not thread-safe: update it from the event loop's thread only.
+    """
 
     def __init__(
         self,
@@ -88,62 +203,31 @@ class RouterMetrics:
         self.registry = registry
         self._pool = dispatcher.pool
         self._clock = clock
-        registry.register(_StateCollector(dispatcher))
-        # prometheus_client appends _total to counter names itself.
-        self.received = Counter(
-            names.ROUTER_REQUESTS_RECEIVED.removesuffix("_total"),
-            "Requests that arrived at the router (rate() of it is λ).",
-            registry=registry,
-        )
-        self.requests = Counter(
-            names.ROUTER_REQUESTS.removesuffix("_total"),
-            "Finished requests by endpoint and HTTP status code.",
-            ["endpoint", "code"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            names.ROUTER_REQUEST_DURATION,
-            "Arrival at the router to last byte sent, router queueing included (W).",
-            buckets=DURATION_BUCKETS_S,
-            registry=registry,
-        )
-        self.ttfb = Histogram(
-            names.ROUTER_TTFB,
-            "Arrival at the router to first response byte sent.",
-            buckets=DURATION_BUCKETS_S,
-            registry=registry,
-        )
-        self.upstream_errors = Counter(
-            names.ROUTER_UPSTREAM_ERRORS.removesuffix("_total"),
-            "Upstream failures: connect (refused), reset, timeout, broken (after bytes).",
-            ["endpoint", "reason"],
-            registry=registry,
-        )
-        self.retries = Counter(
-            names.ROUTER_RETRIES.removesuffix("_total"),
-            "Requests re-dispatched because the first endpoint refused or reset them.",
-            registry=registry,
-        )
-        # Labelled children by endpoint label, then by (counter, other label value):
-        # cached, so there is no label lookup per request, and prunable per endpoint.
-        self._children: dict[str, dict[tuple[Counter, str], Counter]] = {}
+        self.received = _Counter()
+        self.duration = _Histogram(DURATION_BUCKETS_S)
+        self.ttfb = _Histogram(DURATION_BUCKETS_S)
+        self.retries = _Counter()
+        # Keyed by (endpoint, code as text) and (endpoint, reason), in first-seen order.
+        self._requests: _Series = {}
+        self._errors: _Series = {}
         self._gone_since_s: dict[str, float] = {}
+        registry.register(_StateCollector(dispatcher))
+        registry.register(_HotPathCollector(self))
 
     def finished(self, endpoint: str, code: int) -> None:
         """Count a finished request."""
-        self._child(self.requests, endpoint, str(code)).inc()
+        key = (endpoint, str(code))
+        series = self._requests.get(key)
+        if series is None:
+            series = self._requests[key] = [0.0, time.time()]
+        series[0] += 1.0
 
     def upstream_error(self, endpoint: str, reason: str) -> None:
-        self._child(self.upstream_errors, endpoint, reason).inc()
-
-    def _child(self, counter: Counter, endpoint: str, other: str) -> Counter:
-        children = self._children.get(endpoint)
-        if children is None:
-            children = self._children[endpoint] = {}
-        child = children.get((counter, other))
-        if child is None:
-            child = children[(counter, other)] = counter.labels(endpoint, other)
-        return child
+        key = (endpoint, reason)
+        series = self._errors.get(key)
+        if series is None:
+            series = self._errors[key] = [0.0, time.time()]
+        series[0] += 1.0
 
     def prune(self) -> None:
         """Remove the series of endpoints gone for ``RETIRED_SERIES_KEEP_S`` (call it at
@@ -152,12 +236,15 @@ class RouterMetrics:
         known = {view.label for view in self._pool.snapshot()}
         known.add(NO_ENDPOINT)
         now_s = self._clock()
-        for endpoint in list(self._children):
+        with_series = {endpoint for endpoint, _ in self._requests}
+        with_series.update(endpoint for endpoint, _ in self._errors)
+        for endpoint in with_series:
             if endpoint in known:
                 self._gone_since_s.pop(endpoint, None)
                 continue
             since_s = self._gone_since_s.setdefault(endpoint, now_s)
             if now_s - since_s >= RETIRED_SERIES_KEEP_S:
-                for counter, other in self._children.pop(endpoint):
-                    counter.remove(endpoint, other)
+                for series in (self._requests, self._errors):
+                    for key in [key for key in series if key[0] == endpoint]:
+                        del series[key]
                 del self._gone_since_s[endpoint]
