@@ -274,7 +274,12 @@ class _Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
-        if self._eof_body and response.headers_future.done() and not response.complete:
+        if (
+            self._eof_body
+            and exc is None  # a reset cuts such a body short; only a clean close ends it
+            and response.headers_future.done()
+            and not response.complete
+        ):
             response.done()  # the close is the end of this body
             return
         if not response.headers_future.done():
@@ -373,6 +378,7 @@ class _Connection(asyncio.Protocol):
 
     def _fail(self, exc: UpstreamFailure) -> None:
         response = self.response
+        self._eof_body = False  # the close that follows is ours, not the end of the body
         self._abort()
         if response is not None:
             response.fail(exc)
