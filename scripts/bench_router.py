@@ -644,6 +644,10 @@ def main(argv: list[str] | None = None) -> int:
     out_path = args.out or ROOT / "results" / "local" / time.strftime(
         "bench_router-%Y%m%dT%H%M%SZ.json", time.gmtime()
     )
+    if out_path.exists():
+        print(f"bench_router: error: {out_path} exists; results are never overwritten "
+              "(pass another --out)", file=sys.stderr)  # fmt: skip
+        return 2
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-router-") as tmp:
         stack = Stack(Path(tmp))
