@@ -281,14 +281,20 @@ class Proxy:
         t0: float | None,
         watch: _Watch,
     ) -> int:
-        """Pass the upstream response through; end it cleanly if the upstream breaks."""
+        """Pass the upstream response through; end it cleanly if the upstream breaks.
+
+        A failed ``send`` (uvicorn's ClientDisconnected is an OSError) raises _ClientGone.
+        """
         clean = False
         try:
-            out_headers = _response_headers(resp.raw_headers)
             status = resp.status
             is_sse = resp.is_sse
-            await _send_or_gone(
-                send, {"type": "http.response.start", "status": status, "headers": out_headers}
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": _response_headers(resp.raw_headers),
+                }
             )
             if t0 is not None:
                 self.metrics.ttfb.observe(self.clock() - t0)
@@ -297,14 +303,12 @@ class Proxy:
                 if length is not None and length <= _ONE_SHOT_MAX_BYTES and not is_sse:
                     data = await resp.read()
                     watch.done = True
-                    await _send_or_gone(send, {"type": "http.response.body", "body": data})
+                    await send({"type": "http.response.body", "body": data})
                 else:
                     async for chunk in resp:
-                        await _send_or_gone(
-                            send, {"type": "http.response.body", "body": chunk, "more_body": True}
-                        )
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     watch.done = True
-                    await _send_or_gone(send, {"type": "http.response.body", "body": b""})
+                    await send({"type": "http.response.body", "body": b""})
                 clean = True
             except BodyError as exc:
                 # The upstream broke after we sent bytes: end the client's response cleanly
@@ -316,9 +320,11 @@ class Proxy:
                 if length is None:
                     message = f"upstream {ep.label} failed mid-response"
                     tail = sse_error_event("upstream_broken", message) if is_sse else b""
-                    await _send_or_gone(send, {"type": "http.response.body", "body": tail})
+                    await send({"type": "http.response.body", "body": tail})
                 return 502
             return status
+        except OSError as exc:
+            raise _ClientGone() from exc
         finally:
             if clean:
                 resp.release()
@@ -416,13 +422,6 @@ async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], watch: _W
                 watch.disconnected = True
                 task.cancel()
             return
-
-
-async def _send_or_gone(send: Send, message: Message) -> None:
-    try:
-        await send(message)
-    except OSError as exc:  # uvicorn's ClientDisconnected is an OSError
-        raise _ClientGone() from exc
 
 
 def _request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:

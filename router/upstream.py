@@ -135,8 +135,10 @@ class _Response:
         "_error",
         "_waiter",
         "complete",
+        "content_length",
         "head_only",
         "headers_future",
+        "is_sse",
         "raw_headers",
         "status",
     )
@@ -146,6 +148,8 @@ class _Response:
         self.head_only = head_only
         self.status = 0
         self.raw_headers: list[tuple[bytes, bytes]] = []
+        self.content_length: int | None = None  # None: chunked or delimited by the close
+        self.is_sse = False
         self.headers_future: asyncio.Future[None] = conn.loop.create_future()
         self._buffer: deque[bytes] = deque()
         self._buffered = 0
@@ -153,24 +157,19 @@ class _Response:
         self._error: BodyError | None = None
         self.complete = False
 
-    # --- the interface -------------------------------------------------------------
-    @property
-    def content_length(self) -> int | None:
-        value = _header(self.raw_headers, b"content-length")
-        if value is None or _header(self.raw_headers, b"transfer-encoding") is not None:
-            return None
-        try:
-            return int(value)
-        except ValueError:
-            return None
-
-    @property
-    def is_sse(self) -> bool:
-        return _is_sse(self.raw_headers)
+    # --- the interface (content_length and is_sse are set with the headers) ----------
 
     async def read(self) -> bytes:
-        parts = [chunk async for chunk in self]
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        if not self.complete:
+            parts = [chunk async for chunk in self]
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        # Already whole (an ordinary completion, in one segment): no iteration.
+        buffer = self._buffer
+        data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
+        buffer.clear()
+        self._buffered = 0
+        self._conn.resume()
+        return data
 
     def __aiter__(self) -> _Response:
         return self
@@ -310,12 +309,22 @@ class _Connection(asyncio.Protocol):
         if status < 200:
             return  # 1xx: informational, the real response follows
         response.status = status
-        headers = response.raw_headers
-        self._eof_body = (
-            _header(headers, b"content-length") is None
-            and _header(headers, b"transfer-encoding") is None
-            and status not in (204, 304)
-        )
+        length: bytes | None = None
+        chunked = False
+        for name, value in response.raw_headers:  # one pass, names in any case
+            lname = name.lower()
+            if lname == b"content-length":
+                length = value
+            elif lname == b"transfer-encoding":
+                chunked = True
+            elif lname == b"content-type":
+                response.is_sse = value.split(b";", 1)[0].strip().lower() == b"text/event-stream"
+        if length is not None and not chunked:
+            try:
+                response.content_length = int(length)
+            except ValueError:
+                response.content_length = None
+        self._eof_body = length is None and not chunked and status not in (204, 304)
         response.headers_in()
         if response.head_only:
             # llhttp cannot be told this answers a HEAD: the body it would wait for never
@@ -415,7 +424,8 @@ class _EndpointPool:
         self.keepalive_s = keepalive_s
         self.idle: list[_Connection] = []
 
-    async def connect(self, timeout_s: float, ssl_context: ssl.SSLContext | None) -> _Connection:
+    def take_idle(self) -> _Connection | None:
+        """The most recently used idle connection, if any (no coroutine on the hot path)."""
         while self.idle:
             conn = self.idle.pop()
             if not conn.closed:
@@ -423,6 +433,10 @@ class _EndpointPool:
                     conn.idle_timer.cancel()
                     conn.idle_timer = None
                 return conn
+        return None
+
+    async def connect(self, timeout_s: float, ssl_context: ssl.SSLContext | None) -> _Connection:
+        """A new connection."""
         try:
             async with asyncio.timeout(timeout_s):
                 _, conn = await self.loop.create_connection(
@@ -481,7 +495,7 @@ class HttpToolsUpstream:
         pool = self._pool(base_url)
         if pool.tls and self._ssl is None:
             self._ssl = ssl.create_default_context()
-        conn = await pool.connect(self.connect_timeout_s, self._ssl)
+        conn = pool.take_idle() or await pool.connect(self.connect_timeout_s, self._ssl)
         lines = [method, b" ", path, b" HTTP/1.1\r\nhost: ", pool.authority, b"\r\n"]
         for name, value in headers:
             lines += (name, b": ", value, b"\r\n")
