@@ -102,7 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--upstream-client",
         choices=("httptools", "aiohttp"),
         default="httptools",
-        help="the /v1/* client: httptools (asyncio + llhttp, default, ~7x less CPU a "
+        help="the /v1/* client: httptools (asyncio + llhttp, default, ~4x less CPU a "
         "request) or aiohttp (ClientSession; the benchmark's peer)",
     )
     p.add_argument("--file-poll-s", type=float, default=1.0, help="--endpoints-file poll period")
