@@ -299,13 +299,14 @@ class _Connection(asyncio.Protocol):
         response.raw_headers = []  # after a 1xx, the real response's headers start over
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self.response is not None:
-            self.response.raw_headers.append((name, value))
+        response = self.response
+        if response is not None and not response.complete:
+            response.raw_headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         response = self.response
-        if response is None:
-            return
+        if response is None or response.complete:
+            return  # (a second response to one request changes nothing of the first)
         status = self.parser.get_status_code()
         if status < 200:
             return  # 1xx: informational, the real response follows

@@ -388,6 +388,23 @@ async def test_upstream_that_will_close_is_not_reused(
     assert [len(peer.requests) for peer in server.peers] == [1, 1]
 
 
+async def test_a_second_response_to_one_request_changes_nothing_and_is_not_reused(
+    serve: Serve, clients: MakeClient
+) -> None:
+    """An upstream that answers one request twice broke protocol: the first answer is the
+    response (status, headers, body untouched by the second) and the connection is dropped.
+    """
+    first = response(b"first", headers=[(b"X-Which", b"1")])
+    second = response(b"second!", status=b"500 Oops", headers=[(b"X-Which", b"2")])
+    server = await serve(keep_alive(lambda _request: [first + second]))
+    client = clients("httptools")
+    resp, data = await fetch(client, server)
+    assert (resp.status, data, resp.content_length) == (200, b"first", 5)
+    assert (b"X-Which", b"2") not in resp.raw_headers
+    await until(lambda: server.peers[0].client_gone, "the client to drop the connection")
+    assert idle(client, server) == []
+
+
 # --- response framing ----------------------------------------------------------------------
 
 
