@@ -47,6 +47,8 @@ RequestHeaders = list[tuple[bytes, bytes]]
 # up (the client is slower than the upstream), and at which it resumes.
 _HIGH_WATER = 256 * 1024
 _LOW_WATER = 64 * 1024
+# Endpoint pools kept before the empty ones are forgotten (see HttpToolsUpstream._pool).
+_MAX_POOLS = 256
 # Methods that carry a body: they always get a Content-Length, even 0.
 _BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
 
@@ -486,6 +488,11 @@ class HttpToolsUpstream:
     def _pool(self, base_url: str) -> _EndpointPool:
         pool = self._pools.get(base_url)
         if pool is None:
+            if len(self._pools) >= _MAX_POOLS:
+                # Endpoints come and go (pods): forget the pools with nothing idle, so the
+                # map does not grow with every address ever seen. In-use connections keep
+                # their own reference to their pool and finish normally.
+                self._pools = {url: p for url, p in self._pools.items() if p.idle}
             pool = self._pools[base_url] = _EndpointPool(
                 base_url, asyncio.get_running_loop(), self.keepalive_s
             )

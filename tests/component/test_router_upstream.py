@@ -405,6 +405,22 @@ async def test_a_second_response_to_one_request_changes_nothing_and_is_not_reuse
     assert idle(client, server) == []
 
 
+async def test_pools_of_endpoints_with_nothing_idle_are_forgotten(
+    serve: Serve, clients: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Endpoints come and go: past the bound, pools with no idle connection are dropped,
+    so the client's map does not grow with every address ever seen (white-box)."""
+    monkeypatch.setattr(up, "_MAX_POOLS", 2)
+    server = await serve(keep_alive(echo_path))
+    client = httptools(clients("httptools"))
+    await fetch(client, server)  # keeps one idle connection: its pool stays
+    for port in (1, 2, 3):  # refused: their pools hold nothing
+        with pytest.raises(Refused):
+            await client.open(f"http://127.0.0.1:{port}", b"GET", b"/v1/x", [], b"")
+    assert server.url in client._pools
+    assert len(client._pools) <= 2
+
+
 # --- response framing ----------------------------------------------------------------------
 
 
