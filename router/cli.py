@@ -97,8 +97,11 @@ def run(args: argparse.Namespace) -> int:
         ),
         background=background,
     )
+    from router.server import HookedHttpToolsProtocol
+
     uvicorn.run(
         app,
+        http=HookedHttpToolsProtocol,  # disconnects reach the proxy without a task each
         host=config.host,
         port=config.port,
         log_level=config.log_level,

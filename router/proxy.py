@@ -11,7 +11,8 @@ Accounting rules (the reason this module exists):
 * a slot is taken when an endpoint is chosen and given back in the ``finally`` around the
   whole request, exactly once, whatever happens (normal end, upstream error, timeout,
   client gone, cancellation);
-* the client connection is watched from the start by a task waiting on ASGI
+* the client connection is watched from the start — by :mod:`router.server`'s disconnect
+  hook when uvicorn runs that protocol (the router does), else by a task waiting on ASGI
   ``receive()`` for ``http.disconnect``: a client that leaves while its request waits in
   vLLM's queue cancels the request at once, which closes the upstream connection (vLLM
   aborts the sequence) and frees the slot. FastAPI's StreamingResponse only notices a
@@ -39,6 +40,7 @@ from router.errors import (
 )
 from router.metrics import NO_ENDPOINT, RouterMetrics
 from router.pool import Endpoint
+from router.server import DISCONNECT_HOOKS, Hooks
 from router.upstream import (
     BodyError,
     HeaderTimeout,
@@ -130,7 +132,16 @@ class Proxy:
         if t0 is None:
             await self._metadata(method.encode("ascii"), path, headers, body, send)
             return
-        await self._work(method.encode("ascii"), path, headers, body, receive, send, t0)
+        await self._work(
+            method.encode("ascii"),
+            path,
+            headers,
+            body,
+            receive,
+            send,
+            t0,
+            scope.get(DISCONNECT_HOOKS),
+        )
 
     # --- request body --------------------------------------------------------------------
     async def _read_body(
@@ -181,11 +192,16 @@ class Proxy:
         receive: Receive,
         send: Send,
         t0: float,
+        hooks: Hooks | None,
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
-        watch = _Watch()
-        watcher = asyncio.ensure_future(_watch_disconnect(receive, task, watch))
+        watch = _Watch(task)
+        watcher: asyncio.Future[None] | None = None
+        if hooks is not None:  # router.server's protocol: told of a disconnect, no task
+            hooks.add(watch.lost)
+        else:
+            watcher = asyncio.ensure_future(_watch_disconnect(receive, watch))
         d = self.dispatcher
         d.inflight += 1
         held = _Held()
@@ -209,7 +225,10 @@ class Proxy:
             code = _CLIENT_CLOSED
         finally:
             # The one place a slot is given back, whatever happened above.
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
+            else:
+                hooks.discard(watch.lost)  # type: ignore[union-attr]
             if held.ep is not None:
                 d.release(held.ep)
             d.inflight -= 1
@@ -404,23 +423,29 @@ class _Held:
 
 
 class _Watch:
-    """Shared between a request and its disconnect watcher."""
+    """Shared between a request and whatever tells it the client left."""
 
-    __slots__ = ("disconnected", "done")
+    __slots__ = ("_task", "disconnected", "done")
 
-    def __init__(self) -> None:
+    def __init__(self, task: asyncio.Task[Any] | None = None) -> None:
+        self._task = task  # None: nothing to cancel (metadata calls)
         self.disconnected = False
         self.done = False  # the final body message is being sent: nothing left to cancel
 
+    def lost(self) -> None:
+        """The client connection is gone: cancel the request (once), unless it is ending."""
+        if not self.done and not self.disconnected and self._task is not None:
+            self.disconnected = True
+            self._task.cancel()
 
-async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], watch: _Watch) -> None:
-    """Cancel ``task`` the moment the client disconnects (the body was already read)."""
+
+async def _watch_disconnect(receive: Receive, watch: _Watch) -> None:
+    """Without router.server's hook: wait on ASGI ``receive()`` for ``http.disconnect``
+    (the body was already read) and cancel the request then."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            if not watch.done:
-                watch.disconnected = True
-                task.cancel()
+            watch.lost()
             return
 
 
