@@ -17,7 +17,10 @@ Both map failures the same way, so the proxy's accounting cannot depend on the c
 
 * :class:`Refused` — refused, or never accepted within the connect timeout: the request
   never reached the endpoint (retry elsewhere);
-* :class:`Reset` — the connection was reset or closed before any response byte (retry);
+* :class:`Reset` — the connection was reset or closed before any response byte (retry
+  elsewhere). The httptools client first sends a request once more on a new connection to
+  the same endpoint when a *pooled* connection closed without a byte of answer (the
+  upstream's keep-alive ran out as the request went): that endpoint is healthy;
 * :class:`HeaderTimeout` — no response headers within the total timeout;
 * :class:`Malformed` — the reply is not HTTP, or any other failure before the headers;
 * :class:`BodyError` — the upstream broke (``reason`` ``broken``) or timed out
@@ -250,6 +253,7 @@ class _Connection(asyncio.Protocol):
         self._paused = False
         self._eof_body = False  # a body delimited by the connection closing
         self.keep_alive = True  # cleared by the upstream (Connection: close), HEAD, errors
+        self.got_bytes = False  # any byte of a response to the current request
 
     # --- asyncio.Protocol ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -260,6 +264,7 @@ class _Connection(asyncio.Protocol):
             # Bytes while idle: the upstream broke protocol; this connection is unusable.
             self._abort()
             return
+        self.got_bytes = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -353,6 +358,7 @@ class _Connection(asyncio.Protocol):
     # --- used by the response and the pool ---------------------------------------------
     def send(self, head: bytes, body: bytes, head_only: bool) -> _Response:
         assert self.transport is not None
+        self.got_bytes = False
         self.response = _Response(self, head_only)
         self.transport.write(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
@@ -504,14 +510,32 @@ class HttpToolsUpstream:
         pool = self._pool(base_url)
         if pool.tls and self._ssl is None:
             self._ssl = ssl.create_default_context()
-        conn = pool.take_idle() or await pool.connect(self.connect_timeout_s, self._ssl)
         lines = [method, b" ", path, b" HTTP/1.1\r\nhost: ", pool.authority, b"\r\n"]
         for name, value in headers:
             lines += (name, b": ", value, b"\r\n")
         if body or method in _BODY_METHODS:
             lines += (b"content-length: ", str(len(body)).encode(), b"\r\n")
         lines.append(b"\r\n")
-        response = conn.send(b"".join(lines), body, head_only=method == b"HEAD")
+        head = b"".join(lines)
+        head_only = method == b"HEAD"
+        conn = pool.take_idle()
+        if conn is not None:
+            try:
+                return await self._exchange(conn, head, body, head_only)
+            except Reset:
+                if conn.got_bytes:
+                    raise
+                # A pooled connection that the upstream closed as the request went out (its
+                # keep-alive ran out at that moment) and that answered nothing: the request
+                # goes once more, on a new connection to the same endpoint. Reporting it as
+                # a Reset would mark a healthy endpoint unhealthy.
+        conn = await pool.connect(self.connect_timeout_s, self._ssl)
+        return await self._exchange(conn, head, body, head_only)
+
+    async def _exchange(
+        self, conn: _Connection, head: bytes, body: bytes, head_only: bool
+    ) -> _Response:
+        response = conn.send(head, body, head_only)
         conn.start_deadline(self.total_timeout_s)
         try:
             await response.headers_future

@@ -589,6 +589,58 @@ async def test_closed_before_any_response_byte_is_reset(
     assert caught.value.reason == "reset"
 
 
+@pytest.mark.parametrize("partial", [b"", b"HTTP/1.1 2"], ids=["nothing", "partial-head"])
+async def test_pooled_connection_closed_as_the_request_goes_is_retried_on_a_new_one(
+    serve: Serve, clients: MakeClient, partial: bytes
+) -> None:
+    """The keep-alive race: the upstream closes a pooled connection just as the next
+    request goes out on it. Nothing answered: the request goes again on a new connection
+    (the endpoint is healthy). Part of an answer: that is a Reset, not retried."""
+
+    async def handler(peer: Peer) -> None:
+        if len(server.peers) > 1:  # a new connection: answers everything
+            while await peer.read_request() is not None:
+                await peer.send(response(b"fresh"))
+            return
+        if await peer.read_request() is not None:
+            await peer.send(response(b"one"))
+        if await peer.read_request() is not None:  # the next request: not answered
+            if partial:
+                await peer.send(partial)
+            peer.writer.close()
+
+    server = await serve(handler)
+    client = clients("httptools")
+    _, data = await fetch(client, server, method=b"POST", body=b"{}")
+    assert data == b"one"
+    if partial:
+        with pytest.raises(Reset):
+            await fetch(client, server, method=b"POST", body=b"{}")
+        assert len(server.peers) == 1
+        return
+    _, data = await fetch(client, server, method=b"POST", body=b'{"n":2}')
+    assert data == b"fresh"
+    assert len(server.peers) == 2
+    assert [r.body for r in server.requests] == [b"{}", b'{"n":2}', b'{"n":2}']
+
+
+async def test_new_connection_closed_before_any_byte_is_still_a_reset(
+    serve: Serve, clients: MakeClient
+) -> None:
+    """Only a reused connection gets the second try: on a new one, a close is the
+    endpoint's doing (Reset: the proxy marks it and tries another endpoint)."""
+
+    async def handler(peer: Peer) -> None:
+        await peer.read_request()
+        peer.writer.close()
+
+    server = await serve(handler)
+    client = clients("httptools")
+    with pytest.raises(Reset):
+        await fetch(client, server, method=b"POST", body=b"{}")
+    assert len(server.peers) == 1
+
+
 async def test_garbage_is_malformed(serve: Serve, clients: MakeClient, client_kind: str) -> None:
     server = await serve(answer_then(stall, b"NOT HTTP AT ALL\r\n\r\n"))
     client = clients(client_kind)
