@@ -12,6 +12,8 @@ Two implementations of one small interface (:class:`Upstream` → :class:`Upstre
   two routers side by side (rows ``inflight`` and ``inflight/aiohttp``).
 * :class:`AiohttpUpstream` (``--upstream-client aiohttp``): one shared pooled
   ``aiohttp.ClientSession``, the first design; kept as the benchmark's peer and a fallback.
+  Known limit (aiohttp 3.14.5): a malformed chunk after the headers never wakes the body's
+  reader, so such a request waits for the total timeout (none by default).
 
 Both map failures the same way, so the proxy's accounting cannot depend on the client:
 
