@@ -563,14 +563,18 @@ def print_table(results: dict[str, dict[str, dict[str, float]]]) -> None:
     if st:
         base = st["direct"]
         print("streaming, 256 streams x 100 events 10 ms apart: events/s; each event's "
-              "delay (upstream write to client arrival), added vs direct; stream time")  # fmt: skip
+              "delay (upstream write to client arrival), added vs direct; time to first "
+              "event; stream time")  # fmt: skip
         for name, r in st.items():
             add50 = r["event_delay_p50_ms"] - base["event_delay_p50_ms"]
             add99 = r["event_delay_p99_ms"] - base["event_delay_p99_ms"]
+            t50 = r["ttfb_p50_ms"] - base["ttfb_p50_ms"]
+            t99 = r["ttfb_p99_ms"] - base["ttfb_p99_ms"]
             print(f"  {name:16s} {r['events_per_s']:8.0f} ev/s  event p50 "
                   f"{r['event_delay_p50_ms']:6.2f} ms (+{add50:5.2f})  p99 "
-                  f"{r['event_delay_p99_ms']:6.2f} ms (+{add99:5.2f})  stream p50/p99 "
-                  f"{r['p50_ms']:6.0f}/{r['p99_ms']:6.0f} ms  "
+                  f"{r['event_delay_p99_ms']:6.2f} ms (+{add99:5.2f})  first event p50 "
+                  f"{r['ttfb_p50_ms']:6.1f} ms (+{t50:5.1f})  p99 {r['ttfb_p99_ms']:6.1f} ms "
+                  f"(+{t99:5.1f})  stream p50/p99 {r['p50_ms']:5.0f}/{r['p99_ms']:5.0f} ms  "
                   f"failures {r['failures']:.0f}")  # fmt: skip
     bal = results.get("balance", {})
     if bal:
