@@ -17,9 +17,12 @@ import asyncio
 import contextlib
 import gc
 import socket
+import ssl
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -121,11 +124,11 @@ class RawServer:
         self.peers: list[Peer] = []
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def start(self) -> RawServer:
-        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+    async def start(self, tls: ssl.SSLContext | None = None) -> RawServer:
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=tls)
         port = self.server.sockets[0].getsockname()[1]
         self.authority = f"127.0.0.1:{port}".encode()
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         return self
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -220,7 +223,13 @@ async def until(probe: Callable[[], object], what: str, timeout_s: float = GUARD
 
 # --- fixtures ------------------------------------------------------------------------------
 
-Serve = Callable[[Handler], Awaitable[RawServer]]
+
+class Serve(Protocol):
+    def __call__(
+        self, handler: Handler, tls: ssl.SSLContext | None = None
+    ) -> Awaitable[RawServer]: ...
+
+
 MakeClient = Callable[..., Upstream]
 
 
@@ -229,8 +238,8 @@ async def serve() -> AsyncIterator[Serve]:
     """``await serve(handler)`` starts a :class:`RawServer`; all are closed after the test."""
     started: list[RawServer] = []
 
-    async def start(handler: Handler) -> RawServer:
-        server = await RawServer(handler).start()
+    async def start(handler: Handler, tls: ssl.SSLContext | None = None) -> RawServer:
+        server = await RawServer(handler).start(tls)
         started.append(server)
         return server
 
@@ -419,6 +428,27 @@ async def test_pools_of_endpoints_with_nothing_idle_are_forgotten(
             await client.open(f"http://127.0.0.1:{port}", b"GET", b"/v1/x", [], b"")
     assert server.url in client._pools
     assert len(client._pools) <= 2
+
+
+async def test_https_endpoint_is_verified_and_kept_alive(serve: Serve, certs: Path) -> None:
+    """An ``https://`` endpoint: TLS with the server name checked against the CA given,
+    answers read, the connection reused; a CA that did not sign the server's certificate
+    is a failed connect (Refused: the request never reached the endpoint)."""
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(certs / "server.crt", certs / "server.key")
+    server = await serve(keep_alive(echo_path), tls)
+    trusting = HttpToolsUpstream(ssl_context=ssl.create_default_context(cafile=certs / "ca.crt"))
+    strangers = HttpToolsUpstream(ssl_context=ssl.create_default_context())
+    try:
+        for n in range(2):
+            resp, data = await fetch(trusting, server, f"/v1/tls{n}".encode())
+            assert (resp.status, data) == (200, f"you asked /v1/tls{n}".encode())
+        assert len(server.peers) == 1
+        with pytest.raises(Refused, match="certificate"):
+            await fetch(strangers, server)
+    finally:
+        await trusting.close()
+        await strangers.close()
 
 
 # --- response framing ----------------------------------------------------------------------

@@ -82,28 +82,6 @@ def test_port_zero_is_printed_and_sigterm_stops_gracefully(
             next(stream)  # the server ended the stream on its way out
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-@pytest.fixture
-def certs(tmp_path: Path) -> Path:
-    """A CA, a server certificate for 127.0.0.1, and a client certificate (EC P-256)."""
-    d = tmp_path / "certs"
-    d.mkdir()
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
-             "-subj", "/CN=inflight-test-ca", cwd=d)  # fmt: skip
-    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for name in ("server", "client"):
-        _openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                 "-subj", f"/CN={name}", cwd=d)  # fmt: skip
-        ext = ["-extfile", "server.ext"] if name == "server" else []
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "1", *ext, cwd=d)  # fmt: skip
-    return d
-
-
 def test_tls_serves_keda_with_ca_cert(procs: ProcessTracker, router: FakeRouter, certs: Path):
     port = free_port()
     start_scaler(procs, router, "--tls-cert", str(certs / "server.crt"),
