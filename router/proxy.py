@@ -197,9 +197,10 @@ class Proxy:
         task = asyncio.current_task()
         assert task is not None
         watch = _Watch(task)
+        lost = watch.lost
         watcher: asyncio.Future[None] | None = None
         if hooks is not None:  # router.server's protocol: told of a disconnect, no task
-            hooks.add(watch.lost)
+            hooks.add(lost)
         else:
             watcher = asyncio.ensure_future(_watch_disconnect(receive, watch))
         d = self.dispatcher
@@ -225,10 +226,10 @@ class Proxy:
             code = _CLIENT_CLOSED
         finally:
             # The one place a slot is given back, whatever happened above.
+            if hooks is not None:
+                hooks.discard(lost)
             if watcher is not None:
                 watcher.cancel()
-            else:
-                hooks.discard(watch.lost)  # type: ignore[union-attr]
             if held.ep is not None:
                 d.release(held.ep)
             d.inflight -= 1
