@@ -4,7 +4,8 @@
 ``inflight router`` in front of 2 emulators × 4 slots; 64 closed-loop clients send
 completions (half of them streamed, 5–60 tokens) for ``--seconds``; two requests in three
 carry a client-side limit of 10 ms, 50 ms, 0.2 s or 0.5 s, and about a third of all
-requests give up before their answer ends (before the first byte, or mid-stream). Afterwards it checks what the router must not lose or leak:
+requests give up before their answer ends (before the first byte, or mid-stream).
+Afterwards it checks what the router must not lose or leak:
 
 * the router's L and every endpoint's in-flight count are 0, and both emulators have
   nothing running or waiting (every slot given back, every upstream request aborted);

@@ -6,6 +6,7 @@ Nothing here sleeps to wait for a condition it could poll for.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -50,6 +51,17 @@ def wait_for(
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"timed out after {timeout_s} s waiting for {what}; last={last!r}")
         time.sleep(interval_s)
+
+
+async def until(probe: Callable[[], object], what: str, timeout_s: float = 10.0) -> None:
+    """Poll ``probe`` on the running loop (for servers that run on it too) until it holds;
+    AssertionError naming ``what`` after ``timeout_s``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not probe():
+        if loop.time() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.005)
 
 
 @dataclass

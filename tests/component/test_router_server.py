@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 
 from router.server import DISCONNECT_HOOKS, HookedHttpToolsProtocol, Hooks
+from tests.support import until
 
 GUARD_S = 10.0
 
@@ -50,16 +51,6 @@ class App:
             await send({"type": "http.response.body", "body": b"ok"})
         finally:
             hooks.discard(hook)
-
-
-async def until(probe: Callable[[], object], what: str) -> None:
-    """Poll ``probe`` on this loop (the server runs on it too) until it holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + GUARD_S
-    while not probe():
-        if loop.time() >= deadline:
-            raise AssertionError(f"timed out after {GUARD_S} s waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 Served = tuple[App, int, uvicorn.Server]

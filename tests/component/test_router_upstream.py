@@ -41,6 +41,7 @@ from router.upstream import (
     UpstreamResponse,
     build,
 )
+from tests.support import until
 
 # Short enough that the file runs in seconds, long enough that loopback always answers
 # well inside it when a test expects an answer.
@@ -209,16 +210,6 @@ async def stall_after_the_request(peer: Peer) -> None:
 
 async def hang_up(peer: Peer) -> None:
     peer.writer.close()
-
-
-async def until(probe: Callable[[], object], what: str, timeout_s: float = GUARD_S) -> None:
-    """Poll ``probe`` on this loop (the servers run on it too) until it holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not probe():
-        if loop.time() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 # --- fixtures ------------------------------------------------------------------------------
