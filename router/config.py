@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# --upstream-client: router.upstream.build makes each.
+UPSTREAM_CLIENTS = ("httptools", "aiohttp")
 
 
 class ConfigError(ValueError):
@@ -100,7 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--upstream-client",
-        choices=("httptools", "aiohttp"),
+        choices=UPSTREAM_CLIENTS,
         default="httptools",
         help="the /v1/* client: httptools (asyncio + llhttp, default, ~4x less CPU a "
         "request) or aiohttp (ClientSession; the benchmark's peer)",

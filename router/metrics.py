@@ -144,6 +144,14 @@ _RETRIES_HELP = "Requests re-dispatched because the first endpoint refused or re
 _LE = tuple(floatToGoString(b) for b in (*DURATION_BUCKETS_S, math.inf))
 
 
+def _bump(series: _Series, key: tuple[str, str]) -> None:
+    """Add one to a labelled counter's series, created (with its time) on first use."""
+    value = series.get(key)
+    if value is None:
+        value = series[key] = [0.0, time.time()]
+    value[0] += 1.0
+
+
 def _counter(name: str, doc: str, c: _Counter) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, value=c.value, created=c.created)
 
@@ -216,18 +224,10 @@ class RouterMetrics:
 
     def finished(self, endpoint: str, code: int) -> None:
         """Count a finished request."""
-        key = (endpoint, str(code))
-        series = self._requests.get(key)
-        if series is None:
-            series = self._requests[key] = [0.0, time.time()]
-        series[0] += 1.0
+        _bump(self._requests, (endpoint, str(code)))
 
     def upstream_error(self, endpoint: str, reason: str) -> None:
-        key = (endpoint, reason)
-        series = self._errors.get(key)
-        if series is None:
-            series = self._errors[key] = [0.0, time.time()]
-        series[0] += 1.0
+        _bump(self._errors, (endpoint, reason))
 
     def prune(self) -> None:
         """Remove the series of endpoints gone for ``RETIRED_SERIES_KEEP_S`` (call it at

@@ -46,6 +46,8 @@ import aiohttp
 import httptools
 from yarl import URL
 
+from router.config import UPSTREAM_CLIENTS
+
 RequestHeaders = list[tuple[bytes, bytes]]
 
 # Buffered body bytes at which reading from the upstream pauses until the proxy catches
@@ -116,18 +118,6 @@ class Upstream(Protocol):
         """Send the request; return once the response headers are in."""
 
     async def close(self) -> None: ...
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
-    for key, value in headers:
-        if key.lower() == name:
-            return value
-    return None
-
-
-def _is_sse(headers: list[tuple[bytes, bytes]]) -> bool:
-    value = _header(headers, b"content-type")
-    return value is not None and value.split(b";", 1)[0].strip().lower() == b"text/event-stream"
 
 
 # =========================================================================================
@@ -362,8 +352,10 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.got_bytes = False
         self.response = _Response(self, head_only)
-        self.transport.write(head + body if len(body) < 65536 else head)
-        if len(body) >= 65536:
+        if len(body) < 65536:
+            self.transport.write(head + body)  # one segment for an ordinary request
+        else:
+            self.transport.write(head)
             self.transport.write(body)
         return self.response
 
@@ -379,9 +371,7 @@ class _Connection(asyncio.Protocol):
         """The proxy is done with the response: back to the pool, or closed."""
         self._cancel_timers()
         self.response = None
-        if self._paused and self.transport is not None:
-            self.transport.resume_reading()
-            self._paused = False
+        self.resume()
         if reusable and self.keep_alive and not self.closed:
             self.pool.put(self)
         else:
@@ -441,9 +431,7 @@ class _EndpointPool:
         while self.idle:
             conn = self.idle.pop()
             if not conn.closed:
-                if conn.idle_timer is not None:
-                    conn.idle_timer.cancel()
-                    conn.idle_timer = None
+                conn._cancel_timers()  # its idle timer
                 return conn
         return None
 
@@ -569,7 +557,7 @@ class _AiohttpResponse:
 
     @property
     def is_sse(self) -> bool:
-        return _is_sse(self.raw_headers)
+        return self._resp.content_type == "text/event-stream"
 
     async def read(self) -> bytes:
         try:
@@ -656,9 +644,6 @@ class AiohttpUpstream:
 
     async def close(self) -> None:
         await self._session.close()
-
-
-UPSTREAM_CLIENTS = ("httptools", "aiohttp")
 
 
 def build(
