@@ -519,18 +519,24 @@ def scenario_streaming(stack: Stack, opts: Options) -> dict[str, dict[str, float
     return out
 
 
-def scenario_balance(stack: Stack, opts: Options) -> dict[str, dict[str, float]]:
-    emulators = []
-    for _ in range(2):
+def start_emulators(stack: Stack, count: int, time_scale: float) -> list[str]:
+    """``count`` emulators × 4 slots serving model ``m``, ready; their base URLs."""
+    urls = []
+    for _ in range(count):
         port = free_port()
         stack.start(
             [PY, "-m", "inflight", "emulator", "--host", "127.0.0.1", "--port", str(port),
              "--served-model-name", "m", "--max-num-seqs", "4",
-             "--time-scale", str(opts.emulator_time_scale), "--startup-s", "0"],
+             "--time-scale", str(time_scale), "--startup-s", "0"],
             f"emulator-{port}",
             f"http://127.0.0.1:{port}/health",
         )  # fmt: skip
-        emulators.append(f"http://127.0.0.1:{port}")
+        urls.append(f"http://127.0.0.1:{port}")
+    return urls
+
+
+def scenario_balance(stack: Stack, opts: Options) -> dict[str, dict[str, float]]:
+    emulators = start_emulators(stack, 2, opts.emulator_time_scale)
     body = {"model": "m", "prompt": "summarize the meeting", "max_tokens": 300}
     out = {}
     for dispatch in ("least-outstanding", "random"):

@@ -39,8 +39,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import aiohttp  # noqa: E402
 import bench_router as b  # noqa: E402
 
-from inflight.procs import free_port  # noqa: E402
-
 
 def fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
@@ -101,17 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="soak-router-") as tmp:
         st = b.Stack(Path(tmp))
         try:
-            emus = []
-            for _ in range(2):
-                port = free_port()
-                st.start(
-                    [b.PY, "-m", "inflight", "emulator", "--host", "127.0.0.1",
-                     "--port", str(port), "--served-model-name", "m", "--max-num-seqs", "4",
-                     "--time-scale", "0.02", "--startup-s", "0"],
-                    f"emulator-{port}",
-                    f"http://127.0.0.1:{port}/health",
-                )  # fmt: skip
-                emus.append(f"http://127.0.0.1:{port}")
+            emus = b.start_emulators(st, 2, time_scale=0.02)
             url, proc = b.start_inflight(st, emus)
             time.sleep(3.0)  # one health-check round (2 s): its pooled connections exist
             base_fds = fds(proc.pid)
