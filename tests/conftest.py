@@ -11,14 +11,13 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from inflight.prom import PrometheusServer, find_prometheus
-from tests.support import ProcessTracker, live_children, wait_for
+from tests.support import ProcessTracker, live_children, openssl, wait_for
 
 _TIERS = ("unit", "component", "integration")
 
@@ -98,10 +97,6 @@ def promtool() -> str:
     return path
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def certs(tmp_path: Path) -> Path:
     """A CA, a server certificate for 127.0.0.1, and a client certificate (EC P-256),
@@ -109,13 +104,13 @@ def certs(tmp_path: Path) -> Path:
     d = tmp_path / "certs"
     d.mkdir()
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
              "-subj", "/CN=inflight-test-ca", cwd=d)  # fmt: skip
     (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     for name in ("server", "client"):
-        _openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
+        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
                  "-subj", f"/CN={name}", cwd=d)  # fmt: skip
         ext = ["-extfile", "server.ext"] if name == "server" else []
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
                  "-CAcreateserial", "-out", f"{name}.crt", "-days", "1", *ext, cwd=d)  # fmt: skip
     return d

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -179,3 +181,14 @@ class LoopbackHTTPServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    """Run the openssl command line in ``cwd``; fail the test naming what went wrong."""
+    import pytest
+
+    exe = shutil.which("openssl")
+    if exe is None:
+        pytest.fail("openssl not found: install Debian's openssl to run the TLS tests")
+    proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"openssl {' '.join(args)}:\n{proc.stderr}"

@@ -28,8 +28,6 @@ import argparse
 import contextlib
 import io
 import re
-import shutil
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from inflight import __version__, cli, names
 from inflight.procs import free_port
 from tests.component.test_manifests_build import KUSTOMIZATIONS, find, objects, one
-from tests.support import INFLIGHT, ProcessTracker, wait_for
+from tests.support import INFLIGHT, ProcessTracker, openssl, wait_for
 
 IMAGE = "inflight"
 NAMESPACE_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -629,27 +627,19 @@ def test_tls_is_on_at_both_ends_or_neither(objs: list[Obj]) -> None:
         assert "grpc" not in container[key], f"{key} is a gRPC probe on a TLS port"
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    exe = shutil.which("openssl")
-    if exe is None:
-        pytest.fail("openssl not found: install Debian's openssl to run the TLS test")
-    proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"openssl {' '.join(args)}:\n{proc.stderr}"
-
-
 def _make_certificates(tmp: Path, server_dns: str) -> None:
     """The CA, server and client certificates, as docs/kubernetes.md makes them."""
     (tmp / "san.ext").write_text(f"subjectAltName=DNS:{server_dns}\n")
     (tmp / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
     x509 = ("x509", "-req", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1")
     new = ("req", "-newkey", "rsa:2048", "-nodes")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
              "/CN=inflight-ca", "-keyout", "ca.key", "-out", "ca.crt", cwd=tmp)  # fmt: skip
-    _openssl(*new, "-subj", "/CN=inflight-scaler", "-keyout", "server.key", "-out",
+    openssl(*new, "-subj", "/CN=inflight-scaler", "-keyout", "server.key", "-out",
              "server.csr", cwd=tmp)  # fmt: skip
-    _openssl(*x509, "-in", "server.csr", "-extfile", "san.ext", "-out", "server.crt", cwd=tmp)
-    _openssl(*new, "-subj", "/CN=keda", "-keyout", "client.key", "-out", "client.csr", cwd=tmp)
-    _openssl(*x509, "-in", "client.csr", "-extfile", "client.ext", "-out", "client.crt", cwd=tmp)
+    openssl(*x509, "-in", "server.csr", "-extfile", "san.ext", "-out", "server.crt", cwd=tmp)
+    openssl(*new, "-subj", "/CN=keda", "-keyout", "client.key", "-out", "client.csr", cwd=tmp)
+    openssl(*x509, "-in", "client.csr", "-extfile", "client.ext", "-out", "client.crt", cwd=tmp)
     # The Secret's file names, as the component mounts them.
     (tmp / "tls.crt").write_bytes((tmp / "server.crt").read_bytes())
     (tmp / "tls.key").write_bytes((tmp / "server.key").read_bytes())
