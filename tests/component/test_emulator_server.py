@@ -63,8 +63,14 @@ def running_waiting(server: Server) -> tuple[float, float]:
     return s[(names.VLLM_RUNNING, lab)], s[(names.VLLM_WAITING, lab)]
 
 
-def arrived(server: Server, count: int) -> Callable[[], bool]:
-    return lambda: sum(running_waiting(server)) == count
+def arrived(server: Server, count: int) -> Callable[[], tuple[float, float] | None]:
+    """A probe: the (running, waiting) snapshot once their sum is ``count``, else None."""
+
+    def probe() -> tuple[float, float] | None:
+        seen = running_waiting(server)
+        return seen if sum(seen) == count else None
+
+    return probe
 
 
 def client(server: Server) -> openai.OpenAI:
@@ -81,9 +87,11 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def test_eight_requests_on_four_slots(procs: ProcessTracker) -> None:
-    # Half a second per batch of 300 tokens: long enough to see 4 + 4 while they run.
+    # About 2.5 s per batch of 300 tokens at time-scale 0.5: long enough to see 4 + 4 while
+    # the first four run, even on a loaded machine (at 0.2 a CI run once saw the first batch
+    # end between the 8th arrival and the check).
     server = procs.start_inflight(
-        emulator_argv("--cold-start-requests", "0", time_scale=0.2), name="emulator"
+        emulator_argv("--cold-start-requests", "0", time_scale=0.5), name="emulator"
     )
     sdk = client(server)
     done: list[int] = []
@@ -97,8 +105,9 @@ def test_eight_requests_on_four_slots(procs: ProcessTracker) -> None:
         futures = []
         for i in range(8):  # one at a time, so the arrival order is known
             futures.append(pool.submit(call, i))
-            wait_for(arrived(server, i + 1), 30, what=f"arrival {i}")
-        assert running_waiting(server) == (4, 4)
+            seen = wait_for(arrived(server, i + 1), 30, what=f"arrival {i}")
+        # The snapshot that showed the 8th arrival: 4 running on 4 slots, 4 waiting.
+        assert seen == (4, 4)
         # 4 running × (3,000 prompt + some output tokens) of 16,384 KV tokens.
         assert 4 * 3000 / 16384 <= metric(server, names.VLLM_KV_CACHE_USAGE) <= 1.0
         reasons = [f.result(timeout=60) for f in futures]
