@@ -61,12 +61,12 @@ def _run(promtool: str, tmp_path: Path, tests: list[dict[str, object]]) -> str:
 
 def test_promql_derived_replicas_equal_the_hpa_arithmetic(promtool: str, tmp_path: Path) -> None:
     expected = {
-        (l, r): replicas_for_average_value(float(l), float(SLOTS), r, HPA_TOLERANCE)
-        for l, r in CASES
+        (inflight, ready): replicas_for_average_value(inflight, SLOTS, ready, HPA_TOLERANCE)
+        for inflight, ready in CASES
     }
     # The worked examples, so a change in the shared function cannot pass silently.
     assert expected[(44, 10)] == 10 and expected[(45, 10)] == 12 and expected[(8, 0)] == 2
-    _run(promtool, tmp_path, [_scenario(l, r, want) for (l, r), want in expected.items()])
+    _run(promtool, tmp_path, [_scenario(*case, want) for case, want in expected.items()])
 
 
 def test_the_plain_ceiling_would_be_rejected(promtool: str, tmp_path: Path) -> None:
