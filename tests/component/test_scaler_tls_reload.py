@@ -10,6 +10,7 @@ presents is read off which client gets through.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -92,7 +93,8 @@ async def tls_app(certs: Path, tmp_path: Path) -> AsyncIterator[tuple[ScalerApp,
 
 async def serving(port: int, ca: Path) -> bool:
     """One health check on a new TLS connection that trusts only ``ca``."""
-    creds = grpc.ssl_channel_credentials(root_certificates=ca.read_bytes())
+    pem = await asyncio.to_thread(ca.read_bytes)
+    creds = grpc.ssl_channel_credentials(root_certificates=pem)
     async with grpc.aio.secure_channel(f"127.0.0.1:{port}", creds) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
