@@ -284,7 +284,8 @@ def hpa_replicas(value: float, spec: PolicySpec, ready: int | None) -> int:
     Worked example, target 4: value 44 on 10 ready → ratio 1.1, the HPA holds 10 (not
     ceil = 11); value 45 → 12.
     """
-    if ready is None:
+    if ready is None or spec.target < 0.001:
+        # A target under one milli-unit is 0 on KEDA's wire: no HPA arithmetic to mimic.
         return _ceil_div(value, spec.target)
     return replicas_for_average_value(
         value,

@@ -95,3 +95,8 @@ def test_desired_gauge_reports_the_hold() -> None:
     assert registry.get_sample_value(names.SCALER_DESIRED_REPLICAS, labels) == 10.0
     hold = {**labels, "direction": "hold"}
     assert registry.get_sample_value(names.SCALER_DECISIONS, hold) == 1.0
+
+
+def test_a_target_below_one_milli_unit_does_not_fail_the_decision() -> None:
+    spec = parse_metadata({"slotsPerReplica": "1", "targetSaturation": "0.0005"}).policy
+    assert decide(flat(1.0), spec, now_s=1000.0, ready_replicas=1).desired_replicas == 2000
