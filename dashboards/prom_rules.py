@@ -100,6 +100,9 @@ ALERTS: Final = (
     ),
     # The scaler's series carry its own job and a metric_name, not the router's job, so
     # they meet the router's by namespace only (one scaled deployment per namespace).
+    # ``desired`` is the count the HPA derives *with its tolerance* (inflight.hpa_math):
+    # while value ÷ (target × replicas) is within 10 % the HPA holds, desired equals the
+    # ready count, and this alert stays quiet (InflightSustainedQueueing still sees it).
     Alert(
         name="InflightSaturatedAtMaxReplicas",
         expr=(
@@ -111,11 +114,12 @@ ALERTS: Final = (
         ),
         for_s=900,
         severity="critical",
-        summary="Saturated and not scaling: the scaler asks for more replicas than are ready",
+        summary="Saturated and not scaling: the HPA should add replicas but none arrive",
         description=(
             f"Saturation of {_WHERE} has been {{{{ $value | humanize }}}} for 15 minutes "
-            "while the scaler asks for more replicas than are ready: the deployment is at "
-            "its maxReplicaCount or new replicas cannot start (no GPU, image pull, quota)."
+            "while the replica count the HPA derives (tolerance included) is above the ready "
+            "count: the deployment is at its maxReplicaCount or new replicas cannot start "
+            "(no GPU, image pull, quota)."
         ),
     ),
     Alert(
@@ -148,7 +152,9 @@ ALERTS: Final = (
         ),
     ),
     Alert(
-        name="InflightScalerCannotReadPrometheus",
+        # Was InflightScalerCannotReadPrometheus (it also covers the direct source); the
+        # runbook keeps the old heading as a pointer for links in old notifications.
+        name="InflightScalerSourceUnavailable",
         expr=(
             "sum by (namespace, job, kind) "
             f'(rate({n.SCALER_ERRORS}{{kind=~"{_SOURCE_KINDS_RE}"}}[5m])) > 0'

@@ -93,7 +93,9 @@ def build() -> dash_b.Dashboard:
                 5,
                 "Ready replicas and what the scaler asks for",
                 "Ready endpoints as the router sees them, and the replica count the scaler "
-                "derives (ceil(value ÷ target), before the HPA's min/max).",
+                "predicts the HPA derives: ceil(value ÷ target), or the ready count while "
+                "value ÷ (target × ready) is within the HPA's tolerance (10 %), before the "
+                "HPA's min/max.",
                 [
                     q(s.ready_expr(sel), "ready"),
                     q(
@@ -110,7 +112,8 @@ def build() -> dash_b.Dashboard:
                 "Desired replicas from the seed's QPS rule (requests received in 10 s ÷ 10; "
                 f"+1 above {s.QPS_RULE_UP_ABOVE}/s, −1 below {s.QPS_RULE_DOWN_BELOW}/s, from "
                 "the ready count, at least 1) and from saturation (ceil of L, averaged "
-                f"{s.SCALE_UP_WINDOW_S} s and maxed over {s.SCALE_DOWN_WINDOW_S} s, ÷ slots). "
+                f"{s.SCALE_UP_WINDOW_S} s and maxed over {s.SCALE_DOWN_WINDOW_S} s, ÷ slots; "
+                "the ready count while that is within the HPA's 10 % tolerance). "
                 "Under full load the QPS line flaps while the saturation line holds. The "
                 "QPS rule needs a scrape interval of 5 s or less to have two samples in 10 s.",
                 [

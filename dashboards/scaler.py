@@ -56,8 +56,9 @@ def build() -> dash_b.Dashboard:
             p.timeseries(
                 2,
                 "Derived replica count and saturation",
-                "Replicas the value implies (before the HPA's min/max), and L ÷ capacity "
-                "as the scaler computed it (right axis, 1.0 = full).",
+                "Replicas the HPA derives from the value (ceil(value ÷ target), held at the "
+                "ready count within the HPA's tolerance; before its min/max), and L ÷ "
+                "capacity as the scaler computed it (right axis, 1.0 = full).",
                 [
                     q(f"{n.SCALER_DESIRED_REPLICAS}{{{sel}}}", "desired {{metric_name}}"),
                     q(f"{n.SCALER_SATURATION}{{{sel}}}", "saturation {{metric_name}}"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Final
 
 from inflight import names as n
+from inflight.hpa_math import HPA_TOLERANCE
 
 # Labels that separate one deployment from another in a shared Prometheus. Prometheus
 # sets ``job`` itself; the Prometheus Operator's ServiceMonitor adds ``namespace``. A
@@ -138,13 +139,23 @@ def stabilized_l_expr(sel: str) -> str:
 
 
 def saturation_desired_expr(sel: str) -> str:
-    """Replicas the saturation rule asks for: ceil(stabilized L ÷ (slots × target)).
+    """Replicas the HPA derives from the saturation rule's value, tolerance included.
 
-    The HPA's AverageValue arithmetic on what the scaler returns. Example: L = 8,
-    4 slots, target 1.0 → ceil(8 / 4) = 2.
+    ``ceil(stabilized L ÷ (slots × target))``, except that the HPA keeps the current
+    (here: ready) count while ``value ÷ (target × ready)`` lies within
+    ``[1 − tolerance, 1 + tolerance]`` (Kubernetes' default 10 %): the PromQL twin of
+    ``inflight.hpa_math.replicas_for_average_value``, checked against it by
+    ``tests/component/test_dashboards_tolerance.py``. Examples, 4 slots, target 1.0:
+    L = 8 on 1 ready → 2; L = 44 on 10 ready → ratio 1.1 → 10, not ceil = 11. With no
+    ready replica the ratio is +Inf (or NaN), so the plain ceiling applies.
     """
     target = f"(max({n.ROUTER_SLOTS_PER_ENDPOINT}{{{sel}}}) * {TARGET_SATURATION_DEFAULT})"
-    return f"ceil(({stabilized_l_expr(sel)}) / {target})"
+    value = stabilized_l_expr(sel)
+    ready = ready_expr(sel)
+    up, down = 1 + HPA_TOLERANCE, 1 - HPA_TOLERANCE
+    ratio = f"({value}) / ({target} * ({ready}))"
+    held = f"({ready}) and on () (({ratio}) <= {up:g} >= {down:g})"
+    return f"({held})\nor on ()\nceil(({value}) / {target})"
 
 
 # --- Recording-rule PromQL (grouped by deployment) ------------------------------------
@@ -192,10 +203,22 @@ def rec_little() -> str:
     5 m, not 1 m: Little's Law holds over windows much longer than W, and a
     reference request takes ~30 s. L stuck above 0 with no traffic (a leaked slot, as in
     the seed's warm-up bug) gives +Inf; an idle system gives no sample (0 ÷ 0).
+
+    Robust in a router's first minutes. ``rate(x[5m])`` counts a series from its first
+    sample and divides by the whole 5 m, i.e. it reads "0 before the series existed";
+    mean L is therefore the 5 m average of the *summed* L (the recorded
+    :data:`~inflight.names.REC_L`), which also reads a router that was not there yet as
+    no load, so a router joining or replaced keeps the ratio at 1 (summing each series'
+    own ``avg_over_time`` would count a replaced router twice: ratio 2 for 5 minutes).
+    What is left is a deployment younger than the window, where the average covers less
+    than 5 m but ``rate`` still divides by 5 m (a minute-old router reads λ five times
+    too low, ratio 5): no ratio is recorded until L has existed for the whole window
+    (``REC_L offset 5m`` present).
     """
     d = n.ROUTER_REQUEST_DURATION
     lam = f"sum {BY} (rate({n.ROUTER_REQUESTS_RECEIVED}[5m]))"
     w = f"(sum {BY} (rate({d}_sum[5m])) / sum {BY} (rate({d}_count[5m])))"
-    mean_l = f"sum {BY} (avg_over_time({n.ROUTER_INFLIGHT}[5m]))"
+    mean_l = f"avg_over_time({n.REC_L}[5m])"
     # W is NaN (0 ÷ 0) when nothing finished; read it as 0 so a stuck L still shows.
-    return f"{mean_l}\n/ {ON}\n({lam} * {ON} ({w} > 0 or {lam} * 0))"
+    ratio = f"{mean_l}\n/ {ON}\n({lam} * {ON} ({w} > 0 or {lam} * 0))"
+    return f"(\n{ratio}\n)\nand {ON}\n({n.REC_L} offset 5m)"

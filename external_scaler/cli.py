@@ -11,6 +11,12 @@ import argparse
 import sys
 from typing import Any
 
+from external_scaler.limits import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_TRIGGERS,
+    DEFAULT_TRIGGER_IDLE_S,
+)
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -70,7 +76,32 @@ def register(subparsers: Any) -> None:
         default=1.0,
         help="StreamIsActive: seconds between activity checks (default 1.0)",
     )
-    parser.add_argument("--tls-cert", help="server certificate (PEM): serve gRPC over TLS")
+    parser.add_argument(
+        "--max-streams",
+        type=int,
+        default=DEFAULT_MAX_STREAMS,
+        help="most StreamIsActive streams open at once; more are refused with "
+        "RESOURCE_EXHAUSTED (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-triggers",
+        type=int,
+        default=DEFAULT_MAX_TRIGGERS,
+        help="most distinct trigger specs polled within --trigger-idle-s; a new one past "
+        "it is refused with RESOURCE_EXHAUSTED (default %(default)s)",
+    )
+    parser.add_argument(
+        "--trigger-idle-s",
+        type=float,
+        default=DEFAULT_TRIGGER_IDLE_S,
+        help="seconds after its last call that a trigger still counts toward "
+        "--max-triggers (default %(default)g; KEDA polls every 30 s, the HPA every 15 s)",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        help="server certificate (PEM): serve gRPC over TLS; re-read when the file "
+        "changes (cert-manager rotation), no restart needed",
+    )
     parser.add_argument("--tls-key", help="server private key (PEM), with --tls-cert")
     parser.add_argument(
         "--tls-client-ca",
@@ -102,6 +133,9 @@ def validate(args: argparse.Namespace) -> str:
         bad = [u for u in urls if not u.strip().startswith(("http://", "https://"))]
         if bad:
             raise UsageError(f"--router-url: not an http(s) URL: {bad[0]!r}")
+    for flag, value in (("--max-streams", args.max_streams), ("--max-triggers", args.max_triggers)):
+        if value < 1:
+            raise UsageError(f"{flag} must be ≥ 1, got {value}")
     for flag, value in (("--grpc-port", args.grpc_port), ("--metrics-port", args.metrics_port)):
         if not 0 <= value <= 65535:
             raise UsageError(f"{flag} must be 0..65535, got {value}")
@@ -110,6 +144,7 @@ def validate(args: argparse.Namespace) -> str:
         ("--cache-ttl-s", args.cache_ttl_s, 0.0),
         ("--call-budget-s", args.call_budget_s, 0.05),
         ("--stream-interval-s", args.stream_interval_s, 0.01),
+        ("--trigger-idle-s", args.trigger_idle_s, 1.0),
     ):
         if not value >= low:
             raise UsageError(f"{flag} must be ≥ {low:g}, got {value}")
@@ -148,6 +183,7 @@ async def _serve(args: argparse.Namespace, source_name: str) -> int:
     import aiohttp
     from prometheus_client import CollectorRegistry
 
+    from external_scaler.limits import Limits
     from external_scaler.metrics import ScalerMetrics
     from external_scaler.server import ScalerApp, TlsFiles
     from external_scaler.servicer import ExternalScalerServicer
@@ -190,6 +226,11 @@ async def _serve(args: argparse.Namespace, source_name: str) -> int:
             metrics,
             call_budget_s=args.call_budget_s,
             stream_interval_s=args.stream_interval_s,
+            limits=Limits(
+                max_streams=args.max_streams,
+                max_triggers=args.max_triggers,
+                trigger_idle_s=args.trigger_idle_s,
+            ),
         )
         app = ScalerApp(
             servicer,

@@ -105,6 +105,9 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     activation = _decimal(
         names.META_ACTIVATION_INFLIGHT, values, 'a number ≥ 0, e.g. "0"', high=1e9
     )
+    tolerance_form = 'a fraction from 0 to 10, e.g. "0.1" (the HPA\'s tolerance)'
+    up_tol = _decimal(names.META_HPA_SCALE_UP_TOLERANCE, values, tolerance_form, high=10.0)
+    down_tol = _decimal(names.META_HPA_SCALE_DOWN_TOLERANCE, values, tolerance_form, high=10.0)
     for key, seconds in (
         (names.META_SCALE_UP_WINDOW_S, up_s),
         (names.META_SCALE_DOWN_WINDOW_S, down_s),
@@ -135,6 +138,8 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             activation_inflight=activation,
             policy=policy,
             time_scale=time_scale,
+            hpa_scale_up_tolerance=up_tol,
+            hpa_scale_down_tolerance=down_tol,
         ),
     )
 

@@ -37,7 +37,8 @@ class ScalerMetrics:
         )
         self.desired = Gauge(
             names.SCALER_DESIRED_REPLICAS,
-            "Replicas KEDA/HPA derive: ceil(value / target)",
+            "Replicas the HPA derives: ceil(value / target), or the ready count while "
+            "value / (target x ready) is within the HPA's tolerance",
             label,
             registry=registry,
         )
@@ -71,6 +72,10 @@ class ScalerMetrics:
             ["kind"],
             registry=registry,
         )
+        # Every kind exists at 0 from the start, so rate() and increase() see the first
+        # error (a counter born at 1 reads as no increase) and dashboards list every kind.
+        for kind in names.SCALER_ERROR_KINDS:
+            self.errors.labels(kind)
         self.grpc_requests = Counter(
             names.SCALER_GRPC_REQUESTS.removesuffix("_total"),
             "gRPC calls by method and status code",

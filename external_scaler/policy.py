@@ -16,6 +16,9 @@ Two policies:
   fits in fewer replicas. Worked example, 4 slots, target saturation 1.0: 8 requests in
   flight for the last 10 s → value 8, target 4, desired 2. Load stops: L reads 0, but
   the 60 s maximum stays 8 until 60 s have passed, then the value falls to 0.
+  The HPA keeps its current count while ``value ÷ (target × current)`` is within its
+  tolerance (10 %): at 10 replicas of 4 slots, L = 44 (four requests queued) does not
+  scale up. ``Decision.desired_replicas`` predicts that hold (``inflight.hpa_math``).
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,
@@ -35,6 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Final, Literal
+
+from inflight.hpa_math import HPA_TOLERANCE, replicas_for_average_value
 
 PolicyName = Literal["saturation", "qps"]
 POLICIES: Final[tuple[PolicyName, ...]] = ("saturation", "qps")
@@ -76,6 +81,10 @@ class PolicySpec:
     activation_inflight: float = 0.0
     policy: PolicyName = "saturation"
     time_scale: float = 1.0
+    # The HPA's tolerances (its ``behavior.scaleUp/scaleDown.tolerance``, 10 % unless
+    # set): only for predicting the count the HPA derives, never for the value.
+    hpa_scale_up_tolerance: float = HPA_TOLERANCE
+    hpa_scale_down_tolerance: float = HPA_TOLERANCE
 
     @property
     def target(self) -> float:
@@ -112,8 +121,11 @@ class Decision:
     """What the scaler answers, and why.
 
     ``value``: the metric value for KEDA (requests in flight); ``target``: the per-replica
-    target; ``desired_replicas``: ``ceil(value / target)``, what KEDA/HPA will derive
-    (before HPA's tolerance and min/max clamps); ``inflight``: the latest L;
+    target; ``desired_replicas``: what the HPA will derive from them before its
+    stabilization, rate policies and min/max clamps: ``ceil(value / target)``, except
+    that the HPA holds the current count while ``value ÷ (target × current)`` is within
+    its tolerance (``inflight.hpa_math``; the ready count stands for current, ``ceil``
+    alone when it is unknown); ``inflight``: the latest L;
     ``ready_replicas``: the latest ready count (None when unknown); ``saturation``: latest
     L ÷ (slots × ready), None when ready is unknown or 0; ``direction``: desired vs ready
     (``up``/``down``/``hold``, ``unknown`` without a ready count).
@@ -177,7 +189,7 @@ def decide(
     peak = max(v for v in (smoothed(t) for t in taus) if v is not None)
     value = round(max(peak, 0.0), _DECIMALS)
     target = spec.target
-    desired = _ceil_div(value, target)
+    desired = hpa_replicas(value, spec, ready_replicas)
     inflight = points[-1].value
     active = value > spec.activation_inflight
     if not active:
@@ -192,6 +204,11 @@ def decide(
         )
     else:
         reason = f"L {value:g} (mean over {up_s:g} s) = {desired} x {target:g}"
+    if active and desired != _ceil_div(value, target):
+        reason = (
+            f"within the HPA's tolerance: L {value:g} on {ready_replicas} x {target:g} "
+            f"holds at {desired} (ceil would be {_ceil_div(value, target)})"
+        )
     if not active and value > 0:
         reason = f"inactive: {value:g} <= activationInflight {spec.activation_inflight:g}"
     return Decision(
@@ -256,6 +273,26 @@ def decide_qps(
         saturation=_saturation(l_now, spec, ready_replicas),
         direction=_direction(desired, ready_replicas),
         reason=f"baseline {rule} from {ready_replicas} -> {desired} replicas",
+    )
+
+
+def hpa_replicas(value: float, spec: PolicySpec, ready: int | None) -> int:
+    """The replica count the HPA derives from ``value``, with its tolerance.
+
+    The HPA compares against its current count (pods); the scaler knows the ready count,
+    which is the same once pods have started. Without it, ``ceil(value ÷ target)``.
+    Worked example, target 4: value 44 on 10 ready → ratio 1.1, the HPA holds 10 (not
+    ceil = 11); value 45 → 12.
+    """
+    if ready is None or spec.target < 0.001:
+        # A target under one milli-unit is 0 on KEDA's wire: no HPA arithmetic to mimic.
+        return _ceil_div(value, spec.target)
+    return replicas_for_average_value(
+        value,
+        spec.target,
+        ready,
+        spec.hpa_scale_up_tolerance,
+        scale_down_tolerance=spec.hpa_scale_down_tolerance,
     )
 
 

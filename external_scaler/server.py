@@ -1,5 +1,8 @@
 """Serving: the gRPC server (scaler, health, reflection, optional TLS/mTLS) and /metrics.
 
+TLS files are re-read when they change (``external_scaler.tls``), so a rotated
+certificate is served to new connections without a restart.
+
 Importable and testable without the CLI: ``ScalerApp`` takes its source, registry and
 settings from the wiring site (``external_scaler.cli``) and owns only their lifecycle.
 """
@@ -7,8 +10,6 @@ settings from the wiring site (``external_scaler.cli``) and owns only their life
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,34 +22,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.servicer import ExternalScalerServicer
+from external_scaler.tls import TlsFiles
+
+__all__ = ["SERVICE_NAME", "ScalerApp", "TlsFiles"]
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """Server certificate and key (PEM); with ``client_ca``, clients must present a
-    certificate signed by it (mutual TLS, KEDA's ``tlsClientCert``/``tlsClientKey``)."""
-
-    cert: Path
-    key: Path
-    client_ca: Path | None = None
-
-    def credentials(self) -> grpc.ServerCredentials:
-        def read(flag: str, path: Path) -> bytes:
-            try:
-                return path.read_bytes()
-            except OSError as exc:
-                raise ValueError(f"{flag}: cannot read {path}: {exc}") from exc
-
-        cert = read("--tls-cert", self.cert)
-        key = read("--tls-key", self.key)
-        ca = read("--tls-client-ca", self.client_ca) if self.client_ca else None
-        return grpc.ssl_server_credentials(
-            [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-        )
 
 
 class ScalerApp:

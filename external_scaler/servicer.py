@@ -6,6 +6,8 @@ to gRPC status codes here, once:
 * MetadataError, SourceRejected → INVALID_ARGUMENT (the message names the key);
 * SourceError, NoSamples        → UNAVAILABLE (never a made-up 0; KEDA's ``fallback``
                                    decides what to do instead);
+* LimitExceeded                 → RESOURCE_EXHAUSTED (too many streams or distinct
+                                   triggers; the message names the bound and its flag);
 * anything else                 → INTERNAL (logged; the process keeps serving).
 
 Every call answers within KEDA's 3 s deadline: the source gets ``call_budget_s``, or less
@@ -24,6 +26,7 @@ from typing import NoReturn
 import grpc
 
 from external_scaler.errors import MetadataError, ScalerError, SourceError, SourceRejected
+from external_scaler.limits import LimitExceeded, Limits
 from external_scaler.metadata import ScalerSpec, parse_metadata
 from external_scaler.metrics import ScalerMetrics
 from external_scaler.policy import Decision, NoSamples, evaluate
@@ -45,6 +48,10 @@ class _Abort(Exception):
         self.kind = kind
 
 
+def _exhausted(exc: LimitExceeded) -> _Abort:
+    return _Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), exc.kind)
+
+
 class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     """The four RPCs KEDA calls, over a WindowSource and the pure policy."""
 
@@ -55,9 +62,11 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         *,
         call_budget_s: float = DEFAULT_CALL_BUDGET_S,
         stream_interval_s: float = 1.0,
+        limits: Limits | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.source = source
+        self.limits = Limits() if limits is None else limits
         self.metrics = metrics
         self.call_budget_s = call_budget_s
         self.stream_interval_s = stream_interval_s
@@ -140,8 +149,18 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         method = "StreamIsActive"
         try:
             spec = self._parse(request.scalerMetadata)
+            # Admitted for as long as the stream is open: a stream slot, and its trigger.
+            with self.limits.stream(), self.limits.trigger(spec):
+                async for response in self._stream(spec, context, method):
+                    yield response
+        except LimitExceeded as exc:
+            await self._fail(context, method, _exhausted(exc))
         except _Abort as abort:
             await self._fail(context, method, abort)
+
+    async def _stream(
+        self, spec: ScalerSpec, context: grpc.aio.ServicerContext, method: str
+    ) -> AsyncIterator[pb.IsActiveResponse]:
         was_active = False
         while True:
             try:
@@ -167,6 +186,15 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             ) from exc
 
     async def _decide(self, spec: ScalerSpec, context: grpc.aio.ServicerContext | None) -> Decision:
+        try:
+            with self.limits.trigger(spec):
+                return await self._decide_admitted(spec, context)
+        except LimitExceeded as exc:  # only the admission raises it
+            raise _exhausted(exc) from exc
+
+    async def _decide_admitted(
+        self, spec: ScalerSpec, context: grpc.aio.ServicerContext | None
+    ) -> Decision:
         budget_s = self.call_budget_s
         remaining = context.time_remaining() if context is not None else None
         if remaining is not None:

@@ -72,6 +72,8 @@ SCALER_ERROR_INVALID_ARGUMENT: Final = "invalid_argument"  # bad ScaledObject me
 SCALER_ERROR_DEADLINE: Final = "deadline"  # the caller's deadline left no time to ask
 SCALER_ERROR_INTERNAL: Final = "internal"  # a bug; logged with its traceback
 SCALER_ERROR_ROUTER_POLL: Final = "router_poll"  # direct source: a poll of a router failed
+SCALER_ERROR_TOO_MANY_STREAMS: Final = "too_many_streams"  # --max-streams reached
+SCALER_ERROR_TOO_MANY_TRIGGERS: Final = "too_many_triggers"  # --max-triggers reached
 
 SCALER_ERROR_KINDS: Final = (
     SCALER_ERROR_SOURCE,
@@ -83,6 +85,8 @@ SCALER_ERROR_KINDS: Final = (
     SCALER_ERROR_DEADLINE,
     SCALER_ERROR_INTERNAL,
     SCALER_ERROR_ROUTER_POLL,
+    SCALER_ERROR_TOO_MANY_STREAMS,
+    SCALER_ERROR_TOO_MANY_TRIGGERS,
 )
 
 # --- vLLM (and the emulator, which must be indistinguishable) --------------------------
@@ -113,6 +117,12 @@ META_POLICY: Final = "policy"
 # Multiplies every window and divides every rate the scaler uses (1.0 in production;
 # set by ``inflight up`` / ``inflight bench`` when the emulator runs at a small time-scale).
 META_TIME_SCALE: Final = "timeScale"
+# The HPA's tolerances, as the ScaledObject's ``advanced.horizontalPodAutoscalerConfig.
+# behavior.scaleUp/scaleDown.tolerance`` set them (Kubernetes' 10 % unless set): the
+# scaler only uses them to predict the replica count the HPA derives (its ``desired``
+# gauge); the value it returns does not change.
+META_HPA_SCALE_UP_TOLERANCE: Final = "hpaScaleUpTolerance"
+META_HPA_SCALE_DOWN_TOLERANCE: Final = "hpaScaleDownTolerance"
 
 METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_METRIC_NAME: "inflight",
@@ -125,6 +135,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_SOURCE: "router",
     META_POLICY: "saturation",
     META_TIME_SCALE: "1.0",
+    META_HPA_SCALE_UP_TOLERANCE: "0.1",
+    META_HPA_SCALE_DOWN_TOLERANCE: "0.1",
 }
 
 # --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.

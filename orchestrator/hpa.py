@@ -6,7 +6,9 @@ does with one external metric of type AverageValue, which is what KEDA gives it:
 1. **Metric → replicas.** ``usage`` is the value the scaler returns (KEDA hands the HPA
    the sum of its values; our scaler returns exactly one). The HPA compares
    ``usage / (target × current)`` with 1; if it is within the tolerance (10 %) it keeps
-   ``current``, else it proposes ``ceil(usage / target)``.
+   ``current``, else it proposes ``ceil(usage / target)``. That step is
+   :func:`inflight.hpa_math.replicas_for_average_value`, shared with the scaler's
+   ``desired`` gauge.
    Worked example: target 4 (slots per replica × target saturation 1.0), current 1,
    usage 9 → ratio 2.25, outside 10 % → ceil(9 / 4) = 3. Usage 4.3 on 1 replica →
    ratio 1.075, within 10 % → stays 1.
@@ -30,6 +32,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from typing import Final, Literal
+
+# The metric → replicas step is shared with the scaler's ``desired`` gauge: one
+# implementation, in inflight.hpa_math (re-exported here for the local loop's callers).
+from inflight.hpa_math import HPA_TOLERANCE as HPA_TOLERANCE
+from inflight.hpa_math import raw_replicas
+from inflight.hpa_math import replicas_for_average_value as replicas_for_average_value
 
 PolicyType = Literal["Pods", "Percent"]
 SelectPolicy = Literal["Max", "Min", "Disabled"]
@@ -95,8 +103,6 @@ class Behavior:
 
 #: The HPA controller's --horizontal-pod-autoscaler-sync-period: it reads metrics this often.
 HPA_SYNC_PERIOD_S: Final = 15.0
-#: --horizontal-pod-autoscaler-tolerance: no change while |usage/target/current − 1| ≤ this.
-HPA_TOLERANCE: Final = 0.1
 #: KEDA's ScaledObject ``pollingInterval`` default: how often it checks activation (IsActive).
 KEDA_POLLING_INTERVAL_S: Final = 30.0
 #: KEDA's ScaledObject ``cooldownPeriod`` default: idle time before scaling to zero.
@@ -193,36 +199,6 @@ class HpaDecision:
     @property
     def changed(self) -> bool:
         return self.desired != self.current
-
-
-def replicas_for_average_value(value: float, target: float, current: int, tolerance: float) -> int:
-    """Replicas an AverageValue external metric asks for (the HPA's replica calculator).
-
-    KEDA passes values as milli-quantities, so ``value`` and ``target`` are truncated to
-    thousandths first, as they would be on the wire.
-
-    >>> replicas_for_average_value(9.0, 4.0, current=1, tolerance=0.1)
-    3
-    >>> replicas_for_average_value(4.3, 4.0, current=1, tolerance=0.1)  # within 10 %
-    1
-    >>> replicas_for_average_value(0.0, 4.0, current=2, tolerance=0.1)
-    0
-    """
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"metric value must be a finite number >= 0, got {value}")
-    if not math.isfinite(target) or target <= 0:
-        raise ValueError(f"metric target must be a finite number > 0, got {target}")
-    if current < 0:
-        raise ValueError(f"current replicas must be >= 0, got {current}")
-    usage_m = int(value * 1000)
-    target_m = int(target * 1000)
-    if target_m <= 0:
-        raise ValueError(f"metric target {target} rounds to 0 milli-units")
-    if current > 0:
-        ratio = usage_m / (target_m * current)
-        if abs(1.0 - ratio) <= tolerance:
-            return current
-    return math.ceil(usage_m / target_m)
 
 
 def _change_in_period(events: tuple[ScaleEvent, ...], period_s: float, now_s: float) -> int:
@@ -342,15 +318,11 @@ def hpa_step(
             reason = "scale-down rate limit" if limit > spec.min_replicas else "at min replicas"
     elif metric_replicas != current:
         reason = "held by stabilization window"
-    elif _raw_replicas(value, target) != current:
+    elif raw_replicas(value, target) != current:
         reason = "within tolerance"
     else:
         reason = "steady"
     return _apply(state, spec, current, metric_replicas, stabilized, desired, reason, now_s)
-
-
-def _raw_replicas(value: float, target: float) -> int:
-    return math.ceil(int(value * 1000) / int(target * 1000))
 
 
 def _apply(

@@ -160,7 +160,7 @@ def test_the_scaler_alert_matches_the_scalers_error_kinds() -> None:
     from external_scaler import errors
 
     rules = yaml.safe_load((ROOT / b.RULES_FILE).read_text())["groups"][1]["rules"]
-    [alert] = [r for r in rules if r["alert"] == "InflightScalerCannotReadPrometheus"]
+    [alert] = [r for r in rules if r["alert"] == "InflightScalerSourceUnavailable"]
     kinds = set(re.search(r'kind=~"([^"]+)"', alert["expr"]).group(1).split("|"))  # type: ignore[union-attr]
     assert kinds == {
         n.SCALER_ERROR_SOURCE,
