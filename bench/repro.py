@@ -4,9 +4,10 @@ Inputs are result documents (``RunResult.to_json()``) keyed by policy name. Each
 a dict ``{"name", "status", "passed", "detail"}`` with the numbers in ``detail``, so a
 failure says by how much. ``status`` is ``PASS`` or ``FAIL`` for a criterion of
 WORKLOAD.md, and ``INFO`` for a figure reported without a bar (``passed`` is then None:
-it neither passes nor fails the reproduction). Throughput and p50 at concurrency ≥ 16 are pooled over those levels (all
-their requests over all their seed seconds; the median of all their latencies), as the
-seed's "+99.3% throughput, −50.1% p50 at concurrency ≥ 16" were.
+it neither passes nor fails the reproduction). Throughput and p50 at concurrency ≥ 16 are
+pooled over those levels (all their requests over all their seed seconds; the median of
+all their latencies), as the seed's "+99.3% throughput, −50.1% p50 at concurrency ≥ 16"
+were.
 """
 
 from __future__ import annotations

@@ -49,7 +49,9 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port to listen on (0: any free one)"
+    )
     ready.add_argument(parser)
     parser.add_argument("--model", default=None, help="model name (vLLM's flag); names it too")
     parser.add_argument(

@@ -159,7 +159,9 @@ def _learn_port(process: ManagedProcess, timeout_s: float) -> int:
         if len(ports) == 1:
             return ports.pop()
         if len(ports) > 1:
-            raise ProcessError(f"prometheus (pid {process.pid}) listens on {sorted(ports)}; want one")
+            raise ProcessError(
+                f"prometheus (pid {process.pid}) listens on {sorted(ports)}; want one port"
+            )
         code = process.poll()
         if code is not None:
             raise ProcessError(f"prometheus exited with code {code} before listening")

@@ -199,10 +199,11 @@ class Supervisor:
             )
             self._fail(r, now, "exited")
             return
-        if r.phase is ReplicaPhase.STARTING and r.port == 0:
-            self._read_report(r, now)
-        if r.phase is ReplicaPhase.STARTING and r.port == 0:
-            if now - r.started_at_s > self.config.startup_timeout_s:
+        # A reporting replica: no port until it has written its ready file.
+        if r.phase is ReplicaPhase.STARTING and r.port == 0 and not self._read_report(r, now):
+            if r.phase is ReplicaPhase.STARTING and (
+                now - r.started_at_s > self.config.startup_timeout_s
+            ):
                 self._fail(r, now, "no port reported before the start-up timeout")
             return
         if r.phase is ReplicaPhase.STARTING:
@@ -252,23 +253,25 @@ class Supervisor:
                 r.process.signal_group(signal.SIGKILL)
                 r.deadline_s = now + 3600.0
 
-    def _read_report(self, r: Replica, now: float) -> None:
-        """Take the port a reporting replica wrote in its ready file (not there yet: wait)."""
+    def _read_report(self, r: Replica, now: float) -> bool:
+        """Take the port a reporting replica wrote in its ready file; False while there is
+        none yet (or the report is bad: then the replica is failed)."""
         path = Path(r.process.ready_file or "")
         try:
             report = ready.read(path)
         except ready.ReadyFileError as exc:
             self._fail(r, now, str(exc))
-            return
+            return False
         if report is None:
-            return
+            return False
         port = report.ports.get("http")
         if port is None:
             self._fail(r, now, f"{path} names no 'http' port: {dict(report.ports)}")
-            return
+            return False
         r.port = port
         self.ports_used.add(port)
         log.info("replica %d listens on port %d", r.id, port)
+        return True
 
     def _fail(self, r: Replica, now: float, why: str) -> None:
         """Out of the endpoint file now, stop the group, and back off before replacing."""

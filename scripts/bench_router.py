@@ -183,7 +183,9 @@ class Stack:
         proc.wait_ready(ready_url, timeout_s=60.0)
         return proc
 
-    def start_ours(self, argv: list[str], name: str, health_path: str) -> tuple[str, ManagedProcess]:
+    def start_ours(
+        self, argv: list[str], name: str, health_path: str
+    ) -> tuple[str, ManagedProcess]:
         """A server of ours, told ``--port 0``: read the port it reports, poll its health;
         returns its base URL. (nginx and vllm-router cannot report: they get free_port.)"""
         ready_file = self.workdir / f"{name}.ready.json"

@@ -107,6 +107,20 @@ def parse_inflight(args: list[str]) -> argparse.Namespace:
         pytest.fail(f"`inflight {' '.join(args)}` is rejected (exit {exc.code}):\n{err.getvalue()}")
 
 
+def test_a_subcommand_inflight_lacks_fails_the_check_not_skips_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", (("router", "inflight_no_such_module_xyz"),))
+    try:
+        parse_inflight(["router", "--port=8000"])
+    except AssertionError as exc:
+        assert "which inflight does not have" in str(exc)
+    except BaseException as exc:  # pytest.skip raises an OutcomeException, not an Exception
+        pytest.fail(f"a missing subcommand must fail the check, not {type(exc).__name__}: {exc}")
+    else:
+        pytest.fail("a missing subcommand passed the check")
+
+
 def flag_values(args: list[str]) -> dict[str, str]:
     """``--name=value`` / ``--name value`` pairs of a foreign command (vLLM's)."""
     out: dict[str, str] = {}

@@ -168,9 +168,7 @@ async def test_file_watcher_survives_a_path_it_cannot_stat(
         caplog.set_level(logging.ERROR, logger="router.sources")
         for _ in range(300):  # until the watcher has polled the broken path and said so
             await asyncio.sleep(0.01)
-            if watcher.done() or any(
-                "Not a directory" in r.getMessage() for r in caplog.records
-            ):
+            if watcher.done() or any("Not a directory" in r.getMessage() for r in caplog.records):
                 break
         assert not watcher.done(), "the watcher ended on a path it cannot stat"
         assert any("Not a directory" in r.getMessage() for r in caplog.records), caplog.text
