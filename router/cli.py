@@ -131,4 +131,6 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     server.run(sockets=[sock])
+    if not server.started:  # start-up failed (uvicorn logged why); as uvicorn.run exits
+        return 3
     return 0
