@@ -244,7 +244,7 @@ http {{
 
 def start_nginx_static(stack: Stack) -> str:
     """The 'answers at once' upstream: nginx returning a fixed completion."""
-    port = free_port()  # third-party, cannot report a port: the one place we pick it
+    port = free_port()  # third-party, cannot report a port
     body = f"""  server {{ listen 127.0.0.1:{port} backlog=4096; default_type application/json;
     location / {{ return 200 '{INSTANT_BODY.decode()}'; }} }}"""
     conf = _nginx_conf(stack.workdir, port, body)
