@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu, proctree
-from bench.repro import reproduction_checks
+from bench.repro import reproduced, reproduction_checks
 from bench.results import ResultFileExists, RunResult, dumps, write_new
 from bench.run_cmd import BenchError, sweep_to_result
 from bench.stack import Policy, Stack, StackError, parse_policies
@@ -186,7 +186,7 @@ def main(args: argparse.Namespace) -> int:
         "wall_s": round(wall_s, 1),
         "policies": [p.name for p in policies],
         "checks": checks,
-        "reproduced": all(c["passed"] for c in checks),
+        "reproduced": reproduced(checks),
         "runs": {
             name: {
                 "file": f"{name.replace(':', '')}.json",

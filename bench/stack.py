@@ -23,9 +23,9 @@ from typing import Any
 
 from bench import proctree
 from bench.sampler import STATUS_PATH, parse_status
-from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
+from inflight.ports import ports_of
+from inflight.procs import ManagedProcess, ProcessError, port_is_free
 from orchestrator import state
-from orchestrator.ports import ports_of
 
 
 class StackError(RuntimeError):
@@ -105,10 +105,10 @@ class Stack:
 
     def start(self, timeout_s: float) -> Stack:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        port = free_port()
+        # --port 0: the router binds a port from the OS; its URL is read from stack.json.
         argv = [
             sys.executable, "-m", "inflight", "up",
-            "--state-dir", str(self.state_dir), "--port", str(port),
+            "--state-dir", str(self.state_dir), "--port", "0",
             "--time-scale", str(self.time_scale),
             *self.policy.up_args(self.max_replicas), *self.extra_args,
         ]  # fmt: skip

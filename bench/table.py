@@ -72,10 +72,5 @@ def comparison_table(runs: Mapping[str, Mapping[str, Any]], baseline: str = "fix
 
 
 def checks_list(checks: Sequence[Mapping[str, Any]]) -> str:
-    """The reproduction checks as a Markdown list: PASS/FAIL, what, the numbers."""
-    return (
-        "\n".join(
-            f"- **{'PASS' if c['passed'] else 'FAIL'}** {c['name']}: {c['detail']}" for c in checks
-        )
-        + "\n"
-    )
+    """The reproduction checks as a Markdown list: PASS/FAIL/INFO, what, the numbers."""
+    return "\n".join(f"- **{c['status']}** {c['name']}: {c['detail']}" for c in checks) + "\n"

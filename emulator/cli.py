@@ -11,6 +11,8 @@ import argparse
 from dataclasses import fields
 from typing import Any
 
+from inflight import ready
+
 DEFAULT_MODEL = "Qwen/Qwen3-32B-FP8"
 
 # (flag, Profile field, type, help). Defaults come from Profile itself.
@@ -47,7 +49,10 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port to listen on (0: any free one)"
+    )
+    ready.add_argument(parser)
     parser.add_argument("--model", default=None, help="model name (vLLM's flag); names it too")
     parser.add_argument(
         "--served-model-name",
@@ -92,20 +97,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"inflight emulator: error: --port {args.port} is not a port", file=sys.stderr)
         return 2
     names = served_names(args)
+    try:
+        # Bound and listening here, so the port can be reported before the loop runs.
+        sock = ready.listen(args.host, args.port)
+    except OSError as exc:
+        print(f"inflight emulator: error: --port: {exc}", file=sys.stderr)
+        return 1
+    port = ready.bound_port(sock)
 
     async def make_app() -> web.Application:
         return build_app(profile, names, CollectorRegistry(), asyncio.get_running_loop())
 
     print(
-        f"inflight emulator: {names[0]} on http://{args.host}:{args.port} "
+        f"inflight emulator: {names[0]} on http://{args.host}:{port} "
         f"slots={profile.max_num_seqs} time_scale={profile.time_scale} "
         f"startup={profile.startup_wall_s:.3f}s step_full={profile.step_full_s * 1000:.3f}ms",
         flush=True,
     )
+    if args.ready_file is not None:
+        ready.write(args.ready_file, {"http": port})
     web.run_app(
         make_app(),
-        host=args.host,
-        port=args.port,
+        sock=sock,
         access_log=None,
         print=None,
         handler_cancellation=True,

@@ -16,6 +16,7 @@ from external_scaler.limits import (
     DEFAULT_MAX_TRIGGERS,
     DEFAULT_TRIGGER_IDLE_S,
 )
+from inflight import ready
 
 
 def register(subparsers: Any) -> None:
@@ -39,6 +40,7 @@ def register(subparsers: Any) -> None:
         default=0,
         help="port for GET /metrics and /health; 0 = any free one (printed)",
     )
+    ready.add_argument(parser)  # reports {"grpc": G, "metrics": M}
     parser.add_argument(
         "--source",
         choices=("prometheus", "direct"),
@@ -247,6 +249,8 @@ async def _serve(args: argparse.Namespace, source_name: str) -> int:
             f"metrics on http://{args.host}:{app.metrics_port}/metrics, L from {where}",
             flush=True,
         )
+        if args.ready_file is not None:
+            ready.write(args.ready_file, {"grpc": app.grpc_port, "metrics": app.metrics_port})
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

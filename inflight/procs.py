@@ -7,8 +7,10 @@ the shell that ran it. So:
 * every child starts in its own session, hence its own process group, and is
   stopped as a group: SIGTERM, then SIGKILL after a grace period;
 * processes are addressed by PID / PGID only, never by pattern;
-* ports come from the OS (bind to port 0) and readiness is polled with a
-  deadline, never assumed after a sleep.
+* ports come from the OS: our own servers bind port 0 themselves and report the port
+  through a ready file (:mod:`inflight.ready`, :meth:`ManagedProcess.wait_ports`), so no
+  port is picked here and handed over (another process could take it in between);
+  readiness is polled with a deadline, never assumed after a sleep.
 
 Used by the single-machine stack (``orchestrator``) and by the test fixtures.
 """
@@ -27,17 +29,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inflight import ready
+
 
 class ProcessError(RuntimeError):
     """A managed process failed to start, become ready, or stop."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port the OS says is free right now on ``host`` (bind to port 0).
+    """A TCP port the OS says is free right now on ``host`` (bind to port 0, close).
 
-    There is a short window between closing this socket and the child binding the
-    port; callers poll the child's readiness and read its real port back where the
-    child can report it.
+    Only for a child that cannot bind port 0 and report (an external ``--replica-cmd``
+    such as ``vllm serve``): another process can take the port between this call and the
+    child's bind, so the caller must read the child's real port back (from /proc,
+    :func:`inflight.ports.listening_ports`) and retry on a clash. Our own servers take
+    ``--port 0 --ready-file PATH`` instead (:mod:`inflight.ready`).
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -149,6 +155,7 @@ class ManagedProcess:
     cwd: str | os.PathLike[str] | None = None
     log_path: str | os.PathLike[str] | None = None
     grace_s: float = 5.0
+    ready_file: Path | None = None  # where the child reports its ports (inflight.ready)
     popen: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     pgid: int | None = field(default=None, init=False)
 
@@ -167,6 +174,9 @@ class ManagedProcess:
             raise ProcessError(f"{self.label} already started (pid {self.popen.pid})")
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        if self.ready_file is not None:
+            # A report left by an earlier child must never be read as this one's.
+            Path(self.ready_file).unlink(missing_ok=True)
         if self.log_path is not None:
             Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_path, "ab") if self.log_path is not None else subprocess.DEVNULL  # noqa: SIM115
@@ -208,6 +218,41 @@ class ManagedProcess:
                 raise ProcessError(
                     f"{self.label} (pid {self.pid}) not ready at {url} after {timeout_s:.1f} s"
                     + self._log_hint()
+                )
+            time.sleep(interval_s)
+
+    def wait_ports(self, timeout_s: float = 30.0, interval_s: float = 0.02) -> dict[str, int]:
+        """Poll ``ready_file`` until the child reports its ports; fail early if it exits.
+
+        The report must come from a member of this process group (a wrapper's child may
+        write it); anything else is an error, not a port to trust.
+        """
+        if self.ready_file is None:
+            raise ProcessError(f"{self.label} has no ready file to report its ports in")
+        path = Path(self.ready_file)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                report = ready.read(path)
+            except ready.ReadyFileError as exc:
+                raise ProcessError(f"{self.label}: {exc}") from None
+            if report is not None:
+                if report.pid != self.pid and report.pid not in group_pids(self.pgid or self.pid):
+                    raise ProcessError(
+                        f"{self.label} (pid {self.pid}): {path} was written by pid "
+                        f"{report.pid}, not by a process of its group"
+                    )
+                return dict(report.ports)
+            code = self.poll()
+            if code is not None:
+                raise ProcessError(
+                    f"{self.label} exited with code {code} before reporting its ports in {path}"
+                    + self._log_hint()
+                )
+            if time.monotonic() >= deadline:
+                raise ProcessError(
+                    f"{self.label} (pid {self.pid}) did not report its ports in {path} "
+                    f"after {timeout_s:.1f} s" + self._log_hint()
                 )
             time.sleep(interval_s)
 

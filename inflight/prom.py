@@ -1,4 +1,11 @@
-"""Start a real Prometheus (Debian's ``prometheus`` binary) on a free loopback port.
+"""Start a real Prometheus (Debian's ``prometheus`` binary) on a loopback port it picks.
+
+Prometheus is third-party and writes no ready file, but it binds
+``--web.listen-address=127.0.0.1:0`` itself (checked with Debian's 2.42: it listens on a
+port from the OS and logs it at info level). We learn that port from /proc, as for any
+child that cannot report (:func:`inflight.ports.listening_ports`): Prometheus listens on
+exactly one TCP port, its web port. So no port is picked here and handed over, and no
+other process can take it in between.
 
 Used by ``inflight up`` and by the test fixture. Targets go through file-based
 service discovery (one JSON file per job), so a running Prometheus picks up new
@@ -12,13 +19,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from inflight.procs import ManagedProcess, ProcessError, free_port
+from inflight.ports import listening_ports
+from inflight.procs import ManagedProcess, ProcessError
 
 PROMETHEUS_BINARY = "prometheus"
 PROMTOOL_BINARY = "promtool"
@@ -42,7 +51,7 @@ class PrometheusServer:
     scrape_interval_s: float = 1.0
     evaluation_interval_s: float = 1.0
     rule_files: Sequence[Path] = ()
-    port: int = 0
+    port: int = 0  # 0: Prometheus binds a port from the OS; the real one is set by start()
     binary: str | None = None
     process: ManagedProcess | None = field(default=None, init=False)
 
@@ -109,8 +118,6 @@ class PrometheusServer:
                 "'apt-get install -y --no-install-recommends prometheus'"
             )
         self.write_config()
-        if self.port == 0:
-            self.port = free_port()
         argv = [
             binary,
             f"--config.file={self.config_path}",
@@ -125,7 +132,12 @@ class PrometheusServer:
         ).start()
         if on_spawn is not None:
             on_spawn(self.process)
-        self.process.wait_ready(f"{self.url}/-/ready", timeout_s=ready_timeout_s)
+        deadline = time.monotonic() + ready_timeout_s
+        if self.port == 0:
+            self.port = _learn_port(self.process, ready_timeout_s)
+        self.process.wait_ready(
+            f"{self.url}/-/ready", timeout_s=max(0.1, deadline - time.monotonic())
+        )
         return self
 
     def stop(self) -> None:
@@ -137,6 +149,27 @@ class PrometheusServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _learn_port(process: ManagedProcess, timeout_s: float) -> int:
+    """The one TCP port Prometheus (told port 0) listens on, read from /proc."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ports = listening_ports(process.pid)
+        if len(ports) == 1:
+            return ports.pop()
+        if len(ports) > 1:
+            raise ProcessError(
+                f"prometheus (pid {process.pid}) listens on {sorted(ports)}; want one port"
+            )
+        code = process.poll()
+        if code is not None:
+            raise ProcessError(f"prometheus exited with code {code} before listening")
+        if time.monotonic() >= deadline:
+            raise ProcessError(
+                f"prometheus (pid {process.pid}) not listening after {timeout_s:.1f} s"
+            )
+        time.sleep(0.02)
 
 
 def _duration(seconds: float) -> str:

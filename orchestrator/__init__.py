@@ -8,8 +8,9 @@ Where things are:
 * :mod:`orchestrator.keda` — KEDA's zero rules (activation, cooldown), pure.
 * :mod:`orchestrator.autoscaler` — the loop that calls the scaler on KEDA's and the HPA's
   clocks and applies the two pure cores; :mod:`orchestrator.scaler_client` is its gRPC side.
-* :mod:`orchestrator.supervisor` — replicas: process groups, free ports read back from
-  /proc (:mod:`orchestrator.ports`), health gating, draining, restart with back-off.
+* :mod:`orchestrator.supervisor` — replicas: process groups, ports reported by the replica
+  (or read back from /proc, :mod:`inflight.ports`), health gating, draining, restart with
+  back-off.
 * :mod:`orchestrator.stack` — starts and stops everything; :mod:`orchestrator.state` the
   state directory; :mod:`orchestrator.orphans` stops what a killed run left behind.
 * :mod:`orchestrator.cli` — ``inflight up``'s flags: the one wiring site.

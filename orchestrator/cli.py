@@ -123,7 +123,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
         cmd = [
             sys.executable, "-m", "inflight", "emulator",
-            "--host", "127.0.0.1", "--port", "{port}",
+            "--host", "127.0.0.1", "--port", "0", "--ready-file", "{ready_file}",
             "--max-num-seqs", str(args.slots_per_replica),
             "--time-scale", str(ts),
             "--served-model-name", args.served_model_name or DEFAULT_MODEL,

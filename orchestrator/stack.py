@@ -27,12 +27,12 @@ from typing import Any
 
 from inflight import names
 from inflight.logs import LOG_FORMAT
-from inflight.procs import ManagedProcess, ProcessError, free_port, port_is_free
+from inflight.ports import listening_ports
+from inflight.procs import ManagedProcess, ProcessError, port_is_free
 from inflight.prom import PrometheusServer
 from orchestrator import hpa, orphans
 from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from orchestrator.keda import KedaSpec
-from orchestrator.ports import listening_ports
 from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
 from orchestrator.state import (
     CHILDREN,
@@ -49,6 +49,8 @@ log = logging.getLogger("inflight.up")
 #: Prometheus scrapes every 5 s (× time-scale): the seed's sampling period.
 SCRAPE_INTERVAL_S = 5.0
 TICK_S = 0.05
+#: children.json is rewritten at least this often, so it names the groups' newer members.
+MEMBERS_REFRESH_S = 1.0
 
 
 class StackError(RuntimeError):
@@ -120,6 +122,7 @@ class Stack:
         self.autoscaler: Autoscaler | None = None
         self._last_point: tuple[int, int] | None = None
         self._recorded_groups: tuple[int | None, ...] = ()
+        self._members_recorded_s = 0.0
         self._published_targets: tuple[str, ...] | None = None
         self._next_poll_s = 0.0
         self._log_handler: logging.Handler | None = None
@@ -205,14 +208,13 @@ class Stack:
         if cfg.router_port and not port_is_free(cfg.router_port):
             # Not ours: shutdown must not report it as a port we left busy.
             raise StackError(f"--port {cfg.router_port} is in use; pick another or pass 0")
-        self.router_port = cfg.router_port or free_port()
         argv = [
             *_inflight(),
             "router",
             "--host",
             "127.0.0.1",
             "--port",
-            str(self.router_port),
+            str(cfg.router_port),  # 0: the router binds a port from the OS and reports it
             "--slots-per-endpoint",
             str(cfg.slots_per_replica),
             "--endpoints-file",
@@ -221,18 +223,18 @@ class Stack:
             "--file-poll-s",
             "0.2",
         ]
-        self.router = self._start_process(argv, "router", "/health", self.router_port)
+        self.router, ports = self._start_process(argv, "router", "/health", "http")
+        self.router_port = ports["http"]
         self._record_children()
 
     def _start_prometheus(self) -> None:
         cfg = self.config
-        self.scaler_ports = (free_port(), free_port())
         self.prometheus = PrometheusServer(
             data_dir=cfg.state_dir / PROMETHEUS_DIR,
             jobs={
                 "router": [f"127.0.0.1:{self.router_port}"],
                 "replicas": [],
-                "scaler": [f"127.0.0.1:{self.scaler_ports[1]}"],
+                "scaler": [],  # the scaler's metrics port, once it has reported it
             },
             scrape_interval_s=SCRAPE_INTERVAL_S * cfg.time_scale,
             evaluation_interval_s=SCRAPE_INTERVAL_S * cfg.time_scale,
@@ -251,16 +253,13 @@ class Stack:
         )
 
     def _start_scaler(self) -> None:
-        if self.scaler_ports == (0, 0):
-            self.scaler_ports = (free_port(), free_port())
-        grpc_port, metrics_port = self.scaler_ports
         argv = [
             *_inflight(),
             "scaler",
             "--grpc-port",
-            str(grpc_port),
+            "0",  # both ports from the OS, reported in the ready file
             "--metrics-port",
-            str(metrics_port),
+            "0",
             # Periods of the scaler's own caching and polling, scaled like everything else
             # (a 1 s cache at time-scale 0.05 would be 20 seed seconds stale).
             "--cache-ttl-s",
@@ -276,10 +275,11 @@ class Stack:
             )
             argv += ["--source", "direct", "--router-url", self.router_url]
             argv += ["--poll-interval-s", f"{max(0.05, min(0.5, 5 * self.config.time_scale)):.3g}"]
-        self.scaler = self._start_process(argv, "scaler", "/metrics", metrics_port)
+        self.scaler, ports = self._start_process(argv, "scaler", "/metrics", "metrics")
+        self.scaler_ports = grpc_port, metrics_port = ports["grpc"], ports["metrics"]
         self._record_children()
-        if grpc_port not in listening_ports(self.scaler.pid):
-            wait_for_port(self.scaler, grpc_port, timeout_s=30.0)
+        if self.prometheus is not None:
+            self.prometheus.set_targets("scaler", [f"127.0.0.1:{metrics_port}"])
         self.client = ScalerClient(f"127.0.0.1:{grpc_port}", self.config.scaler_metadata)
         try:
             self.client.wait_ready(timeout_s=30.0)
@@ -287,25 +287,36 @@ class Stack:
             raise StackError(f"scaler did not start: {exc}") from exc
 
     def _start_process(
-        self, argv: list[str], name: str, ready_path: str, port: int
-    ) -> ManagedProcess:
+        self, argv: list[str], name: str, ready_path: str, http_key: str
+    ) -> tuple[ManagedProcess, dict[str, int]]:
+        """Start a server of ours with ``--ready-file``; read the ports it reports, then
+        poll ``ready_path`` on its ``http_key`` port. Returns the process and its ports."""
+        ready_file = self.state.logs / f"{name}.ready.json"
         proc = ManagedProcess(
-            argv, name=name, log_path=self.state.logs / f"{name}.log", grace_s=10.0
+            [*argv, "--ready-file", str(ready_file)],
+            name=name,
+            log_path=self.state.logs / f"{name}.log",
+            grace_s=10.0,
+            ready_file=ready_file,
         )
         try:
             proc.start()
             # Named in children.json now, not once ready: if we are killed while it starts,
             # the next run on this state dir still finds it and stops it.
             self._record_children(proc)
+            ports = proc.wait_ports(timeout_s=60.0)
+            if http_key not in ports:
+                raise ProcessError(f"{name} reported no {http_key!r} port: {ports}")
+            port = ports[http_key]
             proc.wait_ready(f"http://127.0.0.1:{port}{ready_path}", timeout_s=60.0)
         except ProcessError as exc:
             proc.stop()
             raise StackError(f"{name} did not start: {exc}") from exc
-        if port not in listening_ports(proc.pid):
+        if not set(ports.values()) <= listening_ports(proc.pid):
             proc.stop()
-            raise StackError(f"{name} answered on port {port} but does not listen there")
-        log.info("%s ready on port %d (pid %d)", name, port, proc.pid)
-        return proc
+            raise StackError(f"{name} reported ports {ports} but does not listen on them all")
+        log.info("%s ready on %s (pid %d)", name, ports, proc.pid)
+        return proc, ports
 
     def _wait_replicas(self, stop: threading.Event) -> None:
         want = self.config.initial_replicas
@@ -395,9 +406,12 @@ class Stack:
     def _record_children(self, *starting: ManagedProcess) -> None:
         procs = [*self._core_processes(), *starting, *self.supervisor.all_processes]
         groups = tuple(p.pgid for p in procs)
-        if groups != self._recorded_groups:
+        now = time.monotonic()
+        # Also every MEMBERS_REFRESH_S: members (a replica's workers) come after their leader.
+        if groups != self._recorded_groups or now >= self._members_recorded_s + MEMBERS_REFRESH_S:
             orphans.record(self.state.path(CHILDREN), procs)
             self._recorded_groups = groups
+            self._members_recorded_s = now
 
     def _record_point(self, force: bool = False) -> None:
         point = (self.supervisor.desired, self.supervisor.ready)
@@ -450,15 +464,6 @@ class Stack:
 
     def _last_point_desired(self) -> int | None:
         return None if self._last_point is None else self._last_point[0]
-
-
-def wait_for_port(proc: ManagedProcess, port: int, timeout_s: float) -> None:
-    """Poll until ``proc``'s group listens on ``port`` (the scaler's gRPC port)."""
-    deadline = time.monotonic() + timeout_s
-    while port not in listening_ports(proc.pid):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise StackError(f"{proc.label} does not listen on its gRPC port {port}")
-        time.sleep(0.05)
 
 
 def _inflight() -> list[str]:

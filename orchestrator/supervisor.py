@@ -4,8 +4,12 @@ What it guarantees (each one a trap from the seed):
 
 * every replica runs in its own process group and is stopped as a group — SIGTERM, then
   SIGKILL after ``grace_s`` — so no worker outlives it; processes are found by PID only;
-* ports come from the OS, and the port a replica really listens on is read back from
-  /proc before the replica is used (:mod:`orchestrator.ports`);
+* ports come from the OS. A replica command with ``{ready_file}`` (the default emulator)
+  is told ``--port 0`` and reports the port it bound in that file (:mod:`inflight.ready`):
+  nothing is picked here. A command that cannot report (``vllm serve … --port {port}``)
+  gets a port picked here; another process can take it before the replica binds it, so
+  the port the replica's group really listens on is read back from /proc before it is
+  used (:mod:`inflight.ports`), and a replica that lost its port is restarted on another;
 * a replica joins the endpoint file only after its ``/health`` answers 200, and leaves it
   *before* it is stopped: it drains until ``drained(url)`` says the router holds nothing
   for it (or ``drain_timeout_s`` passes);
@@ -30,12 +34,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from inflight import ready
+from inflight.ports import listening_ports
 from inflight.procs import ManagedProcess, ProcessError, free_port, http_ok
-from orchestrator.ports import listening_ports
 
 log = logging.getLogger("inflight.up.supervisor")
 
 PORT_PLACEHOLDER = "{port}"
+#: In a command of ours (``inflight emulator``): the ready file where it reports its port.
+READY_FILE_PLACEHOLDER = "{ready_file}"
 
 
 class ReplicaPhase(Enum):
@@ -50,7 +57,7 @@ class Replica:
     """One replica process and where it is in its life."""
 
     id: int
-    port: int
+    port: int  # 0 until a reporting replica has written its ready file
     process: ManagedProcess
     phase: ReplicaPhase
     started_at_s: float
@@ -96,14 +103,22 @@ class SupervisorConfig:
 
 
 def check_replica_command(template: Sequence[str]) -> None:
-    """A replica command must contain ``{port}`` so we can tell it which port to use."""
+    """A replica command must contain ``{port}`` (we tell it which port to use) or
+    ``{ready_file}`` (it binds port 0 and reports the port there)."""
     if not template:
         raise ValueError("--replica-cmd is empty")
-    if not any(PORT_PLACEHOLDER in arg for arg in template):
+    if not any(p in arg for arg in template for p in (PORT_PLACEHOLDER, READY_FILE_PLACEHOLDER)):
         raise ValueError(
             f"--replica-cmd must contain the placeholder {PORT_PLACEHOLDER} "
-            f"(e.g. 'vllm serve MODEL --port {{port}}'); got {' '.join(template)!r}"
+            f"(e.g. 'vllm serve MODEL --port {{port}}') or {READY_FILE_PLACEHOLDER} "
+            f"(a server that reports its port, e.g. 'inflight emulator --port 0 "
+            f"--ready-file {{ready_file}}'); got {' '.join(template)!r}"
         )
+
+
+def reports_port(template: Sequence[str]) -> bool:
+    """True when the command reports its own port in ``{ready_file}``."""
+    return any(READY_FILE_PLACEHOLDER in arg for arg in template)
 
 
 def write_endpoints_file(path: Path, urls: Sequence[str]) -> None:
@@ -184,6 +199,13 @@ class Supervisor:
             )
             self._fail(r, now, "exited")
             return
+        # A reporting replica: no port until it has written its ready file.
+        if r.phase is ReplicaPhase.STARTING and r.port == 0 and not self._read_report(r, now):
+            if r.phase is ReplicaPhase.STARTING and (
+                now - r.started_at_s > self.config.startup_timeout_s
+            ):
+                self._fail(r, now, "no port reported before the start-up timeout")
+            return
         if r.phase is ReplicaPhase.STARTING:
             if http_ok(r.url + self.config.health_path, self.config.health_timeout_s):
                 ports = listening_ports(r.process.pid)
@@ -231,6 +253,26 @@ class Supervisor:
                 r.process.signal_group(signal.SIGKILL)
                 r.deadline_s = now + 3600.0
 
+    def _read_report(self, r: Replica, now: float) -> bool:
+        """Take the port a reporting replica wrote in its ready file; False while there is
+        none yet (or the report is bad: then the replica is failed)."""
+        path = Path(r.process.ready_file or "")
+        try:
+            report = ready.read(path)
+        except ready.ReadyFileError as exc:
+            self._fail(r, now, str(exc))
+            return False
+        if report is None:
+            return False
+        port = report.ports.get("http")
+        if port is None:
+            self._fail(r, now, f"{path} names no 'http' port: {dict(report.ports)}")
+            return False
+        r.port = port
+        self.ports_used.add(port)
+        log.info("replica %d listens on port %d", r.id, port)
+        return True
+
     def _fail(self, r: Replica, now: float, why: str) -> None:
         """Out of the endpoint file now, stop the group, and back off before replacing."""
         r.crashed = True
@@ -272,16 +314,29 @@ class Supervisor:
                 self._start(now)
 
     def _start(self, now: float) -> Replica:
-        port = free_port()
-        argv = [arg.replace(PORT_PLACEHOLDER, str(port)) for arg in self.command]
         rid = self._next_id
         self._next_id += 1
+        ready_file: Path | None = None
+        if reports_port(self.command):
+            # It binds port 0 and writes the port it got; nothing to pick, nothing to lose.
+            port = 0
+            ready_file = self.log_dir / f"replica-{rid}.ready.json"
+        else:
+            # An external command (vllm serve) cannot report: pick a port, check it in /proc.
+            port = free_port()
+        argv = [
+            arg.replace(PORT_PLACEHOLDER, str(port)).replace(
+                READY_FILE_PLACEHOLDER, str(ready_file)
+            )
+            for arg in self.command
+        ]
         process = ManagedProcess(
             argv,
             name=f"replica-{rid}",
             env=self.env,
-            log_path=self.log_dir / f"replica-{rid}-{port}.log",
+            log_path=self.log_dir / f"replica-{rid}.log",
             grace_s=self.config.grace_s,
+            ready_file=ready_file,
         )
         replica = Replica(rid, port, process, ReplicaPhase.STARTING, started_at_s=now)
         try:
@@ -294,10 +349,17 @@ class Supervisor:
                 self.config.backoff_base_s * 2 ** (self.crashes - 1), self.config.backoff_max_s
             )
             return replica
-        self.ports_used.add(port)
+        if port:
+            self.ports_used.add(port)
         self.all_processes.append(process)
         self.replicas.append(replica)
-        log.info("replica %d starting on port %d (pid %d): %s", rid, port, process.pid, argv)
+        log.info(
+            "replica %d starting on port %s (pid %d): %s",
+            rid,
+            port or "(reported)",
+            process.pid,
+            argv,
+        )
         return replica
 
     def _publish(self) -> None:

@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+from inflight import ready
 from router.config import ConfigError, add_arguments, from_args
 
 
@@ -25,6 +26,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_arguments(parser)
+    ready.add_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -99,20 +101,36 @@ def run(args: argparse.Namespace) -> int:
     )
     from router.server import HookedHttpToolsProtocol
 
-    uvicorn.run(
-        app,
-        http=HookedHttpToolsProtocol,  # disconnects reach the proxy without a task each
-        host=config.host,
-        port=config.port,
-        log_level=config.log_level,
-        access_log=False,
-        lifespan="on",
-        # Clients (SDKs, the bench) reuse connections; keep them a little longer than
-        # uvicorn's 5 s default so an idle pause between load levels does not reconnect.
-        timeout_keep_alive=30,
-        # The upstream's own Date/Server headers pass through; uvicorn's would duplicate them.
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,  # X-Forwarded-* are not trusted, and the middleware costs µs
+    try:
+        # Bound and listening here (--port 0: the OS picks), so the port can be reported
+        # before uvicorn runs; connections queue until it accepts them.
+        sock = ready.listen(config.host, config.port)
+    except OSError as exc:
+        print(f"inflight router: error: --port: {exc}", file=sys.stderr)
+        return 1
+    port = ready.bound_port(sock)
+    if args.ready_file is not None:
+        ready.write(args.ready_file, {"http": port})
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            http=HookedHttpToolsProtocol,  # disconnects reach the proxy without a task each
+            host=config.host,
+            port=port,
+            log_level=config.log_level,
+            access_log=False,
+            lifespan="on",
+            # Clients (SDKs, the bench) reuse connections; keep them a little longer than
+            # uvicorn's 5 s default so an idle pause between load levels does not reconnect.
+            timeout_keep_alive=30,
+            # The upstream's own Date/Server headers pass through; uvicorn's would
+            # duplicate them.
+            server_header=False,
+            date_header=False,
+            proxy_headers=False,  # X-Forwarded-* are not trusted; the middleware costs µs
+        )
     )
+    server.run(sockets=[sock])
+    if not server.started:  # start-up failed (uvicorn logged why); as uvicorn.run exits
+        return 3
     return 0

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 
 from emulator.profile import Profile
-from inflight.procs import ManagedProcess, free_port
+from inflight.procs import ManagedProcess
 
 PROMPT_TOKENS = 3000
 PROMPT = "x" * (4 * PROMPT_TOKENS)  # the emulator estimates 4 characters per token
@@ -176,14 +176,15 @@ def main() -> int:
     procs: list[ManagedProcess] = []
     urls: list[str] = []
     for i in range(args.replicas):
-        port = free_port()
+        ready_file = args.log_dir / f"emulator-{i}.ready.json"
         argv = [sys.executable, "-m", "inflight", "emulator", "--host", "127.0.0.1"]
-        argv += ["--port", str(port), "--served-model-name", model, "--max-num-seqs"]
+        argv += ["--port", "0", "--served-model-name", model, "--max-num-seqs"]
         argv += [str(profile.max_num_seqs), "--time-scale", str(args.time_scale)]
-        argv += ["--startup-s", "0"]
+        argv += ["--startup-s", "0", "--ready-file", str(ready_file)]
         log = args.log_dir / f"emulator-{i}.log"
-        procs.append(ManagedProcess(argv, name=f"emulator-{i}", log_path=log))
-        urls.append(f"http://127.0.0.1:{port}")
+        procs.append(
+            ManagedProcess(argv, name=f"emulator-{i}", log_path=log, ready_file=ready_file)
+        )
     results: list[LevelResult] = []
     service_wall_s = profile.service_s * profile.time_scale
     print(
@@ -200,9 +201,10 @@ def main() -> int:
         flush=True,
     )
     try:
-        for proc, url in zip(procs, urls, strict=True):
+        for proc in procs:
             proc.start()
-            proc.wait_ready(f"{url}/health", timeout_s=30)
+            urls.append(f"http://127.0.0.1:{proc.wait_ports(timeout_s=30)['http']}")
+            proc.wait_ready(f"{urls[-1]}/health", timeout_s=30)
         # Pay the cold start before measuring (as the seed's warm runs did).
         warm = profile.max_num_seqs * args.replicas
         asyncio.run(run_level(urls, model, warm, 0.01, args.stream))

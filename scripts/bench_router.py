@@ -50,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from inflight import ready  # noqa: E402
 from inflight.procs import ManagedProcess, free_port  # noqa: E402
 
 PY = sys.executable
@@ -151,6 +152,8 @@ async def _serve_upstream(args: argparse.Namespace) -> None:
     server = await loop.create_server(
         lambda: _UpstreamProtocol(up), "127.0.0.1", args.port, backlog=4096
     )
+    if args.ready_file is not None:
+        ready.write(args.ready_file, {"http": server.sockets[0].getsockname()[1]})
     ticker = asyncio.create_task(up.ticker())
     async with server:
         await server.serve_forever()
@@ -180,6 +183,25 @@ class Stack:
         proc.wait_ready(ready_url, timeout_s=60.0)
         return proc
 
+    def start_ours(
+        self, argv: list[str], name: str, health_path: str
+    ) -> tuple[str, ManagedProcess]:
+        """A server of ours, told ``--port 0``: read the port it reports, poll its health;
+        returns its base URL. (nginx and vllm-router cannot report: they get free_port.)"""
+        ready_file = self.workdir / f"{name}.ready.json"
+        proc = ManagedProcess(
+            [*argv, "--ready-file", str(ready_file)],
+            name=name,
+            log_path=self.workdir / f"{name}.log",
+            grace_s=5.0,
+            ready_file=ready_file,
+        )
+        self.procs.append(proc)
+        proc.start()
+        url = f"http://127.0.0.1:{proc.wait_ports(timeout_s=60.0)['http']}"
+        proc.wait_ready(url + health_path, timeout_s=60.0)
+        return url, proc
+
     def stop(self, proc: ManagedProcess) -> None:
         proc.stop()
         self.procs.remove(proc)
@@ -192,12 +214,10 @@ class Stack:
 
 
 def start_upstream(stack: Stack, mode: str, **kw: float) -> str:
-    port = free_port()
-    argv = [PY, __file__, "upstream", "--port", str(port), "--mode", mode]
+    argv = [PY, __file__, "upstream", "--port", "0", "--mode", mode]
     for key, value in kw.items():
         argv += ["--" + key.replace("_", "-"), str(value)]
-    stack.start(argv, f"upstream-{mode}-{port}", f"http://127.0.0.1:{port}/health")
-    return f"http://127.0.0.1:{port}"
+    return stack.start_ours(argv, f"upstream-{mode}-{len(stack.procs)}", "/health")[0]
 
 
 def _nginx_conf(workdir: Path, port: int, body: str) -> Path:
@@ -224,7 +244,7 @@ http {{
 
 def start_nginx_static(stack: Stack) -> str:
     """The 'answers at once' upstream: nginx returning a fixed completion."""
-    port = free_port()
+    port = free_port()  # third-party, cannot report a port
     body = f"""  server {{ listen 127.0.0.1:{port} backlog=4096; default_type application/json;
     location / {{ return 200 '{INSTANT_BODY.decode()}'; }} }}"""
     conf = _nginx_conf(stack.workdir, port, body)
@@ -238,7 +258,7 @@ def start_nginx_static(stack: Stack) -> str:
 
 
 def start_nginx_proxy(stack: Stack, upstreams: list[str]) -> tuple[str, ManagedProcess]:
-    port = free_port()
+    port = free_port()  # third-party, cannot report a port
     servers = "".join(f"    server {u.split('://')[1]};\n" for u in upstreams)
     body = f"""  upstream backends {{
     least_conn;
@@ -268,22 +288,20 @@ def start_nginx_proxy(stack: Stack, upstreams: list[str]) -> tuple[str, ManagedP
 def start_inflight(
     stack: Stack, upstreams: list[str], dispatch: str = "least-outstanding", client: str = ""
 ) -> tuple[str, ManagedProcess]:
-    port = free_port()
     extra = ["--upstream-client", client] if client else []
-    proc = stack.start(
-        [PY, "-m", "inflight", "router", "--host", "127.0.0.1", "--port", str(port),
+    return stack.start_ours(
+        [PY, "-m", "inflight", "router", "--host", "127.0.0.1", "--port", "0",
          "--slots-per-endpoint", "4", "--endpoints", ",".join(upstreams),
          "--dispatch", dispatch, *extra],
-        f"inflight-{dispatch}-{port}",
-        f"http://127.0.0.1:{port}/health",
+        f"inflight-{dispatch}-{len(stack.procs)}",
+        "/health",
     )  # fmt: skip
-    return f"http://127.0.0.1:{port}", proc
 
 
 def start_vllm_router(
     stack: Stack, binary: str, upstreams: list[str]
 ) -> tuple[str, ManagedProcess]:
-    port = free_port()
+    port = free_port()  # third-party, cannot report a port
     proc = stack.start(
         [binary, "--host", "127.0.0.1", "--port", str(port), "--worker-urls", *upstreams,
          "--policy", "round_robin", "--log-level", "warning"],
@@ -522,16 +540,15 @@ def scenario_streaming(stack: Stack, opts: Options) -> dict[str, dict[str, float
 def start_emulators(stack: Stack, count: int, time_scale: float) -> list[str]:
     """``count`` emulators × 4 slots serving model ``m``, ready; their base URLs."""
     urls = []
-    for _ in range(count):
-        port = free_port()
-        stack.start(
-            [PY, "-m", "inflight", "emulator", "--host", "127.0.0.1", "--port", str(port),
+    for i in range(count):
+        url, _proc = stack.start_ours(
+            [PY, "-m", "inflight", "emulator", "--host", "127.0.0.1", "--port", "0",
              "--served-model-name", "m", "--max-num-seqs", "4",
              "--time-scale", str(time_scale), "--startup-s", "0"],
-            f"emulator-{port}",
-            f"http://127.0.0.1:{port}/health",
+            f"emulator-{i}-{len(stack.procs)}",
+            "/health",
         )  # fmt: skip
-        urls.append(f"http://127.0.0.1:{port}")
+        urls.append(url)
     return urls
 
 
@@ -595,6 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd")
     up = sub.add_parser("upstream", help="(internal) serve a synthetic upstream")
     up.add_argument("--port", type=int, required=True)
+    ready.add_argument(up)
     up.add_argument("--mode", choices=("instant", "delay", "sse"), required=True)
     up.add_argument("--delay-s", type=float, default=0.05)
     up.add_argument("--events", type=int, default=100)

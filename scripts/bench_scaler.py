@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from external_scaler.proto import externalscaler_pb2 as pb  # noqa: E402
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
 from inflight import names  # noqa: E402
-from inflight.procs import ManagedProcess, free_port  # noqa: E402
+from inflight.procs import ManagedProcess  # noqa: E402
 from inflight.prom import PrometheusServer  # noqa: E402
 
 METADATA = dict(names.METADATA_DEFAULTS)  # production windows: 10 s up, 60 s down
@@ -43,25 +43,27 @@ def target_endpoint(inflight: float) -> tuple[str, object]:
     Counter(names.ROUTER_REQUESTS_RECEIVED.removesuffix("_total"), "arrivals", registry=registry)
     ready = Gauge(names.ROUTER_ENDPOINTS, "endpoints", ["state"], registry=registry)
     ready.labels("ready").set(2)
-    port = free_port()
-    server, _thread = start_http_server(port, addr="127.0.0.1", registry=registry)
-    return f"127.0.0.1:{port}", server
+    server, _thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    return f"127.0.0.1:{server.server_address[1]}", server
 
 
 def start_scaler(
     prometheus_url: str, cache_ttl_s: float, log_dir: Path
 ) -> tuple[ManagedProcess, int]:
-    grpc_port, metrics_port = free_port(), free_port()
+    ready_file = log_dir / f"scaler-cache-{cache_ttl_s:g}.ready.json"
     proc = ManagedProcess(
-        [sys.executable, "-m", "inflight", "scaler", "--grpc-port", str(grpc_port),
-         "--metrics-port", str(metrics_port), "--prometheus-url", prometheus_url,
-         "--cache-ttl-s", str(cache_ttl_s), "--log-level", "WARNING"],
+        [sys.executable, "-m", "inflight", "scaler", "--grpc-port", "0",
+         "--metrics-port", "0", "--prometheus-url", prometheus_url,
+         "--cache-ttl-s", str(cache_ttl_s), "--log-level", "WARNING",
+         "--ready-file", str(ready_file)],
         name=f"scaler-cache-{cache_ttl_s:g}",
         cwd=REPO,
         log_path=log_dir / f"scaler-cache-{cache_ttl_s:g}.log",
+        ready_file=ready_file,
     ).start()  # fmt: skip
-    proc.wait_ready(f"http://127.0.0.1:{metrics_port}/health", timeout_s=60)
-    return proc, grpc_port
+    ports = proc.wait_ports(timeout_s=60)
+    proc.wait_ready(f"http://127.0.0.1:{ports['metrics']}/health", timeout_s=60)
+    return proc, ports["grpc"]
 
 
 def measure(grpc_port: int, calls: int, warmup: int) -> list[float]:

@@ -2,14 +2,16 @@
 
 * Tier markers come from the folder: tests/unit -> ``unit``, tests/component ->
   ``component``, tests/integration -> ``integration``.
-* ``procs``: start subprocess servers on free ports; at teardown every process group
-  it started must be gone, or the test fails.
-* ``prometheus_factory``: a real Prometheus (Debian's binary) on a free port.
+* ``procs``: start subprocess servers on port 0, reading the ports they report; at
+  teardown every process group it started must be gone, or the test fails.
+* ``prometheus_factory``: a real Prometheus (Debian's binary) on a port it picks.
+* ``refused_port()``: a loopback port where connections are refused (held for the test).
 * Every test fails if it leaves a live child process of the test runner behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from inflight.prom import PrometheusServer, find_prometheus
+from tests import support
 from tests.support import ProcessTracker, live_children, openssl, wait_for
 
 _TIERS = ("unit", "component", "integration")
@@ -87,6 +90,14 @@ def prometheus_factory(tmp_path: Path) -> Iterator[PrometheusFactory]:
     for server in reversed(started):
         server.stop()
         assert server.process is None or not server.process.alive(), "prometheus survived stop"
+
+
+@pytest.fixture
+def refused_port() -> Iterator[Callable[[], int]]:
+    """``refused_port()`` → a port bound but not listening until the test ends: a connection
+    to it is refused, and nothing else can bind it meanwhile (``support.refused_port``)."""
+    with contextlib.ExitStack() as held:
+        yield lambda: held.enter_context(support.refused_port())
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Helpers every test uses: polling with a deadline, servers on free ports, Prometheus.
+"""Helpers every test uses: polling with a deadline, servers on ports they report, Prometheus.
 
 Written once here; tests get them through the fixtures in ``tests/conftest.py``.
 Nothing here sleeps to wait for a condition it could poll for.
@@ -10,17 +10,18 @@ import asyncio
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TypeVar
 
-from inflight.procs import ManagedProcess, free_port
+from inflight.procs import ManagedProcess
 from inflight.procs import live_children as procs_live_children
 
 T = TypeVar("T")
@@ -68,10 +69,19 @@ async def until(probe: Callable[[], object], what: str, timeout_s: float = 10.0)
 
 @dataclass
 class Server:
-    """A subprocess server started by a test."""
+    """A subprocess server started by a test, with the ports it reported (by name)."""
 
     process: ManagedProcess
-    port: int
+    ports: dict[str, int]
+    port_key: str | None = None
+
+    @property
+    def port(self) -> int:
+        """Its HTTP port: ``port_key``'s, else ``http``'s, else ``metrics``' (the scaler)."""
+        for key in (self.port_key, "http", "metrics"):
+            if key is not None and key in self.ports:
+                return self.ports[key]
+        raise AssertionError(f"{self.process.label} reported no HTTP port: {self.ports}")
 
     @property
     def url(self) -> str:
@@ -92,34 +102,43 @@ class ProcessTracker:
         name: str,
         ready_path: str | None = "/health",
         ready_timeout_s: float = 30.0,
-        port: int | None = None,
         env: dict[str, str] | None = None,
         grace_s: float = 5.0,
         port_placeholder: str | None = "{port}",
+        port_key: str | None = None,
     ) -> Server:
-        """Start ``argv`` with ``port_placeholder`` replaced by a free port; poll ``ready_path``.
+        """Start a server of ours on port 0 and read the ports it reports; poll ``ready_path``.
 
-        ``port_placeholder=None`` passes ``argv`` as it is: for a command whose ``{port}``
-        belongs to someone else (``inflight up --replica-cmd "… --port {port}"``).
+        ``port_placeholder`` in ``argv`` becomes ``0`` and ``--ready-file PATH`` is appended:
+        the server binds and reports its own ports (:mod:`inflight.ready`), so no port is
+        picked here that another process could take first. ``port_placeholder=None`` passes
+        ``argv`` as it is and reads no report: for a command that does not serve itself
+        (``inflight up``, whose ``{port}`` in ``--replica-cmd`` is the stack's own).
         """
-        port = free_port() if port is None else port
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
+        index = len(self.processes)
+        ready_file = None
         if port_placeholder is not None:
-            argv = [a.replace(port_placeholder, str(port)) for a in argv]
+            ready_file = self.log_dir / f"{name}-{index}.ready.json"
+            argv = [a.replace(port_placeholder, "0") for a in argv]
+            argv = [*argv, "--ready-file", str(ready_file)]
         proc = ManagedProcess(
             argv,
             name=name,
             env=full_env,
-            log_path=self.log_dir / f"{name}-{port}.log",
+            log_path=self.log_dir / f"{name}-{index}.log",
             grace_s=grace_s,
+            ready_file=ready_file,
         )
         self.processes.append(proc)
         proc.start()
+        ports = {} if ready_file is None else proc.wait_ports(timeout_s=ready_timeout_s)
+        server = Server(process=proc, ports=ports, port_key=port_key)
         if ready_path is not None:
-            proc.wait_ready(f"http://127.0.0.1:{port}{ready_path}", timeout_s=ready_timeout_s)
-        return Server(process=proc, port=port)
+            proc.wait_ready(f"{server.url}{ready_path}", timeout_s=ready_timeout_s)
+        return server
 
     def start_inflight(self, subcommand: Sequence[str], **kwargs: object) -> Server:
         """``python -m inflight <subcommand …>`` (use ``{port}`` for the listen port)."""
@@ -134,6 +153,18 @@ class ProcessTracker:
             if proc.alive():
                 survivors.append(f"{proc.label} (pgid {proc.pgid})")
         return survivors
+
+
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port where a connection is refused, for as long as the block runs.
+
+    The port is bound (from the OS) but not listening: connecting gets RST, and no other
+    process can bind it meanwhile (a port picked and released could be taken by then).
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
 
 
 def live_children(pid: int | None = None) -> list[int]:

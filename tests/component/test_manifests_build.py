@@ -279,11 +279,10 @@ def test_generated_monitoring_manifests_are_included() -> None:
     """The PrometheusRule and the dashboards ConfigMap (``inflight dashboards build``)
     are part of the base, and validate."""
     missing = [f for f in GENERATED_FILES if not (GENERATED / f).exists()]
-    if missing:
-        pytest.skip(
-            f"NOT YET: manifests/generated/{', '.join(missing)} not written yet by "
-            "`inflight dashboards build` (issue 8); the base cannot include them until then"
-        )
+    assert not missing, (
+        f"manifests/generated/{', '.join(missing)} missing: run `inflight dashboards build` "
+        "(the base includes them)"
+    )
     objs = objects("base")
     rules = find(objs, "PrometheusRule")
     dashboards = [
@@ -296,3 +295,17 @@ def test_generated_monitoring_manifests_are_included() -> None:
     )
     errors = [err for obj in rules for err in _crd_errors(obj)]
     assert not errors, "\n".join(errors)
+
+
+def test_missing_generated_manifests_fail_not_skip(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "GENERATED", tmp_path)  # nothing generated
+    try:
+        test_generated_monitoring_manifests_are_included()
+    except AssertionError as exc:
+        assert "inflight dashboards build" in str(exc)
+    except BaseException as exc:  # pytest.skip raises an OutcomeException, not an Exception
+        pytest.fail(f"missing generated files must fail, not {type(exc).__name__}: {exc}")
+    else:
+        pytest.fail("missing generated files passed the check")

@@ -14,12 +14,12 @@ checked against the real thing, never against a copy of it:
   EndpointSlices;
 * the metric names the ServiceMonitors keep and the PrometheusRule uses are the router's,
   scaler's and vLLM's names from ``inflight.names``;
-* the router, emulator and scaler started with the manifests' own args (host and ports
-  moved to 127.0.0.1 and free ports) answer the probe paths and serve, at the scraped
-  path, only metric names the ServiceMonitors keep.
+* the router, emulator and scaler started with the manifests' own args (host moved to
+  127.0.0.1, ports to 0: each reports the ports it got) answer the probe paths and serve,
+  at the scraped path, only metric names the ServiceMonitors keep.
 
-A subcommand whose CLI has not landed yet makes its tests skip with a "NOT YET" reason
-(listed by ``pytest -ra``), never pass.
+A container whose subcommand ``inflight`` does not have fails (every subcommand the
+manifests run has landed; a skip would hide a broken manifest).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from inflight import __version__, cli, names
-from inflight.procs import free_port
 from tests.component.test_manifests_build import KUSTOMIZATIONS, find, objects, one
 from tests.support import INFLIGHT, ProcessTracker, openssl, wait_for
 
@@ -96,14 +95,30 @@ def expanded_args(obj: Obj, container: Obj) -> list[str]:
 def parse_inflight(args: list[str]) -> argparse.Namespace:
     """Parse a container's args with the real ``inflight`` parser; fail with its message."""
     subcommand = args[0]
-    if subcommand not in cli.available_subcommands():
-        pytest.skip(f"NOT YET: `inflight {subcommand}` has not landed; cannot check {args}")
+    assert subcommand in cli.available_subcommands(), (
+        f"the manifests run `inflight {subcommand}`, which inflight does not have "
+        f"(subcommands: {sorted(cli.available_subcommands())}); args {args}"
+    )
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
             return cli.build_parser().parse_args(args)
     except SystemExit as exc:
         pytest.fail(f"`inflight {' '.join(args)}` is rejected (exit {exc.code}):\n{err.getvalue()}")
+
+
+def test_a_subcommand_inflight_lacks_fails_the_check_not_skips_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", (("router", "inflight_no_such_module_xyz"),))
+    try:
+        parse_inflight(["router", "--port=8000"])
+    except AssertionError as exc:
+        assert "which inflight does not have" in str(exc)
+    except BaseException as exc:  # pytest.skip raises an OutcomeException, not an Exception
+        pytest.fail(f"a missing subcommand must fail the check, not {type(exc).__name__}: {exc}")
+    else:
+        pytest.fail("a missing subcommand passed the check")
 
 
 def flag_values(args: list[str]) -> dict[str, str]:
@@ -475,7 +490,8 @@ def test_prometheusrule_uses_only_kept_shared_names(objs: list[Obj]) -> None:
 
 
 def _local(args: list[str], ports: dict[str, int]) -> list[str]:
-    """Args moved to loopback and free ports: ``--host`` → 127.0.0.1, ``--<flag>`` → port."""
+    """Args moved to loopback: ``--host`` → 127.0.0.1, ``--<flag>`` → port (0: the server
+    picks one and reports it in its ready file, which ``procs.start`` reads)."""
     out = []
     for arg in args:
         flag = arg.split("=", 1)[0]
@@ -524,10 +540,7 @@ def test_router_answers_its_probes_and_serves_kept_metrics(procs: ProcessTracker
     # No API server here: swap EndpointSlice discovery for an empty static list.
     args = [a for a in args if not a.startswith("--k8s-")] + ["--endpoints="]
     (path,) = _probe_paths(container)
-    port = free_port()
-    server = procs.start(
-        [*INFLIGHT, *_local(args, {"port": port})], name="router", port=port, ready_path=path
-    )
+    server = procs.start([*INFLIGHT, *_local(args, {"port": 0})], name="router", ready_path=path)
     samples = _scrape(server.url + "/metrics")
     keep = keep_regex(objs, "inflight-router")
     ours = {s for s in samples if s.startswith("router_")}
@@ -540,12 +553,8 @@ def test_emulator_answers_its_probes_and_serves_kept_metrics(procs: ProcessTrack
     dep, container = deployment_container(objs, "vllm")
     args = expanded_args(dep, container)
     parse_inflight(args)
-    port = free_port()
     server = procs.start(
-        [*INFLIGHT, *_local(args, {"port": port}), "--startup-s=0"],
-        name="emulator",
-        port=port,
-        ready_path=None,
+        [*INFLIGHT, *_local(args, {"port": 0}), "--startup-s=0"], name="emulator", ready_path=None
     )
     for path in sorted(_probe_paths(container)):
         url = server.url + path
@@ -563,14 +572,12 @@ def test_scaler_answers_grpc_health_and_serves_kept_metrics(procs: ProcessTracke
     args = expanded_args(dep, container)
     probe_port = container_port(container, container["readinessProbe"]["grpc"]["port"])
     assert probe_port == parse_inflight(args).grpc_port, "the gRPC probe misses the gRPC port"
-    grpc_port, metrics_port = free_port(), free_port()
-    local = _local(args, {"grpc-port": grpc_port, "metrics-port": metrics_port})
+    local = _local(args, {"grpc-port": 0, "metrics-port": 0})
     # Nothing listens there: the scaler must still start and report itself serving.
     local = [a for a in local if not a.startswith("--prometheus-url")]
     local.append("--prometheus-url=http://127.0.0.1:9")
-    server = procs.start(
-        [*INFLIGHT, *local], name="scaler", port=metrics_port, ready_path="/metrics"
-    )
+    server = procs.start([*INFLIGHT, *local], name="scaler", ready_path="/metrics")
+    grpc_port = server.ports["grpc"]
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -659,14 +666,14 @@ def test_scaler_serves_mutual_tls_with_the_components_args(
     host = meta["scalerAddress"].rpartition(":")[0]
     _make_certificates(tmp_path, host)
     (mount,) = [m["mountPath"] for m in container["volumeMounts"] if m["name"] == "tls"]
-    grpc_port, metrics_port = free_port(), free_port()
-    local = _local(args, {"grpc-port": grpc_port, "metrics-port": metrics_port})
+    local = _local(args, {"grpc-port": 0, "metrics-port": 0})
     local = [a.replace(mount.rstrip("/") + "/", f"{tmp_path}/") for a in local]
     local = [a for a in local if not a.startswith("--prometheus-url")]
     local.append("--prometheus-url=http://127.0.0.1:9")
     probe = container["readinessProbe"]["httpGet"]
     assert container_port(container, probe["port"]) == parse_inflight(args).metrics_port
-    procs.start([*INFLIGHT, *local], name="scaler-tls", port=metrics_port, ready_path=probe["path"])
+    server = procs.start([*INFLIGHT, *local], name="scaler-tls", ready_path=probe["path"])
+    grpc_port = server.ports["grpc"]
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 

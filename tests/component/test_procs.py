@@ -13,10 +13,12 @@ from inflight.procs import ManagedProcess, ProcessError, group_alive, pid_alive,
 from tests.support import PYTHON, ProcessTracker
 
 # A server that ignores SIGTERM and has a child that ignores it too: only SIGKILL to the
-# whole group ends both. It writes the child's PID to a file so the test can check it.
+# whole group ends both. It writes the child's PID to a file so the test can check it, and
+# reports its port like our servers do (argv: port 0, pid file, --ready-file PATH).
 STUBBORN = textwrap.dedent(
     """
-    import http.server, signal, subprocess, sys
+    import http.server, pathlib, signal, subprocess, sys
+    from inflight import ready
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     child = subprocess.Popen([sys.executable, "-c",
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
@@ -25,7 +27,9 @@ STUBBORN = textwrap.dedent(
         def do_GET(self):
             self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
         def log_message(self, *a): pass
-    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+    server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+    ready.write(pathlib.Path(sys.argv[4]), {"http": server.server_address[1]})
+    server.serve_forever()
     """
 )
 

@@ -14,7 +14,7 @@ import os
 import socket
 import subprocess
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import aiohttp
@@ -24,7 +24,6 @@ from multidict import CIMultiDict
 from prometheus_client import CollectorRegistry
 
 from inflight import names
-from inflight.procs import free_port
 from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
 from router.pool import Pool
@@ -196,9 +195,9 @@ async def test_zero_endpoints_health_ready_503_status_and_metrics_path(
 
 
 async def test_refused_endpoint_is_retried_once_and_marked_unhealthy(
-    procs: ProcessTracker, upstream: str
+    procs: ProcessTracker, upstream: str, refused_port: Callable[[], int]
 ) -> None:
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    dead = f"http://127.0.0.1:{refused_port()}"  # nothing listens there
     router = await asyncio.to_thread(
         start_router,
         procs,
@@ -226,9 +225,11 @@ async def test_refused_endpoint_is_retried_once_and_marked_unhealthy(
     assert states == {dead: "unhealthy", upstream: "ready"}
 
 
-async def test_only_endpoint_refused_gives_503(procs: ProcessTracker) -> None:
+async def test_only_endpoint_refused_gives_503(
+    procs: ProcessTracker, refused_port: Callable[[], int]
+) -> None:
     """The refusal marks the only endpoint unhealthy, so the retry finds none ready."""
-    dead = f"http://127.0.0.1:{free_port()}"
+    dead = f"http://127.0.0.1:{refused_port()}"
     router = await asyncio.to_thread(start_router, procs, "--endpoints", dead)
     status, headers, body = await fetch("POST", router.url + "/v1/echo", data=b"{}")
     assert status == 503
@@ -236,8 +237,10 @@ async def test_only_endpoint_refused_gives_503(procs: ProcessTracker) -> None:
     assert "error" in json.loads(body)
 
 
-async def test_refused_twice_gives_502_after_one_retry(procs: ProcessTracker) -> None:
-    dead = ",".join(f"http://127.0.0.1:{free_port()}" for _ in range(2))
+async def test_refused_twice_gives_502_after_one_retry(
+    procs: ProcessTracker, refused_port: Callable[[], int]
+) -> None:
+    dead = ",".join(f"http://127.0.0.1:{refused_port()}" for _ in range(2))
     router = await asyncio.to_thread(start_router, procs, "--endpoints", dead)
     status, _, body = await fetch("POST", router.url + "/v1/echo", data=b"{}")
     assert status == 502

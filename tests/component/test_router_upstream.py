@@ -26,7 +26,6 @@ from typing import Protocol
 
 import pytest
 
-from inflight.procs import free_port
 from router import upstream as up
 from router.proxy import _request_headers
 from router.upstream import (
@@ -586,10 +585,12 @@ async def test_request_framing(serve: Serve, clients: MakeClient, client_kind: s
 # --- failures ----------------------------------------------------------------------------------
 
 
-async def test_refused_port_is_refused(clients: MakeClient, client_kind: str) -> None:
+async def test_refused_port_is_refused(
+    clients: MakeClient, client_kind: str, refused_port: Callable[[], int]
+) -> None:
     client = clients(client_kind)
     with pytest.raises(Refused) as caught:
-        await client.open(f"http://127.0.0.1:{free_port()}", b"POST", b"/v1/x", [], b"{}")
+        await client.open(f"http://127.0.0.1:{refused_port()}", b"POST", b"/v1/x", [], b"{}")
     assert caught.value.reason == "connect"
 
 

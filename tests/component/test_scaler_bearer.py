@@ -18,7 +18,6 @@ import pytest
 
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
-from inflight.procs import free_port
 from tests.support import LoopbackHTTPServer, ProcessTracker, QuietHandler, wait_for
 
 
@@ -65,16 +64,15 @@ def test_bearer_token_is_sent_and_rotation_is_picked_up(
 ) -> None:
     token = tmp_path / "token"
     token.write_text("first-token\n")
-    grpc_port = free_port()
-    procs.start_inflight(
-        ["scaler", "--grpc-port", str(grpc_port), "--metrics-port", "{port}",
+    scaler = procs.start_inflight(
+        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
          "--prometheus-url", prometheus.url, "--prometheus-bearer-token-file", str(token),
          "--cache-ttl-s", "0"],
         name="scaler",
     )  # fmt: skip
     ref = pb.ScaledObjectRef(name="llm", scalerMetadata={"timeScale": "0.1"})
     request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName="inflight")
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+    with grpc.insecure_channel(f"127.0.0.1:{scaler.ports['grpc']}") as channel:
         stub = pb_grpc.ExternalScalerStub(channel)
         reply = stub.GetMetrics(request, timeout=3)
         assert reply.metricValues[0].metricValueFloat == 5.0

@@ -13,7 +13,6 @@ import pytest
 
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
-from inflight.procs import free_port
 from tests.component.test_scaler_servicer import FakeRouter
 from tests.support import ProcessTracker, Server, wait_for
 
@@ -30,11 +29,11 @@ def router() -> Iterator[FakeRouter]:
     r.close()
 
 
-def start_scaler(procs: ProcessTracker, router: FakeRouter, *extra: str, grpc_port: int) -> Server:
+def start_scaler(procs: ProcessTracker, router: FakeRouter, *extra: str) -> Server:
     return procs.start_inflight(
         [
             "scaler",
-            "--grpc-port", str(grpc_port),
+            "--grpc-port", "0",
             "--metrics-port", "{port}",
             "--source", "direct",
             "--router-url", router.url,
@@ -62,14 +61,16 @@ def answers(stub: pb_grpc.ExternalScalerStub) -> float | None:
 def test_port_zero_is_printed_and_sigterm_stops_gracefully(
     procs: ProcessTracker, router: FakeRouter, tmp_path: Path
 ) -> None:
-    scaler = start_scaler(procs, router, grpc_port=0)
-    log = procs.log_dir / f"scaler-{scaler.port}.log"
+    scaler = start_scaler(procs, router)
+    assert scaler.process.log_path is not None
+    log = Path(scaler.process.log_path)
     line = wait_for(
         lambda: re.search(r"gRPC on 127\.0\.0\.1:(\d+) \(plaintext\)", log.read_text()),
         what="the printed gRPC port",
     )
     port = int(line.group(1))
     assert port != 0
+    assert port == scaler.ports["grpc"]  # the ready file and the log agree
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = pb_grpc.ExternalScalerStub(channel)
         assert wait_for(lambda: answers(stub), what="a value") == 5.0
@@ -83,9 +84,8 @@ def test_port_zero_is_printed_and_sigterm_stops_gracefully(
 
 
 def test_tls_serves_keda_with_ca_cert(procs: ProcessTracker, router: FakeRouter, certs: Path):
-    port = free_port()
-    start_scaler(procs, router, "--tls-cert", str(certs / "server.crt"),
-                 "--tls-key", str(certs / "server.key"), grpc_port=port)  # fmt: skip
+    port = start_scaler(procs, router, "--tls-cert", str(certs / "server.crt"),
+                        "--tls-key", str(certs / "server.key")).ports["grpc"]  # fmt: skip
     creds = grpc.ssl_channel_credentials(root_certificates=(certs / "ca.crt").read_bytes())
     with grpc.secure_channel(f"127.0.0.1:{port}", creds) as channel:
         assert wait_for(lambda: answers(pb_grpc.ExternalScalerStub(channel)), what="value") == 5.0
@@ -98,10 +98,9 @@ def test_tls_serves_keda_with_ca_cert(procs: ProcessTracker, router: FakeRouter,
 def test_mutual_tls_needs_a_client_certificate(
     procs: ProcessTracker, router: FakeRouter, certs: Path
 ) -> None:
-    port = free_port()
-    start_scaler(procs, router, "--tls-cert", str(certs / "server.crt"),
-                 "--tls-key", str(certs / "server.key"),
-                 "--tls-client-ca", str(certs / "ca.crt"), grpc_port=port)  # fmt: skip
+    port = start_scaler(procs, router, "--tls-cert", str(certs / "server.crt"),
+                        "--tls-key", str(certs / "server.key"),
+                        "--tls-client-ca", str(certs / "ca.crt")).ports["grpc"]  # fmt: skip
     ca = (certs / "ca.crt").read_bytes()
     with_cert = grpc.ssl_channel_credentials(
         root_certificates=ca,

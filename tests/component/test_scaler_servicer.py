@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import aiohttp
 import grpc
@@ -355,13 +355,12 @@ async def test_hung_prometheus_answers_unavailable_within_the_budget() -> None:
         hung.close()
 
 
-async def test_unreachable_prometheus_is_unavailable() -> None:
-    from inflight.procs import free_port
-
+async def test_unreachable_prometheus_is_unavailable(refused_port: Callable[[], int]) -> None:
     async with aiohttp.ClientSession() as session:
+        url = f"http://127.0.0.1:{refused_port()}"
 
         def make(metrics: ScalerMetrics) -> PrometheusSource:
-            return PrometheusSource(f"http://127.0.0.1:{free_port()}", session, metrics)
+            return PrometheusSource(url, session, metrics)
 
         async for h in _harness(make, CollectorRegistry()):
             with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -17,7 +17,7 @@ from orchestrator.supervisor import (
     SupervisorConfig,
     check_replica_command,
 )
-from tests.support import PYTHON, wait_for
+from tests.support import INFLIGHT, PYTHON, wait_for
 
 FAKE = [PYTHON, "-m", "orchestrator.fake_replica", "--port", "{port}", "--worker"]
 FAST = SupervisorConfig(
@@ -150,6 +150,26 @@ def test_stop_all_leaves_no_process_and_frees_ports(make_supervisor):
     assert not any(pid_alive(p) for p in children)
     assert all(port_is_free(p) for p in ports)
     assert endpoints(sup) == []
+
+
+def test_a_reporting_replica_binds_port_zero_and_joins_on_the_port_it_reports(make_supervisor):
+    """The default emulator command: no port is picked for it, so none can be lost."""
+    sup = make_supervisor(
+        command=[*INFLIGHT, "emulator", "--port", "0", "--ready-file", "{ready_file}",
+                 "--startup-s", "0"],
+    )  # fmt: skip
+    sup.set_desired(1)
+    sup.tick()
+    (replica,) = sup.replicas
+    assert replica.port == 0  # not known until the replica reports it
+    argv = list(replica.process.argv)
+    assert argv[argv.index("--port") + 1] == "0"
+    until(sup, lambda: len(endpoints(sup) or []) == 1, "the replica in the endpoint file")
+    assert replica.port > 0
+    assert endpoints(sup) == [f"http://127.0.0.1:{replica.port}"]
+    assert replica.port in listening_ports(replica.process.pid)
+    assert http_ok(replica.url + "/health")
+    assert sup.ports_used == {replica.port}
 
 
 @pytest.mark.parametrize("cmd", [[], ["vllm", "serve", "m", "--port", "8000"]])

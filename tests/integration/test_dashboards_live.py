@@ -25,7 +25,6 @@ from dashboards import build as b
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from inflight import names as n
-from inflight.procs import free_port
 from tests.support import ProcessTracker, wait_for
 
 ROOT = b.REPO_ROOT
@@ -185,10 +184,9 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
         jobs={"router": [f"127.0.0.1:{router.port}"], "scaler": []},
         rule_files=[ROOT / b.RULES_FILE],
     )
-    grpc_port = free_port()
     scaler = procs.start_inflight(
         [
-            "scaler", "--grpc-port", str(grpc_port), "--metrics-port", "{port}",
+            "scaler", "--grpc-port", "0", "--metrics-port", "{port}",
             "--prometheus-url", prom_server.url,
         ],
         name="scaler",
@@ -208,7 +206,7 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
         )
 
         def missing() -> list[str]:
-            failure = _keda_calls(f"127.0.0.1:{grpc_port}")
+            failure = _keda_calls(f"127.0.0.1:{scaler.ports['grpc']}")
             bad = [failure] if failure else []
             for label, expr, needs_data in queries:
                 error, result = prom.query(expr)

@@ -24,7 +24,6 @@ from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.sources.promql import step_for
 from inflight import names
-from inflight.procs import free_port
 from inflight.prom import PrometheusServer
 from tests.component.test_scaler_servicer import FakeRouter
 from tests.conftest import PrometheusFactory
@@ -104,13 +103,12 @@ def start_scaler(procs: ProcessTracker, prometheus: PrometheusServer):
     opened: list[Scaler] = []
 
     def start(*extra: str) -> Scaler:
-        grpc_port = free_port()
         server = procs.start_inflight(
-            ["scaler", "--grpc-port", str(grpc_port), "--metrics-port", "{port}",
+            ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
              "--prometheus-url", prometheus.url, *extra],
             name=f"scaler{len(opened)}", ready_path="/health",
         )  # fmt: skip
-        opened.append(Scaler(server, grpc_port))
+        opened.append(Scaler(server, server.ports["grpc"]))
         return opened[-1]
 
     yield start

@@ -24,7 +24,6 @@ import pytest
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from inflight import names
-from inflight.procs import free_port
 from inflight.prom import PrometheusServer
 from tests.conftest import PrometheusFactory
 from tests.support import ProcessTracker, Server, wait_for
@@ -97,21 +96,20 @@ def stack(
         },
         scrape_interval_s=SCRAPE_S,
     )
-    grpc_port, direct_port = free_port(), free_port()
-    procs.start_inflight(
-        ["scaler", "--grpc-port", str(grpc_port), "--metrics-port", "{port}",
+    scaler = procs.start_inflight(
+        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
          "--prometheus-url", prometheus.url],
         name="scaler",
     )  # fmt: skip
     # The no-Prometheus default: the same scaler polling the router's /metrics itself.
-    procs.start_inflight(
-        ["scaler", "--grpc-port", str(direct_port), "--metrics-port", "{port}",
+    direct = procs.start_inflight(
+        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
          "--source", "direct", "--router-url", router.url, "--poll-interval-s", "0.1"],
         name="scaler-direct",
     )  # fmt: skip
     with (
-        grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
-        grpc.insecure_channel(f"127.0.0.1:{direct_port}") as direct_channel,
+        grpc.insecure_channel(f"127.0.0.1:{scaler.ports['grpc']}") as channel,
+        grpc.insecure_channel(f"127.0.0.1:{direct.ports['grpc']}") as direct_channel,
     ):
         yield (
             router,

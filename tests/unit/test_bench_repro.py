@@ -9,8 +9,9 @@ import pytest
 
 from bench.cli import concurrency_list
 from bench.compare import slowing_level
-from bench.repro import pooled, replica_changes, reproduction_checks
+from bench.repro import pooled, replica_changes, reproduced, reproduction_checks
 from bench.stack import parse_policies
+from bench.table import checks_list
 
 CONCS = (4, 16, 32)
 
@@ -50,7 +51,7 @@ ONE = {4: 1, 16: 1, 32: 1}
 TWO = {4: 2, 16: 2, 32: 2}
 
 
-def _by_name(checks: list[dict[str, Any]]) -> dict[str, bool]:
+def _by_name(checks: list[dict[str, Any]]) -> dict[str, bool | None]:
     return {c["name"]: c["passed"] for c in checks}
 
 
@@ -70,8 +71,25 @@ def test_the_seed_reproduction_passes() -> None:
         "saturation": _doc(0.89, {4: 1, 16: 2, 32: 2}, timeline=sat_timeline),
     }
     checks = reproduction_checks(runs)
-    assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
+    assert reproduced(checks), [c for c in checks if c["status"] == "FAIL"]
+    assert {c["status"] for c in checks} == {"PASS", "INFO"}
     assert len(replica_changes(runs["qps"], 0, 1e9)) == 4
+
+
+def test_the_informative_qps_figure_is_info_never_pass() -> None:
+    """The qps baseline's replica changes have no bar in WORKLOAD.md: reported as INFO
+    (with the count), neither PASS nor FAIL, and they do not decide ``reproduced``."""
+    flaps = [[0.0, 1, 1], [10.0, 2, 2], [90.0, 1, 1], [100.0, 2, 2]]
+    for timeline in (flaps, [[0.0, 1, 1]]):
+        checks = reproduction_checks({"qps": _doc(0.89, TWO, timeline=timeline)})
+        (info,) = [c for c in checks if c["name"].startswith("qps baseline: replica changes")]
+        assert info["status"] == "INFO"
+        assert info["passed"] is None
+        assert "change(s)" in info["detail"]
+        assert f"- **INFO** {info['name']}" in checks_list(checks)
+        assert "**PASS** qps baseline: replica changes" not in checks_list(checks)
+    fail = {"name": "x", "status": "FAIL", "passed": False, "detail": ""}
+    assert reproduced([info]) and not reproduced([info, fail])
 
 
 def test_saturation_like_fixed1_fails_the_gain_checks() -> None:

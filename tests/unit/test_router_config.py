@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -139,7 +140,9 @@ async def test_file_changed_before_the_watcher_started_is_picked_up(tmp_path: Pa
     ]
 
 
-async def test_file_watcher_survives_a_path_it_cannot_stat(tmp_path: Path) -> None:
+async def test_file_watcher_survives_a_path_it_cannot_stat(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """An error reading the file's metadata (not just a missing file) is logged and the
     watcher keeps polling; it used to end the watch task, silently, for good.
     """
@@ -162,7 +165,13 @@ async def test_file_watcher_survives_a_path_it_cannot_stat(tmp_path: Path) -> No
         assert await until(["http://127.0.0.1:9001"]) == ["http://127.0.0.1:9001"]
         shutil.rmtree(folder)
         folder.write_text("not a folder")  # stat(path) now fails with NotADirectoryError
-        await asyncio.sleep(0.05)
+        caplog.set_level(logging.ERROR, logger="router.sources")
+        for _ in range(300):  # until the watcher has polled the broken path and said so
+            await asyncio.sleep(0.01)
+            if watcher.done() or any("Not a directory" in r.getMessage() for r in caplog.records):
+                break
+        assert not watcher.done(), "the watcher ended on a path it cannot stat"
+        assert any("Not a directory" in r.getMessage() for r in caplog.records), caplog.text
         folder.unlink()
         folder.mkdir()
         path.write_text('["http://127.0.0.1:9002"]')
