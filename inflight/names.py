@@ -72,6 +72,8 @@ SCALER_ERROR_INVALID_ARGUMENT: Final = "invalid_argument"  # bad ScaledObject me
 SCALER_ERROR_DEADLINE: Final = "deadline"  # the caller's deadline left no time to ask
 SCALER_ERROR_INTERNAL: Final = "internal"  # a bug; logged with its traceback
 SCALER_ERROR_ROUTER_POLL: Final = "router_poll"  # direct source: a poll of a router failed
+SCALER_ERROR_SOURCE_PARTIAL: Final = "source_partial"  # a target that feeds L is down
+SCALER_ERROR_SOURCE_STALE: Final = "source_stale"  # the newest sample of L is too old
 
 SCALER_ERROR_KINDS: Final = (
     SCALER_ERROR_SOURCE,
@@ -83,7 +85,14 @@ SCALER_ERROR_KINDS: Final = (
     SCALER_ERROR_DEADLINE,
     SCALER_ERROR_INTERNAL,
     SCALER_ERROR_ROUTER_POLL,
+    SCALER_ERROR_SOURCE_PARTIAL,
+    SCALER_ERROR_SOURCE_STALE,
 )
+
+# --- Prometheus' own series (written by Prometheus for every target it scrapes) ----------
+PROMETHEUS_UP: Final = "up"  # gauge{job,instance}: 1 when the last scrape succeeded, else 0
+
+PROMETHEUS_METRICS: Final[dict[str, str]] = {PROMETHEUS_UP: "gauge"}
 
 # --- vLLM (and the emulator, which must be indistinguishable) --------------------------
 VLLM_RUNNING: Final = "vllm:num_requests_running"
@@ -113,6 +122,10 @@ META_POLICY: Final = "policy"
 # Multiplies every window and divides every rate the scaler uses (1.0 in production;
 # set by ``inflight up`` / ``inflight bench`` when the emulator runs at a small time-scale).
 META_TIME_SCALE: Final = "timeScale"
+# Prometheus' scrape interval for the routers (wall seconds, never time-scaled): the
+# Prometheus source answers UNAVAILABLE when the newest sample of L is older than
+# ``external_scaler.sources.promql.MAX_SAMPLE_AGE_SCRAPES`` of these (30 s → 90 s).
+META_SCRAPE_INTERVAL_S: Final = "scrapeIntervalSeconds"
 
 METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_METRIC_NAME: "inflight",
@@ -125,6 +138,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_SOURCE: "router",
     META_POLICY: "saturation",
     META_TIME_SCALE: "1.0",
+    # the Prometheus Operator's default scrape interval; Prometheus' own default is 60 s
+    META_SCRAPE_INTERVAL_S: "30",
 }
 
 # --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.
@@ -138,6 +153,20 @@ PROMQL_W: Final = (
 PROMQL_CAPACITY: Final = (
     "max(" + ROUTER_SLOTS_PER_ENDPOINT + "{{{sel}}})"
     " * max(" + ROUTER_ENDPOINTS + '{{state="ready"{comma_sel}}})'
+)
+
+# Targets that feed L and are down now: a target whose last scrape failed (``up`` 0) and
+# that exposed L in the last TARGET_MEMORY (so it is a router, not a replica or the
+# scaler). L summed without them is partial. A target removed from discovery has no
+# ``up`` series any more: it is gone, not missing. One series per target (job, instance).
+TARGET_MEMORY: Final = "1h"
+PROMQL_ROUTERS_DOWN: Final = (
+    "(" + PROMETHEUS_UP + "{{{sel}}} == 0) and on (job, instance) "
+    "last_over_time(" + ROUTER_INFLIGHT + "{{{sel}}}[" + TARGET_MEMORY + "])"
+)
+PROMQL_VLLM_DOWN: Final = (
+    "(" + PROMETHEUS_UP + "{{{sel}}} == 0) and on (job, instance) "
+    "last_over_time(" + VLLM_RUNNING + "{{{sel}}}[" + TARGET_MEMORY + "])"
 )
 
 
