@@ -307,15 +307,18 @@ def test_arrivals_count_across_a_router_restart(prometheus_factory: PrometheusFa
         prometheus = prometheus_factory(
             jobs={"router": [router.url.removeprefix("http://")]}, scrape_interval_s=SCRAPE_S
         )
-        for step, expected in ((0, 100.0), (30, 130.0), (None, 20.0)):
-            if step is None:
-                router.received.reset()  # the restart
-                router.received.inc(20)
-                router.inflight.set(20)  # a marker: a step with L = 20 is after the restart
-            else:
-                router.received.inc(step)
-            wait_for(lambda e=expected: prometheus_counter(prometheus) == e, timeout_s=30,
-                     what=f"Prometheus to read {expected}")  # fmt: skip
+
+        def reads(value: float) -> None:
+            wait_for(lambda: prometheus_counter(prometheus) == value, timeout_s=30,
+                     what=f"Prometheus to read {value}")  # fmt: skip
+
+        reads(100.0)
+        router.received.inc(30)
+        reads(130.0)
+        router.received.reset()  # the restart, and 20 requests since
+        router.received.inc(20)
+        router.inflight.set(20)  # a marker: a step with L = 20 is after the restart
+        reads(20.0)
         spec = parse_metadata(
             {"policy": "qps", "timeScale": "0.1", "scaleDownWindowSeconds": "600"}
         )
