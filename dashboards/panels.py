@@ -11,6 +11,7 @@ from typing import Final
 from grafana_foundation_sdk.builders import common as common_b
 from grafana_foundation_sdk.builders import dashboard as dash_b
 from grafana_foundation_sdk.builders import prometheus as prom_b
+from grafana_foundation_sdk.builders import stat as stat_b
 from grafana_foundation_sdk.builders import statetimeline as timeline_b
 from grafana_foundation_sdk.builders import timeseries as ts_b
 from grafana_foundation_sdk.models import common as common_m
@@ -156,6 +157,44 @@ def timeseries(
             common_b.GraphThresholdsStyleConfig().mode(common_m.GraphThresholdsStyleMode.LINE)
         )
     return panel
+
+
+def stat(
+    panel_id: int,
+    title: str,
+    description: str,
+    query: Query,
+    *,
+    red_from: float = 1.0,
+    width: int = 6,
+    height: int = 4,
+) -> stat_b.Panel:
+    """One number, the query's last value: green below ``red_from``, red from it on."""
+    return (
+        stat_b.Panel()
+        .id(panel_id)
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .targets(list(_targets([query])))
+        .height(height)
+        .span(width)
+        .unit("short")
+        .decimals(0)
+        .color_mode(common_m.BigValueColorMode.BACKGROUND)
+        .graph_mode(common_m.BigValueGraphMode.NONE)
+        .reduce_options(common_b.ReduceDataOptions().calcs(["lastNotNull"]))
+        .thresholds(
+            dash_b.ThresholdsConfig()
+            .mode(dash_m.ThresholdsMode.ABSOLUTE)
+            .steps(
+                [
+                    dash_m.Threshold(value=None, color="green"),
+                    dash_m.Threshold(value=red_from, color="red"),
+                ]
+            )
+        )
+    )
 
 
 def state_timeline(

@@ -1,6 +1,7 @@
 """The "Saturation and Little's Law" dashboard: L against λ, so the QPS fallacy shows.
 
-Read top to bottom: L and λ together (a full system keeps L high while λ falls);
+Read top to bottom: how many routers are missing from the sums (above 0, L is partial);
+L and λ together (a full system keeps L high while λ falls);
 W; the Little's Law check (is L honest?); saturation against the 1.0 line; replicas
 ready against what the scaler asks for; balance across endpoints; requests held at
 the router; and the two scaling rules side by side, computed live in PromQL.
@@ -40,6 +41,18 @@ def build() -> dash_b.Dashboard:
     )
     board = (
         board.with_row(dash_b.Row("Load: L against λ").id(100))
+        .with_panel(
+            p.stat(
+                9,
+                "Routers missing",
+                "Router targets Prometheus scrapes whose last scrape failed, among those that "
+                "exposed L in the last hour. Above 0, L on this dashboard is partial (that "
+                "router's requests are not in the sum), and the scaler answers UNAVAILABLE so "
+                "KEDA's fallback decides. A router removed from discovery is gone, not missing.",
+                q(s.routers_missing_expr(sel), "routers missing"),
+                width=24,
+            )
+        )
         .with_panel(
             p.timeseries(
                 1,

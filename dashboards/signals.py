@@ -127,6 +127,12 @@ def qps_desired_expr(sel: str) -> str:
     )
 
 
+def routers_missing_expr(sel: str) -> str:
+    """Router targets down now (last scrape failed) among those that exposed L in the last
+    hour: while above 0, every sum of L is partial and the scaler answers UNAVAILABLE."""
+    return f"count({n.promql(n.PROMQL_ROUTERS_DOWN, sel)}) or vector(0)"
+
+
 def stabilized_l_expr(sel: str) -> str:
     """The scaler's value: max over the scale-down window of L averaged over scale-up.
 

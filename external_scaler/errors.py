@@ -5,6 +5,8 @@
     └── SourceError          no trustworthy window of L      → UNAVAILABLE
         ├── SourceTimeout    the source did not answer in time
         ├── SourceEmpty      the source answered with no data
+        ├── SourcePartial    a router (a target that feeds L) is down: L would be partial
+        ├── SourceStale      the newest sample of L is older than the scrape allows
         └── SourceRejected   the source refused the query itself → INVALID_ARGUMENT
                              (e.g. a selector regex Prometheus' RE2 cannot compile)
 
@@ -60,6 +62,18 @@ class SourceEmpty(SourceError):
     """The source answered, but without any sample of L for this selector."""
 
     kind = names.SCALER_ERROR_SOURCE_EMPTY
+
+
+class SourcePartial(SourceError):
+    """A target that feeds L is down: the sum without it would understate L."""
+
+    kind = names.SCALER_ERROR_SOURCE_PARTIAL
+
+
+class SourceStale(SourceError):
+    """The newest sample of L is too old to trust (a frozen series Prometheus still fills)."""
+
+    kind = names.SCALER_ERROR_SOURCE_STALE
 
 
 class SourceRejected(SourceError):

@@ -57,6 +57,8 @@ class ScalerSpec:
     selector: str  # canonical PromQL label matchers, "" for none
     source: SourceName
     policy: PolicySpec
+    # Prometheus' scrape interval for the routers (wall seconds): bounds the age of L.
+    scrape_interval_s: float = 30.0
 
 
 def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
@@ -119,6 +121,13 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
                 values[key],
                 f"x {names.META_TIME_SCALE} {time_scale:g} = {seconds * time_scale:g} s",
             )
+    scrape_interval_s = _decimal(
+        names.META_SCRAPE_INTERVAL_S,
+        values,
+        'seconds > 0 and ≤ 3600, as in the routers\' scrape config, e.g. "15"',
+        positive=True,
+        high=3600.0,
+    )
     if policy == "qps" and source != "router":
         raise MetadataError(
             names.META_POLICY,
@@ -141,6 +150,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             hpa_scale_up_tolerance=up_tol,
             hpa_scale_down_tolerance=down_tol,
         ),
+        scrape_interval_s=scrape_interval_s,
     )
 
 

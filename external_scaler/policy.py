@@ -106,8 +106,10 @@ class PolicySpec:
 class Window:
     """Samples over the lookback, as a source delivers them.
 
-    ``inflight``: L (requests running + queued); ``arrivals_total``: the cumulative count of
-    requests received (a counter, summed over routers); ``ready_replicas``: endpoints ready.
+    ``inflight``: L (requests running + queued); ``arrivals_total``: requests received, a
+    running total over the routers that never falls (each router's counter resets already
+    corrected by the source, ``sources/counters.py``), so a difference of two samples is
+    the arrivals between them; ``ready_replicas``: endpoints ready.
     The last two may be empty when the source has no such signal (plain vLLM).
     """
 
@@ -235,8 +237,9 @@ def decide_qps(
     """The seed's arrival-rate rule (the benchmark's comparison baseline, not the product).
 
     qps (seed units) = arrivals in the last ``10 × time_scale`` wall seconds ÷ 10 s.
-    Arrivals are the counter's increase between its latest sample at or before
-    ``now − window`` and its latest at or before ``now`` (resets count as 0). Returns
+    Arrivals are the running total's increase between its latest sample at or before
+    ``now − window`` and its latest at or before ``now`` (the source corrects counter
+    resets before summing, so a restarted router's requests still count). Returns
     ``value = desired × target``. Active when L or the window's arrivals exceed
     ``activation_inflight``; an active answer never asks for fewer than 1 replica.
     """

@@ -5,11 +5,17 @@ anything but a comma-separated list of ``name op "value"`` matchers could change
 query. Accepted: label names ``[a-zA-Z_][a-zA-Z0-9_]*`` not starting with ``__``,
 operators ``=``, ``!=``, ``=~``, ``!~``, double-quoted values with ``\\`` escapes.
 The result is re-serialized in a canonical form.
+
+Regex values are compiled with RE2 (google-re2), the engine family Prometheus uses, not
+Python's ``re``: a Perl-only construct (lookaround, backreference, possessive ``a++``)
+compiles in ``re`` but makes Prometheus refuse every query; ``\\pL`` is the other way round.
 """
 
 from __future__ import annotations
 
 import re
+
+import re2
 
 from external_scaler.errors import MetadataError
 
@@ -19,6 +25,8 @@ _MATCHER = re.compile(
     r'\s*(?P<name>[a-zA-Z_][a-zA-Z0-9_]*)\s*(?P<op>=~|!~|!=|=)\s*"(?P<value>(?:[^"\\\n]|\\.)*)"\s*'
 )
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # the error goes into our message, not to stderr
 
 
 def parse_selector(key: str, text: str) -> str:
@@ -42,12 +50,15 @@ def parse_selector(key: str, text: str) -> str:
             raise MetadataError(key, ACCEPTED_FORM, text, f"label {name!r} is reserved")
         value = _unescape(key, text, raw)
         if op in ("=~", "!~"):
-            try:
-                re.compile(value)
-            except re.error as exc:
+            problem = re2_error(value)
+            if problem is not None:
                 raise MetadataError(
-                    key, ACCEPTED_FORM, text, f"bad regular expression for {name}: {exc}"
-                ) from None
+                    key,
+                    ACCEPTED_FORM,
+                    text,
+                    f"label {name}: {value!r} is not an RE2 regular expression "
+                    f"(Prometheus' syntax): {problem}",
+                )
         matchers.append(f"{name}{op}{_quote(value)}")
         pos = match.end()
         if pos == len(text):
@@ -58,6 +69,20 @@ def parse_selector(key: str, text: str) -> str:
         if text[pos:].strip() == "":  # a trailing comma is valid PromQL
             break
     return ",".join(matchers)
+
+
+def re2_error(pattern: str) -> str | None:
+    """Why RE2 refuses ``pattern`` (e.g. ``invalid perl operator: (?=``), or None if it compiles.
+
+    >>> re2_error("llm-.*") is None, re2_error("(?=x)")
+    (True, 'invalid perl operator: (?=')
+    """
+    try:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        return detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
+    return None
 
 
 def _unescape(key: str, text: str, raw: str) -> str:

@@ -101,7 +101,8 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         method = "GetMetrics"
         try:
             spec = self._parse(request.scaledObjectRef.scalerMetadata)
-            if request.metricName and request.metricName != spec.metric_name:
+            # Older KEDA releases send the metric name lowercased: same name, any case.
+            if request.metricName and request.metricName.lower() != spec.metric_name.lower():
                 raise _Abort(
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"metric {request.metricName!r} requested, but metadata key "

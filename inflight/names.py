@@ -74,6 +74,8 @@ SCALER_ERROR_INTERNAL: Final = "internal"  # a bug; logged with its traceback
 SCALER_ERROR_ROUTER_POLL: Final = "router_poll"  # direct source: a poll of a router failed
 SCALER_ERROR_TOO_MANY_STREAMS: Final = "too_many_streams"  # --max-streams reached
 SCALER_ERROR_TOO_MANY_TRIGGERS: Final = "too_many_triggers"  # --max-triggers reached
+SCALER_ERROR_SOURCE_PARTIAL: Final = "source_partial"  # a target that feeds L is down
+SCALER_ERROR_SOURCE_STALE: Final = "source_stale"  # the newest sample of L is too old
 
 SCALER_ERROR_KINDS: Final = (
     SCALER_ERROR_SOURCE,
@@ -87,7 +89,14 @@ SCALER_ERROR_KINDS: Final = (
     SCALER_ERROR_ROUTER_POLL,
     SCALER_ERROR_TOO_MANY_STREAMS,
     SCALER_ERROR_TOO_MANY_TRIGGERS,
+    SCALER_ERROR_SOURCE_PARTIAL,
+    SCALER_ERROR_SOURCE_STALE,
 )
+
+# --- Prometheus' own series (written by Prometheus for every target it scrapes) ----------
+PROMETHEUS_UP: Final = "up"  # gauge{job,instance}: 1 when the last scrape succeeded, else 0
+
+PROMETHEUS_METRICS: Final[dict[str, str]] = {PROMETHEUS_UP: "gauge"}
 
 # --- vLLM (and the emulator, which must be indistinguishable) --------------------------
 VLLM_RUNNING: Final = "vllm:num_requests_running"
@@ -123,6 +132,10 @@ META_TIME_SCALE: Final = "timeScale"
 # gauge); the value it returns does not change.
 META_HPA_SCALE_UP_TOLERANCE: Final = "hpaScaleUpTolerance"
 META_HPA_SCALE_DOWN_TOLERANCE: Final = "hpaScaleDownTolerance"
+# Prometheus' scrape interval for the routers (wall seconds, never time-scaled): the
+# Prometheus source answers UNAVAILABLE when the newest sample of L is older than
+# ``external_scaler.sources.promql.MAX_SAMPLE_AGE_SCRAPES`` of these (30 s → 90 s).
+META_SCRAPE_INTERVAL_S: Final = "scrapeIntervalSeconds"
 
 METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_METRIC_NAME: "inflight",
@@ -137,6 +150,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_TIME_SCALE: "1.0",
     META_HPA_SCALE_UP_TOLERANCE: "0.1",
     META_HPA_SCALE_DOWN_TOLERANCE: "0.1",
+    # the Prometheus Operator's default scrape interval; Prometheus' own default is 60 s
+    META_SCRAPE_INTERVAL_S: "30",
 }
 
 # --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.
@@ -150,6 +165,20 @@ PROMQL_W: Final = (
 PROMQL_CAPACITY: Final = (
     "max(" + ROUTER_SLOTS_PER_ENDPOINT + "{{{sel}}})"
     " * max(" + ROUTER_ENDPOINTS + '{{state="ready"{comma_sel}}})'
+)
+
+# Targets that feed L and are down now: a target whose last scrape failed (``up`` 0) and
+# that exposed L in the last TARGET_MEMORY (so it is a router, not a replica or the
+# scaler). L summed without them is partial. A target removed from discovery has no
+# ``up`` series any more: it is gone, not missing. One series per target (job, instance).
+TARGET_MEMORY: Final = "1h"
+PROMQL_ROUTERS_DOWN: Final = (
+    "(" + PROMETHEUS_UP + "{{{sel}}} == 0) and on (job, instance) "
+    "last_over_time(" + ROUTER_INFLIGHT + "{{{sel}}}[" + TARGET_MEMORY + "])"
+)
+PROMQL_VLLM_DOWN: Final = (
+    "(" + PROMETHEUS_UP + "{{{sel}}} == 0) and on (job, instance) "
+    "last_over_time(" + VLLM_RUNNING + "{{{sel}}}[" + TARGET_MEMORY + "])"
 )
 
 

@@ -23,6 +23,7 @@ from external_scaler.metadata import ScalerSpec
 from external_scaler.metrics import ScalerMetrics
 from external_scaler.policy import Sample, Window
 from external_scaler.sources import Observed
+from external_scaler.sources.counters import increase
 from inflight import names
 
 
@@ -79,6 +80,10 @@ class DirectSource:
         self._arrivals: deque[Sample] = deque()
         self._ready: deque[Sample] = deque()
         self._last_error = "no poll has completed yet"
+        # Arrivals since the first complete poll, each router's counter resets corrected
+        # (a restarted router counts from 0 again), and its latest raw reading.
+        self._arrivals_total = 0.0
+        self._last_counter: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -116,9 +121,13 @@ class DirectSource:
                 return
             readings.append(result)
         self._append(self._inflight, Sample(t_s, sum(r.inflight for r in readings)))
-        arrivals = [r.arrivals_total for r in readings]
-        if all(a is not None for a in arrivals):
-            self._append(self._arrivals, Sample(t_s, sum(a or 0.0 for a in arrivals)))
+        if all(r.arrivals_total is not None for r in readings):
+            for url, reading in zip(self.router_urls, readings, strict=True):
+                counter = reading.arrivals_total or 0.0
+                if url in self._last_counter:
+                    self._arrivals_total += increase(self._last_counter[url], counter)
+                self._last_counter[url] = counter
+            self._append(self._arrivals, Sample(t_s, self._arrivals_total))
         ready = [r.ready_replicas for r in readings if r.ready_replicas is not None]
         if ready:  # several routers in front of the same replicas: the max, not the sum
             self._append(self._ready, Sample(t_s, max(ready)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -24,19 +25,33 @@ from typing import Any
 
 import aiohttp
 
-from external_scaler.errors import SourceEmpty, SourceError, SourceRejected, SourceTimeout
+from external_scaler.errors import (
+    SourceEmpty,
+    SourceError,
+    SourcePartial,
+    SourceRejected,
+    SourceStale,
+    SourceTimeout,
+)
 from external_scaler.metadata import ScalerSpec
 from external_scaler.metrics import ScalerMetrics
 from external_scaler.policy import Sample, Window
 from external_scaler.sources import Observed
+from external_scaler.sources.counters import counter_total
 from external_scaler.sources.promql import (
+    MAX_SAMPLE_AGE_SCRAPES,
     SIGNAL_ARRIVALS,
+    SIGNAL_DOWN,
     SIGNAL_INFLIGHT,
     SIGNAL_LABEL,
     SIGNAL_READY,
+    SIGNAL_SAMPLED,
     RangeQuery,
     range_query,
 )
+from inflight import names
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -196,17 +211,29 @@ def _decode(body: str, status: int, base_url: str) -> dict[str, Any]:
 
 
 def _window(data: dict[str, Any], query: RangeQuery, start_s: float, end_s: float) -> Window:
-    series: dict[str, tuple[Sample, ...]] = {}
+    """The policy's window from the range query's series; SourceError when L is not whole.
+
+    Refused, in this order: no sample of L; L's newest step long before ``end_s`` (its
+    series were marked stale); a target that feeds L down at ``end_s`` (the sum would be
+    partial); the newest *sample* of L older than ``query.max_sample_age_s`` (a frozen
+    series that Prometheus fills steps from for up to 5 minutes).
+    """
+    series: dict[str, list[tuple[dict[str, str], tuple[Sample, ...]]]] = {}
     for item in data.get("result", []):
         try:
-            signal = item["metric"].get(SIGNAL_LABEL, "")
+            labels = {str(k): str(v) for k, v in item["metric"].items()}
             samples = tuple(
                 Sample(float(t), float(v)) for t, v in item["values"] if math.isfinite(float(v))
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SourceError(f"Prometheus answered a malformed series: {exc!r}") from exc
-        series[signal] = samples
-    inflight = series.get(SIGNAL_INFLIGHT, ())
+        series.setdefault(labels.get(SIGNAL_LABEL, ""), []).append((labels, samples))
+
+    def one(signal: str) -> tuple[Sample, ...]:
+        found = series.get(signal, [])
+        return found[0][1] if found else ()
+
+    inflight = one(SIGNAL_INFLIGHT)
     span = end_s - start_s
     if not inflight:
         raise SourceEmpty(
@@ -219,8 +246,35 @@ def _window(data: dict[str, Any], query: RangeQuery, start_s: float, end_s: floa
             f"the newest sample of L in Prometheus is {end_s - newest:.1f} s old "
             "(the router's series went stale: is its target up?)"
         )
+    at_end = end_s - query.step_s / 2  # a step's timestamp is end_s up to float noise
+    down = sorted(
+        _target(labels)
+        for labels, samples in series.get(SIGNAL_DOWN, [])
+        if samples and samples[-1].t_s >= at_end
+    )
+    if down:
+        log.warning("L is partial: targets down: %s", ", ".join(down))
+        raise SourcePartial(
+            f"{len(down)} target(s) feeding L are down, so L would be partial: "
+            f"{', '.join(down)} (a removed target stops counting once Prometheus drops it)"
+        )
+    sampled = one(SIGNAL_SAMPLED)
+    if sampled and sampled[-1].t_s >= at_end:
+        age_s = end_s - sampled[-1].value
+        if age_s > query.max_sample_age_s:
+            raise SourceStale(
+                f"the newest sample of L is {age_s:.1f} s old, over the "
+                f"{query.max_sample_age_s:g} s allowed ({MAX_SAMPLE_AGE_SCRAPES} x metadata "
+                f"key {names.META_SCRAPE_INTERVAL_S!r}): Prometheus is filling steps from a "
+                "series that stopped updating"
+            )
     return Window(
         inflight=inflight,
-        arrivals_total=series.get(SIGNAL_ARRIVALS, ()),
-        ready_replicas=series.get(SIGNAL_READY, ()),
+        arrivals_total=counter_total(samples for _, samples in series.get(SIGNAL_ARRIVALS, [])),
+        ready_replicas=one(SIGNAL_READY),
     )
+
+
+def _target(labels: dict[str, str]) -> str:
+    """``job/instance`` of a target, for messages and logs."""
+    return f"{labels.get('job', '?')}/{labels.get('instance', '?')}"

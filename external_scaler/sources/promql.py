@@ -1,8 +1,16 @@
 """The PromQL that fetches one trigger's window in one range query (pure: text only).
 
-One query returns up to three series, told apart by a ``signal`` label that
-``label_replace`` adds: ``inflight`` (L), ``arrivals`` (the received-requests counter,
-summed) and ``ready`` (ready replicas). One round trip per poll, whatever the policy.
+One query returns several series, told apart by a ``signal`` label that ``label_replace``
+adds. One round trip per poll, whatever the policy:
+
+* ``inflight``: L, summed over the routers (or vLLM's running + waiting);
+* ``arrivals``: the received-requests counter, *one series per router* (resets are
+  corrected per counter before summing, ``counters.py``);
+* ``ready``: ready replicas;
+* ``down``: one series per target that feeds L and whose last scrape failed
+  (``inflight.names.PROMQL_ROUTERS_DOWN``): L would be partial without it;
+* ``sampled``: the oldest of the newest samples of L's series (``timestamp()``): steps
+  are filled from a sample up to 5 minutes old, so a frozen series still has steps.
 """
 
 from __future__ import annotations
@@ -15,6 +23,13 @@ from inflight import names
 
 SIGNAL_LABEL = "signal"
 SIGNAL_INFLIGHT, SIGNAL_ARRIVALS, SIGNAL_READY = "inflight", "arrivals", "ready"
+SIGNAL_DOWN, SIGNAL_SAMPLED = "down", "sampled"
+
+# L is trusted while its newest sample is at most this many scrape intervals old (the
+# ``scrapeIntervalSeconds`` metadata key): one interval is normal, a second allows a slow
+# or jittered scrape, a third the rule/query delay. Older, and Prometheus is filling steps
+# from a series that stopped (up to its 5-minute lookback), so the answer is UNAVAILABLE.
+MAX_SAMPLE_AGE_SCRAPES = 3
 
 # Prometheus refuses range queries over 11,000 points per series.
 MAX_POINTS = 10_000
@@ -28,6 +43,7 @@ class RangeQuery:
     expr: str
     lookback_s: float
     step_s: float
+    max_sample_age_s: float = math.inf
 
     def bounds(self, now_s: float) -> tuple[float, float]:
         """(start, end) in unix seconds, ``end`` aligned down to a multiple of the step.
@@ -62,14 +78,24 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
     if spec.source == "vllm":
         inflight = "(" + names.promql(names.PROMQL_L_VLLM, sel) + ")"
         ready = f"count({names.VLLM_RUNNING}{{{sel}}})"
+        down = names.promql(names.PROMQL_VLLM_DOWN, sel)
+        sampled = f"min(timestamp({names.VLLM_RUNNING}{{{sel}}}))"
         parts = [(inflight, SIGNAL_INFLIGHT), (ready, SIGNAL_READY)]
     else:
         inflight = names.promql(names.PROMQL_L, sel)
-        arrivals = f"sum({names.ROUTER_REQUESTS_RECEIVED}{{{sel}}})"
+        arrivals = f"{names.ROUTER_REQUESTS_RECEIVED}{{{sel}}}"
         comma_sel = "," + sel if sel else ""
         ready = f'max({names.ROUTER_ENDPOINTS}{{state="ready"{comma_sel}}})'
+        down = names.promql(names.PROMQL_ROUTERS_DOWN, sel)
+        sampled = f"min(timestamp({names.ROUTER_INFLIGHT}{{{sel}}}))"
         parts = [(inflight, SIGNAL_INFLIGHT), (arrivals, SIGNAL_ARRIVALS), (ready, SIGNAL_READY)]
+    parts += [(f"({down})", SIGNAL_DOWN), (sampled, SIGNAL_SAMPLED)]
     expr = " or ".join(
         f'label_replace({e}, "{SIGNAL_LABEL}", "{signal}", "", "")' for e, signal in parts
     )
-    return RangeQuery(expr=expr, lookback_s=spec.policy.lookback_s, step_s=step_for(spec))
+    return RangeQuery(
+        expr=expr,
+        lookback_s=spec.policy.lookback_s,
+        step_s=step_for(spec),
+        max_sample_age_s=MAX_SAMPLE_AGE_SCRAPES * spec.scrape_interval_s,
+    )

@@ -230,6 +230,32 @@ async def test_wrong_metric_name_is_invalid_argument(direct: Harness) -> None:
     assert "metricName" in (err.value.details() or "")
 
 
+@pytest.mark.parametrize("asked", ["llm-inflight-Prod", "llm-inflight-prod", "LLM-INFLIGHT-PROD"])
+async def test_metric_name_matches_whatever_its_case(
+    router: FakeRouter, direct: Harness, asked: str
+) -> None:
+    """Older KEDA lowercases the metric name it asks for; the name is the same name."""
+    router.inflight.set(2)
+    ref = direct.ref(metricName="llm-inflight-Prod", **INSTANT)
+    request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName=asked)
+
+    async def answered() -> pb.GetMetricsResponse | None:
+        try:
+            response = await direct.stub.GetMetrics(request, timeout=3)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:  # no poll of the router yet
+                return None
+            raise  # INVALID_ARGUMENT: the name was not recognised
+        return response if response.metricValues[0].metricValueFloat == 2.0 else None
+
+    response = await poll(answered, what="value 2")
+    assert [v.metricName for v in response.metricValues] == [asked]  # KEDA's own spelling
+    other = pb.GetMetricsRequest(scaledObjectRef=ref, metricName="llm-inflight-other")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await direct.stub.GetMetrics(other, timeout=3)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
 async def test_router_gone_is_unavailable_never_zero(router: FakeRouter, direct: Harness) -> None:
     router.inflight.set(5)
     await poll(lambda: _equals(direct.value(**INSTANT), 5.0), what="value 5")

@@ -9,19 +9,27 @@ end, with the real router, in test_scaler_router.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
+import aiohttp
 import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
-from external_scaler.metadata import parse_metadata
+from external_scaler.metadata import ScalerSpec, parse_metadata
+from external_scaler.metrics import ScalerMetrics
+from external_scaler.policy import Sample
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
+from external_scaler.sources import Observed
+from external_scaler.sources.prometheus import PrometheusSource
 from external_scaler.sources.promql import step_for
 from inflight import names
 from inflight.prom import PrometheusServer
@@ -255,3 +263,87 @@ def test_fuzzed_metadata_answers_ok_or_invalid_argument(
     assert {"OK", "INVALID_ARGUMENT"} <= seen
     assert scaler.server.process.poll() is None  # the process never died
     assert scaler.value() == 4.0  # and still answers
+
+
+# --- L is trusted only when fresh; arrivals survive a router restart -----------------------
+
+
+def test_a_frozen_l_is_unavailable_not_its_last_value(
+    router: FakeRouter, prometheus: PrometheusServer, start_scaler
+) -> None:
+    """Prometheus restarts while the router has left its targets: it writes no staleness
+    marker for the series it had, so every step of the next 5 minutes is filled from the
+    last sample of L. The scaler must look at that sample's age (1.5 s allowed here)."""
+    meta = {**META, "scrapeIntervalSeconds": str(SCRAPE_S)}
+    scaler = start_scaler("--cache-ttl-s", "0")
+    router.inflight.set(3)
+    wait_for(lambda: scaler.value(meta) == 3.0, timeout_s=30, what="value 3")
+    prometheus.stop()
+    router.close()
+    prometheus.jobs = {"router": []}  # start() writes the targets from jobs
+    prometheus.start()
+    assert prometheus_l(prometheus) == 3.0  # Prometheus itself still answers the frozen L
+
+    def stale() -> bool:
+        code, details = scaler.status(meta)
+        return code == grpc.StatusCode.UNAVAILABLE and "newest sample of L" in details
+
+    # Within the 1.5 s after the last sample the frozen 3 is still a fair answer; after
+    # it, UNAVAILABLE (before the fix: 3 for the 5 minutes Prometheus fills the steps).
+    wait_for(stale, timeout_s=30, what="UNAVAILABLE: the newest sample of L is too old")
+    for _ in range(5):
+        assert stale(), scaler.status(meta)
+    assert scaler.metric(names.SCALER_ERRORS + '{kind="source_stale"}') >= 1
+
+
+def test_arrivals_count_across_a_router_restart(prometheus_factory: PrometheusFactory) -> None:
+    """The received-requests counter reads 100, then 130, then the router restarts and has
+    taken 20 since: 50 arrivals, as Prometheus' increase() counts them (not 20 - 100)."""
+    router = FakeRouter()
+    try:
+        router.received.inc(100)  # before the first scrape: 100 is the window's baseline
+        prometheus = prometheus_factory(
+            jobs={"router": [router.url.removeprefix("http://")]}, scrape_interval_s=SCRAPE_S
+        )
+
+        def reads(value: float) -> None:
+            wait_for(lambda: prometheus_counter(prometheus) == value, timeout_s=30,
+                     what=f"Prometheus to read {value}")  # fmt: skip
+
+        reads(100.0)
+        router.received.inc(30)
+        reads(130.0)
+        router.received.reset()  # the restart, and 20 requests since
+        router.received.inc(20)
+        router.inflight.set(20)  # a marker: a step with L = 20 is after the restart
+        reads(20.0)
+        spec = parse_metadata(
+            {"policy": "qps", "timeScale": "0.1", "scaleDownWindowSeconds": "600"}
+        )
+
+        def arrivals() -> tuple[Sample, ...] | None:
+            """The window's arrivals once its newest step (aligned down) is past the restart."""
+            window = asyncio.run(observe_once(prometheus.url, spec)).window
+            return window.arrivals_total if window.inflight[-1].value == 20.0 else None
+
+        got = wait_for(arrivals, timeout_s=30, what="a window that ends after the restart")
+    finally:
+        router.close()
+    assert got[-1].value - got[0].value == 50.0  # 30 before the restart, 20 after
+
+
+def prometheus_counter(prometheus: PrometheusServer) -> float | None:
+    query = urllib.parse.urlencode({"query": names.ROUTER_REQUESTS_RECEIVED})
+    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query?{query}", timeout=5) as resp:
+        result = json.loads(resp.read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+async def observe_once(url: str, spec: ScalerSpec) -> Observed:
+    """The Prometheus source in-process, as the scaler would call it for ``spec``."""
+    async with aiohttp.ClientSession() as session:
+        source = PrometheusSource(url, session, ScalerMetrics(CollectorRegistry()))
+        try:
+            return await source.observe(spec, time.time(), timeout_s=5.0)
+        finally:
+            await source.close()

@@ -144,6 +144,21 @@ def test_saturation_dashboard_has_the_panels_the_issue_asks_for() -> None:
         _panel(board, title)
 
 
+def test_saturation_dashboard_counts_the_routers_missing_from_l() -> None:
+    """Issue #15: a router whose scrape fails drops out of every sum of L silently; the
+    stat counts such routers, with the scaler's own definition of "down"."""
+    board = json.loads((ROOT / b.DASHBOARD_DIR / "saturation.json").read_text())
+    missing = _panel(board, "Routers missing")
+    assert missing["type"] == "stat"
+    [target] = missing["targets"]
+    sel = 'namespace=~"$namespace",job=~"$job"'
+    assert target["expr"] == f"count({n.promql(n.PROMQL_ROUTERS_DOWN, sel)}) or vector(0)"
+    steps = missing["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [(s["value"], s["color"]) for s in steps] == [(None, "green"), (1.0, "red")]
+    # on top of the L panels, before anyone reads a partial L
+    assert missing["gridPos"]["y"] < _panel(board, "L (in flight) and λ")["gridPos"]["y"]
+
+
 def test_scaler_dashboard_has_the_panels_the_issue_asks_for() -> None:
     board = json.loads((ROOT / b.DASHBOARD_DIR / "scaler.json").read_text())
     for title in ("Value and target", "Derived replica count", "Active", "latency", "Errors"):

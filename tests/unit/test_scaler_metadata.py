@@ -146,6 +146,31 @@ def test_selector_refuses_anything_else(text: str) -> None:
     assert "label matchers" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("(?=llm)", "invalid perl operator"),  # lookahead: Python's re takes it, RE2 does not
+        ("(?<=x)y", "invalid perl operator"),  # lookbehind
+        ("(a)\\\\1", "invalid escape"),  # backreference \1 (PromQL-escaped in the selector)
+        ("a++", "bad repetition"),  # possessive quantifier
+        ("x{1001}", "repetition size"),  # RE2's bound on counted repetition
+    ],
+)
+def test_selector_regex_must_compile_in_re2(value: str, why: str) -> None:
+    """Prometheus compiles matchers with RE2: a Perl-only regex would be refused on every
+    query, so it is refused here, naming the key and the label."""
+    with pytest.raises(MetadataError) as err:
+        parse_metadata({"selectorFromEnv": f'ns="llm",job=~"{value}"'})
+    assert err.value.key == "selectorFromEnv"
+    assert "label job" in str(err.value) and "RE2" in str(err.value) and why in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["\\\\pL+", "[[:alpha:]]+-\\\\d", "(?i)LLM|router", "(?P<n>a)b"])
+def test_selector_accepts_what_re2_accepts(value: str) -> None:
+    # \pL (a Unicode class) is RE2 (and PromQL) syntax that Python's re refuses.
+    assert parse_selector("selector", f'job=~"{value}"') == f'job=~"{value}"'
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=60))
 def test_selector_fuzz_either_canonical_or_refused(text: str) -> None:

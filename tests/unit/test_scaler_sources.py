@@ -6,21 +6,34 @@ import json
 
 import pytest
 
-from external_scaler.errors import SourceEmpty, SourceError, SourceRejected, SourceTimeout
+from external_scaler.errors import (
+    SourceEmpty,
+    SourceError,
+    SourcePartial,
+    SourceRejected,
+    SourceStale,
+    SourceTimeout,
+)
 from external_scaler.metadata import parse_metadata
+from external_scaler.policy import PolicySpec, Sample, decide_qps
+from external_scaler.sources.counters import counter_total, increase
 from external_scaler.sources.direct import parse_router_metrics
 from external_scaler.sources.prometheus import _decode, _window
 from external_scaler.sources.promql import range_query, step_for
 from inflight import names
 
 
-def test_router_query_has_three_labelled_signals() -> None:
-    q = range_query(parse_metadata({"selector": 'job="router"'}))
+def test_router_query_has_five_labelled_signals() -> None:
+    q = range_query(parse_metadata({"selector": 'job="router"', "scrapeIntervalSeconds": "15"}))
     assert names.promql(names.PROMQL_L, 'job="router"') in q.expr
-    assert f'sum({names.ROUTER_REQUESTS_RECEIVED}{{job="router"}})' in q.expr
+    # one arrivals series per router, not their sum: resets are corrected per counter
+    assert f'label_replace({names.ROUTER_REQUESTS_RECEIVED}{{job="router"}},' in q.expr
     assert f'max({names.ROUTER_ENDPOINTS}{{state="ready",job="router"}})' in q.expr
-    assert q.expr.count("label_replace(") == 3
+    assert names.promql(names.PROMQL_ROUTERS_DOWN, 'job="router"') in q.expr
+    assert f'min(timestamp({names.ROUTER_INFLIGHT}{{job="router"}}))' in q.expr
+    assert q.expr.count("label_replace(") == 5
     assert q.lookback_s == 70.0
+    assert q.max_sample_age_s == 45.0  # 3 scrape intervals
 
 
 def test_vllm_query_uses_vllm_names() -> None:
@@ -52,29 +65,107 @@ def test_bounds_are_aligned_so_replicas_agree() -> None:
     assert q.bounds(1001.0)[1] == 1001.0
 
 
-def _matrix(series: dict[str, list[tuple[float, str]]]) -> dict:
-    return {
-        "resultType": "matrix",
-        "result": [
-            {"metric": {"signal": name}, "values": [[t, v] for t, v in values]}
-            for name, values in series.items()
-        ],
-    }
+def _matrix(
+    series: dict[str, list[tuple[float, str]]],
+    per_target: dict[tuple[str, str], list[tuple[float, str]]] | None = None,
+) -> dict:
+    """Prometheus' matrix: one series per signal, and (signal, instance) series per target."""
+    result = [
+        {"metric": {"signal": name}, "values": [[t, v] for t, v in values]}
+        for name, values in series.items()
+    ]
+    result += [
+        {
+            "metric": {"signal": signal, "job": "router", "instance": instance},
+            "values": [[t, v] for t, v in values],
+        }
+        for (signal, instance), values in (per_target or {}).items()
+    ]
+    return {"resultType": "matrix", "result": result}
 
 
 def test_window_from_matrix() -> None:
     q = range_query(parse_metadata({}))
     data = _matrix(
-        {
-            "inflight": [(999.0, "3"), (1000.0, "4")],
-            "arrivals": [(1000.0, "10")],
-            "ready": [(1000.0, "2")],
-        }
+        {"inflight": [(999.0, "3"), (1000.0, "4")], "ready": [(1000.0, "2")]},
+        {("arrivals", "a:1"): [(999.0, "10"), (1000.0, "14")]},
     )
     w = _window(data, q, 928.0, 1000.0)
     assert [s.value for s in w.inflight] == [3.0, 4.0]
-    assert w.arrivals_total[0].value == 10.0
+    assert [s.value for s in w.arrivals_total] == [0.0, 4.0]  # arrivals since the window began
     assert w.ready_replicas[0].value == 2.0
+
+
+def test_a_router_restart_mid_window_counts_its_arrivals() -> None:
+    """Router a restarts (100 → 30): 30 new requests, not -70; b adds 5 + 5."""
+    q = range_query(parse_metadata({}))
+    data = _matrix(
+        {"inflight": [(998.0, "1"), (999.0, "1"), (1000.0, "1")]},
+        {
+            ("arrivals", "a:1"): [(998.0, "100"), (999.0, "100"), (1000.0, "30")],
+            ("arrivals", "b:1"): [(998.0, "10"), (999.0, "15"), (1000.0, "20")],
+        },
+    )
+    w = _window(data, q, 928.0, 1000.0)
+    assert [(s.t_s, s.value) for s in w.arrivals_total] == [(998.0, 0), (999.0, 5), (1000.0, 40)]
+
+
+def test_counter_total_across_resets_gaps_and_routers_that_come_and_go() -> None:
+    a = [Sample(1.0, 5.0), Sample(2.0, 9.0), Sample(3.0, 2.0), Sample(4.0, 3.0)]  # reset at 3
+    b = [Sample(2.0, 50.0), Sample(4.0, 52.0)]  # appears at 2 (its 50 came before), gap at 3
+    gone = [Sample(1.0, 7.0), Sample(2.0, 8.0)]  # removed after 2: keeps the 1 it counted
+    total = counter_total([a, b, gone])
+    assert [(s.t_s, s.value) for s in total] == [(1.0, 0), (2.0, 5), (3.0, 7), (4.0, 10)]
+    assert increase(9.0, 2.0) == 2.0 and increase(2.0, 3.0) == 1.0
+
+
+def test_qps_rule_sees_the_arrivals_of_a_router_that_restarted() -> None:
+    """Two routers, 1 request/s each for 20 s; router a restarts at t=105. The seed's rule
+    reads 20 arrivals in the last 10 s (2 req/s > 0.5: up), not a negative or zero count."""
+    a = [Sample(t, 1000.0 + t - 90 if t < 105 else t - 104) for t in range(90, 111)]
+    b = [Sample(t, 500.0 + t - 90) for t in range(90, 111)]
+    total = counter_total([a, b])
+    raw_sum = [Sample(x.t_s, x.value + y.value) for x, y in zip(a, b, strict=True)]
+    spec = PolicySpec(policy="qps")
+    fixed = decide_qps(total, [Sample(110.0, 2.0)], 2, spec, now_s=110.0)
+    assert (fixed.desired_replicas, fixed.direction) == (3, "up")
+    assert "qps 2 >" in fixed.reason
+    # the raw sum of the counters reads the restart as a drop: the rule would scale down
+    wrong = decide_qps(raw_sum, [Sample(110.0, 2.0)], 2, spec, now_s=110.0)
+    assert (wrong.desired_replicas, wrong.direction) == (1, "down")
+
+
+def test_down_target_at_the_end_is_partial_and_named() -> None:
+    q = range_query(parse_metadata({}))
+    inflight = {"inflight": [(999.0, "3"), (1000.0, "3")]}
+    down = {("down", "10.0.0.7:8000"): [(999.0, "0"), (1000.0, "0")]}
+    with pytest.raises(SourcePartial, match=r"router/10\.0\.0\.7:8000"):
+        _window(_matrix(inflight, down), q, 928.0, 1000.0)
+    # down earlier in the window, gone from discovery now: gone, not missing
+    gone = {("down", "10.0.0.7:8000"): [(990.0, "0"), (995.0, "0")]}
+    assert _window(_matrix(inflight, gone), q, 928.0, 1000.0).inflight[-1].value == 3.0
+
+
+@pytest.mark.parametrize(
+    ("newest_sample_s", "stale"), [(1000.0, False), (910.0, False), (909.0, True)]
+)
+def test_a_frozen_l_is_stale_by_its_newest_sample_not_its_steps(
+    newest_sample_s: float, stale: bool
+) -> None:
+    """Every step has L (Prometheus fills steps from a sample up to 5 minutes old), but the
+    newest sample is what counts: 30 s scrape interval → at most 90 s old."""
+    q = range_query(parse_metadata({}))
+    data = _matrix(
+        {
+            "inflight": [(999.0, "3"), (1000.0, "3")],
+            "sampled": [(999.0, str(newest_sample_s)), (1000.0, str(newest_sample_s))],
+        }
+    )
+    if stale:
+        with pytest.raises(SourceStale, match=r"91\.0 s old.*scrapeIntervalSeconds"):
+            _window(data, q, 928.0, 1000.0)
+    else:
+        assert _window(data, q, 928.0, 1000.0).inflight[-1].value == 3.0
 
 
 def test_empty_or_stale_l_is_an_error_not_zero() -> None:
