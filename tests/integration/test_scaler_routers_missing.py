@@ -27,7 +27,6 @@ import pytest
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from inflight import names
-from inflight.procs import free_port
 from inflight.prom import PrometheusServer
 from tests.conftest import PrometheusFactory
 from tests.support import ProcessTracker, Server, wait_for
@@ -107,13 +106,12 @@ def stack(procs: ProcessTracker, prometheus_factory: PrometheusFactory) -> Itera
     prometheus = prometheus_factory(
         jobs={"router": [f"127.0.0.1:{r.port}" for r in routers]}, scrape_interval_s=SCRAPE_S
     )
-    grpc_port = free_port()
-    procs.start_inflight(
-        ["scaler", "--grpc-port", str(grpc_port), "--metrics-port", "{port}",
+    scaler = procs.start_inflight(
+        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
          "--prometheus-url", prometheus.url, "--cache-ttl-s", "0"],
         name="scaler",
     )  # fmt: skip
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+    with grpc.insecure_channel(f"127.0.0.1:{scaler.ports['grpc']}") as channel:
         yield Stack(routers, prometheus, pb_grpc.ExternalScalerStub(channel))
 
 
