@@ -77,6 +77,8 @@ class UpConfig:
     use_prometheus: bool
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
     startup_timeout_s: float = 900.0
+    log_level: str = "info"
+    prometheus_wanted: bool = True  # False: --no-prometheus (use_prometheus says if it runs)
 
     @property
     def scaler_metadata(self) -> dict[str, str]:
