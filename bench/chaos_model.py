@@ -16,6 +16,7 @@ is never excused.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ def scale_downs(
     then is wrong whatever the metric said.
     """
     out: list[ScaleDown] = []
-    for prev, point in zip(timeline, timeline[1:], strict=False):
+    for prev, point in itertools.pairwise(timeline):
         if point.desired >= prev.desired:
             continue
         found: list[tuple[float, str]] = []
@@ -175,9 +176,7 @@ def scale_downs(
     return out
 
 
-def streams_across(
-    requests: Iterable[ChaosRequest], downs: Iterable[ScaleDown]
-) -> tuple[int, int]:
+def streams_across(requests: Iterable[ChaosRequest], downs: Iterable[ScaleDown]) -> tuple[int, int]:
     """(long streams open at some scale-down, those of them that did not complete)."""
     times = [d.t for d in downs]
     open_ = [r for r in requests if r.long and any(r.start_t < t < r.end_t for t in times)]
@@ -211,10 +210,15 @@ def fault_report(
     details: dict[str, Any] = {
         "faulted_endpoints": list(w.faulted_endpoints),
         "scale_downs": [
-            {"t": d.t, "from": d.before, "to": d.after, "saturation": d.saturation,
-             "evidence": d.evidence}
+            {
+                "t": d.t,
+                "from": d.before,
+                "to": d.after,
+                "saturation": d.saturation,
+                "evidence": d.evidence,
+            }
             for d in mine
-        ],  # fmt: skip
+        ],
         "leaked_detail": dict(w.leaked_detail),
         "orphans": list(w.orphans),
         "notes": list(w.notes),
@@ -224,7 +228,9 @@ def fault_report(
     if w.faulted_router is not None:
         details["faulted_router"] = w.faulted_router
     if w.fault == "scale-down":
-        open_, broken = streams_across([r for r in requests if w.start_t <= r.start_t < w.end_t], mine)
+        open_, broken = streams_across(
+            [r for r in requests if w.start_t <= r.start_t < w.end_t], mine
+        )
         details["long_streams_open_at_scale_down"] = open_
         details["long_streams_not_completed"] = broken
     return FaultReport(

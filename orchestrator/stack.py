@@ -86,14 +86,19 @@ class UpConfig:
     @property
     def scaler_metadata(self) -> dict[str, str]:
         """The trigger metadata a ScaledObject would carry (seed-time windows)."""
-        return {
-            names.META_SLOTS_PER_REPLICA: str(self.slots_per_replica),
-            names.META_TARGET_SATURATION: "1.0",
-            names.META_SCALE_UP_WINDOW_S: "10",
-            names.META_SCALE_DOWN_WINDOW_S: "60",
-            names.META_TIME_SCALE: str(self.time_scale),
-            names.META_POLICY: self.policy,
-        }
+        return scaler_metadata(self.slots_per_replica, self.time_scale, self.policy)
+
+
+def scaler_metadata(slots_per_replica: int, time_scale: float, policy: str) -> dict[str, str]:
+    """The trigger metadata ``inflight up`` sends the scaler (the bench asks it the same)."""
+    return {
+        names.META_SLOTS_PER_REPLICA: str(slots_per_replica),
+        names.META_TARGET_SATURATION: "1.0",
+        names.META_SCALE_UP_WINDOW_S: "10",
+        names.META_SCALE_DOWN_WINDOW_S: "60",
+        names.META_TIME_SCALE: str(time_scale),
+        names.META_POLICY: policy,
+    }
 
 
 def _get_json(url: str, timeout_s: float = 1.0) -> dict[str, Any] | None:
