@@ -64,11 +64,15 @@ class Ctx:
     def router_url(self) -> str:
         return str(self.info["router_url"])
 
-    async def ready(self) -> int:
+    async def ready_endpoints(self) -> list[str]:
+        """URLs the stack's router routes to now."""
         status = await probe.router_status(self.session, self.router_url)
         if status is None:
-            return 0
-        return sum(1 for e in status.get("endpoints", []) if e.get("state") == "ready")
+            return []
+        return [str(e["url"]) for e in status.get("endpoints", []) if e.get("state") == "ready"]
+
+    async def ready(self) -> int:
+        return len(await self.ready_endpoints())
 
     async def scaler_answers(self) -> bool:
         md = scaler_metadata(self.slots, self.time_scale, "saturation")
@@ -99,7 +103,9 @@ async def _sampler(ctx: Ctx) -> None:
 
 
 async def _settle(ctx: Ctx) -> bool:
-    """Until ready = desired, unchanged for ``--settle-s`` seed seconds (False: timed out)."""
+    """Until ready = desired, unchanged for ``--settle-s`` seed seconds (at least two HPA
+    syncs at the default), and the routers hold no more than the capacity (saturation < 1:
+    nothing left for the scaler to do); False when ``--settle-timeout-s`` passes first."""
     hold_s = ctx.wall(ctx.args.settle_s)
     deadline = time.monotonic() + ctx.args.settle_timeout_s
     stable_since = time.monotonic()
@@ -108,7 +114,9 @@ async def _settle(ctx: Ctx) -> bool:
         points = read_timeline(ctx.state_dir / "timeline.jsonl")
         desired = points[-1].desired if points else -1
         now = (desired, await ctx.ready())
-        if now != last or now[0] != now[1]:
+        sample = ctx.samples[-1] if ctx.samples else None
+        saturated = sample is None or sample.inflight >= sample.slots * max(1, sample.ready)
+        if now != last or now[0] != now[1] or saturated:
             last, stable_since = now, time.monotonic()
         elif time.monotonic() - stable_since >= hold_s:
             return True

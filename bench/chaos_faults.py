@@ -68,9 +68,13 @@ class FaultError(RuntimeError):
     """A fault could not be injected (the message says why)."""
 
 
-async def _replica_back(ctx: Ctx, ready_before: int, pgid: int) -> bool:
+async def _replica_back(ctx: Ctx, ready_before: int, pgid: int, label: str) -> bool:
+    """The faulted replica is gone (process and router), as many ready as before it."""
+    if group_alive(pgid):
+        return False
+    ready = await ctx.ready_endpoints()
     return (
-        not group_alive(pgid) and await ctx.ready() >= ready_before and await ctx.scaler_answers()
+        f"http://{label}" not in ready and len(ready) >= ready_before and await ctx.scaler_answers()
     )
 
 
@@ -81,7 +85,7 @@ async def kill_replica(ctx: Ctx) -> Injected:
     _kill(pgid, signal.SIGKILL)
     t = time.time()
     return Injected(
-        t, t, lambda: _replica_back(ctx, ready_before, pgid), (label,), None,
+        t, t, lambda: _replica_back(ctx, ready_before, pgid, label), (label,), None,
         {pgid: f"killed replica {label}"}, [f"SIGKILL to the group of {label} (pgid {pgid})"],
     )  # fmt: skip
 
@@ -104,7 +108,7 @@ async def hang_replica(ctx: Ctx) -> Injected:
     else:
         notes.append(f"stopped by the stack {time.time() - t:.1f} s after the SIGSTOP")
     return Injected(
-        t, t, lambda: _replica_back(ctx, ready_before, pgid), (label,), None,
+        t, t, lambda: _replica_back(ctx, ready_before, pgid, label), (label,), None,
         {pgid: f"hung replica {label}"}, notes,
     )  # fmt: skip
 
