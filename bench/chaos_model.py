@@ -151,6 +151,7 @@ def scale_downs(
     then is wrong whatever the metric said.
     """
     out: list[ScaleDown] = []
+    decisions = sorted(decisions, key=lambda d: float(d.get("t", 0.0)))
     for prev, point in itertools.pairwise(timeline):
         if point.desired >= prev.desired:
             continue
