@@ -193,7 +193,13 @@ def _chaos_parser(sub: Any) -> None:
     add("--long-max-tokens", type=int, default=8000, help="the scale-down fault's long streams")
     add("--long-streams", type=int, default=4, help="long streams open at the load drop")
     add("--settle-s", type=positive_float, default=30.0, help="seed s unchanged = settled")
-    add("--after-s", type=positive_float, default=20.0, help="seed s of load after recovery")
+    add(
+        "--after-s",
+        type=positive_float,
+        default=90.0,
+        help="seed s of load after "
+        "recovery (>= the 60 s scale-down window + a sync: a wrong scale-down shows)",
+    )
     add("--hang-s", type=positive_float, default=100.0, help="seed s before SIGCONT (hang)")
     add("--prometheus-down-s", type=positive_float, default=120.0, help="seed s held down")
     add("--router-missing-s", type=positive_float, default=30.0, help="seed s killed router "
