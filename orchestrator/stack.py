@@ -472,8 +472,14 @@ class Stack:
         """Same ports; not waited for (the autoscaler's calls fail until it answers, which
         changes no replica count). A fresh gRPC client, so no reconnect back-off is left."""
         argv = list(self._scaler_argv)
-        if self.prometheus is not None and "--prometheus-url" in argv:
-            argv[argv.index("--prometheus-url") + 1] = self.prometheus.url
+        # The ports it had (KEDA's address for it must not change), and today's Prometheus.
+        for flag, value in (
+            ("--grpc-port", str(self.scaler_ports[0])),
+            ("--metrics-port", str(self.scaler_ports[1])),
+            ("--prometheus-url", self.prometheus.url if self.prometheus else None),
+        ):
+            if value is not None and flag in argv:
+                argv[argv.index(flag) + 1] = value
         proc = ManagedProcess(
             argv, name="scaler", log_path=self.state.logs / "scaler.log", grace_s=10.0
         )
