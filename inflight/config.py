@@ -74,6 +74,7 @@ class Cli:
     help: str
     metavar: str | None = None
     nargs: str | None = None  # "+": several values after one flag (a list field)
+    repeat: bool = False  # a list field given as a repeatable flag (argparse "append")
     group: str | None = None  # fields in one group are mutually exclusive flags
 
 
@@ -129,6 +130,12 @@ def _mark(namespace: argparse.Namespace, dest: str) -> None:
 
 
 class _Store(argparse._StoreAction):
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        super().__call__(parser, namespace, values, option)
+        _mark(namespace, self.dest)
+
+
+class _Append(argparse._AppendAction):
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
         super().__call__(parser, namespace, values, option)
         _mark(namespace, self.dest)
@@ -201,10 +208,17 @@ def add_flags(parser: argparse.ArgumentParser, model: type[Settings]) -> None:
         target: Any = parser
         if cli.group is not None:
             if cli.group not in groups:
-                groups[cli.group] = parser.add_mutually_exclusive_group()
+                # Required on the command line only while no variable of the group is set.
+                required = cli.group in model.REQUIRED_GROUPS and not any(
+                    model.env_var(n) in {v.upper() for v in os.environ}
+                    for n, i in model.model_fields.items()
+                    if _cli(i, "group") == cli.group
+                )
+                groups[cli.group] = parser.add_mutually_exclusive_group(required=required)
             target = groups[cli.group]
         base, _optional = _unwrap(info.annotation)
-        kwargs: dict[str, Any] = {"dest": name, "default": info.default, "help": cli.help}
+        default = info.get_default(call_default_factory=True)
+        kwargs: dict[str, Any] = {"dest": name, "default": default, "help": cli.help}
         if base is bool:
             target.add_argument(model.flag(name), action=_StoreTrue, **kwargs)
             continue
@@ -214,7 +228,8 @@ def add_flags(parser: argparse.ArgumentParser, model: type[Settings]) -> None:
             kwargs["metavar"] = cli.metavar
         if cli.nargs is not None:
             kwargs["nargs"] = cli.nargs
-        target.add_argument(model.flag(name), action=_Store, type=_converter(info), **kwargs)
+        action = _Append if cli.repeat else _Store
+        target.add_argument(model.flag(name), action=action, type=_converter(info), **kwargs)
     parser.add_argument(
         "--print-config",
         dest=PRINT_CONFIG,
@@ -231,7 +246,11 @@ def _argparse_error(model: type[Settings]) -> Any:
     flags = {model.flag(name): name for name in model.model_fields}
 
     def error(parser: argparse.ArgumentParser, message: str) -> typing.NoReturn:
-        if message.startswith("argument "):
+        if message.startswith("one of the arguments "):  # a required group
+            flagged = message[len("one of the arguments ") :].split(" is required")[0]
+            names = [flags[f] for f in flagged.split() if f in flags]
+            message = "give one of " + ", ".join(model.named(n) for n in names)
+        elif message.startswith("argument "):
             head, _, problem = message[len("argument ") :].partition(": ")
             names = [flags[f] for f in head.split("/") if f in flags]
             if len(names) == 1:

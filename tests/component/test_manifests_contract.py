@@ -144,13 +144,13 @@ def load_settings(args: list[str], env: dict[str, str]) -> Any:
     """The settings ``inflight <args>`` would run with under ``env`` (and nothing else of
     this process's INFLIGHT_* variables), validated by the real model; fail with its
     message."""
-    namespace = parse_inflight(args)
     with pytest.MonkeyPatch.context() as mp:
-        for var in os.environ:
+        for var in list(os.environ):
             if var.upper().startswith("INFLIGHT_"):
                 mp.delenv(var)
         for var, value in env.items():
             mp.setenv(var, value)
+        namespace = parse_inflight(args)  # the parser reads the environment too
         try:
             return config.load(settings_model(args[0]), namespace)
         except config.ConfigError as exc:
