@@ -101,9 +101,9 @@ def container_env(objs: list[Obj], obj: Obj, container: Obj) -> dict[str, str]:
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
         ref = source["configMapRef"]["name"]
-        (cm,) = [c for c in find(objs, "ConfigMap") if c["metadata"]["name"] == ref] or [None]
-        assert cm is not None, f"{container['name']}: envFrom names ConfigMap {ref}, not built"
-        env.update(cm.get("data", {}))
+        maps = [c for c in find(objs, "ConfigMap") if c["metadata"]["name"] == ref]
+        assert len(maps) == 1, f"{container['name']}: envFrom names ConfigMap {ref}, not built"
+        env.update(maps[0].get("data", {}))
     for var in container.get("env", []):
         if "value" in var:
             env[var["name"]] = var["value"]

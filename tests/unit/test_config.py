@@ -7,6 +7,7 @@ the environment is the process's (``monkeypatch.setenv``), as pydantic-settings 
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -249,8 +250,8 @@ def test_print_config_starts_nothing_and_lists_every_flag(
     """It returns at once (no port bound, no child started) and names every field."""
     assert main([sub, *base, "--print-config"]) == 0
     out = capsys.readouterr().out
-    parser = build_parser()
-    sub_parser = parser._subparsers._group_actions[0].choices[sub]  # type: ignore[union-attr]
+    subparsers = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    sub_parser = subparsers[0].choices[sub]
     flags = {o for a in sub_parser._actions for o in a.option_strings if o.startswith("--")} - {
         "--help",
         "--print-config",
@@ -326,3 +327,41 @@ def test_describe_says_what_a_field_takes() -> None:
 
     assert config.describe(ScalerSettings.model_fields["grpc_port"]) == "an integer ≥ 0 and ≤ 65535"
     assert config.describe(UpSettings.model_fields["policy"]) == "one of saturation|qps"
+
+
+def test_the_router_source_may_come_from_the_env(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse requires one source flag only while no source variable is set."""
+    with pytest.raises(SystemExit):
+        parse("router")
+    assert "give one of --endpoints (or INFLIGHT_ROUTER_ENDPOINTS)" in capsys.readouterr().err
+    monkeypatch.setenv("INFLIGHT_ROUTER_K8S_NAMESPACE", "llm")
+    monkeypatch.setenv("INFLIGHT_ROUTER_K8S_SERVICE", "vllm")
+    cfg = _router(parse("router")).router_config()
+    assert cfg.k8s is not None and (cfg.k8s.namespace, cfg.k8s.service) == ("llm", "vllm")
+    monkeypatch.setenv("INFLIGHT_ROUTER_HOLD_WHEN_FULL", "true")
+    assert _router(parse("router")).router_config().hold_when_full
+
+
+def test_an_empty_endpoints_variable_is_zero_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFLIGHT_ROUTER_ENDPOINTS", "")
+    assert _router(parse("router")).router_config().endpoints == ()
+
+
+def test_two_router_sources_from_flag_and_env_are_both_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("INFLIGHT_ROUTER_K8S_NAMESPACE", "llm")
+    assert main(["router", "--endpoints", "http://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "give one endpoint source, not --endpoints" in err
+    assert "INFLIGHT_ROUTER_K8S_NAMESPACE" in err
+
+
+def test_a_bad_router_url_from_the_env_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("INFLIGHT_ROUTER_ENDPOINTS", "ftp://x:1")
+    assert main(["router"]) == 2
+    assert "INFLIGHT_ROUTER_ENDPOINTS (or --endpoints): " in capsys.readouterr().err
