@@ -12,8 +12,9 @@ says where every value came from:
   converts a flag's text with the same pydantic type, so ``--port x`` and ``…_PORT=x`` fail
   alike), and every error, from argparse or pydantic, reads
   ``inflight router: error: --slots-per-endpoint (or INFLIGHT_ROUTER_SLOTS_PER_ENDPOINT):
-  must be an integer ≥ 1, got 'x'`` (exit code 2), naming the variable first when the bad
-  value came from the environment;
+  must be an integer ≥ 1, got "x"`` (exit code 2), naming the variable first when the bad
+  value came from the environment; a group of exclusive flags that argparse requires (the
+  router's endpoint source) is required there only while none of its variables is set;
 * environment syntax: booleans take true/false/1/0 (pydantic also reads yes/no/on/off); a
   multi-value flag (``nargs``) takes a comma-separated list or a JSON array; a flag that is
   itself a comma-separated list (``--endpoints``, ``--router-url``) takes the same text; an
@@ -51,6 +52,8 @@ GIVEN = "_inflight_flags_given"
 PRINT_CONFIG = "print_config"
 
 S = TypeVar("S", bound="Settings")
+
+_SERVICE_LINK = "a Kubernetes service link? set enableServiceLinks: false in the pod spec"
 
 
 class ConfigError(ValueError):
@@ -112,8 +115,11 @@ class Settings(BaseSettings):
         """Where each field's value came from: ``flag --x``, ``env VAR`` or ``default``."""
         return dict(self._sources)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        # The env prefix follows from SUBCOMMAND (one place to name it); pydantic-settings
+        # reads model_config when it builds an instance, so setting it here is enough.
+        super().__pydantic_init_subclass__(**kwargs)
         if "SUBCOMMAND" in cls.__dict__:
             cls.model_config = {**cls.model_config, "env_prefix": cls.env_prefix()}
 
@@ -283,7 +289,7 @@ def _env_for(model: type[Settings], environ: Mapping[str, str]) -> dict[str, str
             continue
         hint = ""
         if "_SERVICE_" in var.upper() or "_PORT_" in var.upper():
-            hint = " (a Kubernetes service link? set enableServiceLinks: false in the pod spec)"
+            hint = f" ({_SERVICE_LINK})"
         close = difflib.get_close_matches(
             var.upper(), [model.env_var(f) for f in model.model_fields], 1
         )
@@ -311,7 +317,10 @@ def _value_problem(model: type[Settings], error: Mapping[str, Any]) -> tuple[str
         return None, str(error.get("msg"))
     got = error.get("input")
     shown = json.dumps(got) if isinstance(got, str) else repr(got)
-    return field, f"must be {describe(model.model_fields[field])}, got {shown}"
+    problem = f"must be {describe(model.model_fields[field])}, got {shown}"
+    if isinstance(got, str) and got.startswith("tcp://"):
+        problem += f" ({_SERVICE_LINK})"
+    return field, problem
 
 
 def _format(model: type[Settings], field: str | None, problem: str, sources: dict[str, str]) -> str:
@@ -378,7 +387,7 @@ def wants_print(args: argparse.Namespace) -> bool:
 
 
 def render(settings: Settings) -> str:
-    """One line a field: ``name = value    # flag --x | env VAR | default``."""
+    """One line a field: ``--flag value  # flag --flag | env VAR | default``."""
     rows = []
     for name in type(settings).model_fields:
         value = getattr(settings, name)

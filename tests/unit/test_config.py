@@ -365,3 +365,15 @@ def test_a_bad_router_url_from_the_env_is_named(
     monkeypatch.setenv("INFLIGHT_ROUTER_ENDPOINTS", "ftp://x:1")
     assert main(["router"]) == 2
     assert "INFLIGHT_ROUTER_ENDPOINTS (or --endpoints): " in capsys.readouterr().err
+
+
+def test_a_service_link_value_in_a_known_variable_is_named_as_such(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("INFLIGHT_ROUTER_PORT", "tcp://10.96.0.12:8000")
+    assert main(["router", "--endpoints="]) == 2
+    err = capsys.readouterr().err
+    assert (
+        'INFLIGHT_ROUTER_PORT (or --port): must be an integer ≥ 0 and ≤ 65535, got "tcp://' in err
+    )
+    assert "enableServiceLinks: false" in err
