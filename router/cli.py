@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
             client=config.upstream_client,
         ),
         background=background,
+        allow_routes=config.allow_routes,
     )
     from router.server import HookedHttpToolsProtocol
 
