@@ -68,16 +68,26 @@ class Dispatcher:
         :class:`Admission`; ``ticket.ep`` and ``ticket.response`` inside."""
         return Admission(self, open, not_delivered)
 
-    async def acquire(self) -> Endpoint:
-        """A slot on an endpoint; waits (FIFO) with ``hold_when_full``.
+    def try_acquire(self) -> Endpoint | None:
+        """A slot at once if one can be had without overtaking a held request, else None.
 
-        Raises NoEndpoint (no ready endpoint, not holding), QueueFull, QueueTimeout.
+        ``acquire``'s first step, callable without a coroutine (the admission's hot path).
         """
         if not self._waiters:
             ep = self.pool.choose(below_slots=self.hold_when_full)
             if ep is not None:
                 self.pool.acquire(ep)
                 return ep
+        return None
+
+    async def acquire(self) -> Endpoint:
+        """A slot on an endpoint; waits (FIFO) with ``hold_when_full``.
+
+        Raises NoEndpoint (no ready endpoint, not holding), QueueFull, QueueTimeout.
+        """
+        ep = self.try_acquire()
+        if ep is not None:
+            return ep
         if not self.hold_when_full:
             raise NoEndpoint("no ready endpoint")
         if len(self._waiters) >= self.max_queue:
@@ -159,8 +169,11 @@ class Admission(Generic[R]):
         d = self._d
         d.inflight += 1
         try:
-            ep = self.ep = await d.acquire()
-            self._holding = True  # no await since acquire returned: cannot be lost
+            ep = d.try_acquire()
+            if ep is None:
+                ep = await d.acquire()
+            self.ep = ep
+            self._holding = True  # no await since the slot was taken: cannot be lost
             try:
                 self.response = await self._open(ep)
             except NotDelivered as first:

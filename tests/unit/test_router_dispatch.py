@@ -78,6 +78,18 @@ async def test_new_arrivals_do_not_overtake_held_requests() -> None:
     assert (await late) is ep
 
 
+async def test_try_acquire_never_overtakes_a_held_request() -> None:
+    d = dispatcher([A, B], hold=True, slots=1)
+    first, second = d.try_acquire(), d.try_acquire()
+    assert first is not None and second is not None and first is not second
+    assert d.try_acquire() is None  # full
+    held = asyncio.create_task(d.acquire())
+    await settle()
+    d.release(first)  # handed to the held request at once ...
+    assert d.try_acquire() is None  # ... so a newcomer finds nothing
+    assert (await held) is first
+
+
 async def test_scale_from_zero_an_endpoint_appearing_wakes_the_queue() -> None:
     d = dispatcher([], hold=True, slots=4)
     held = asyncio.create_task(d.acquire())
