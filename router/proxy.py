@@ -114,6 +114,7 @@ class Proxy:
     ) -> None:
         self.dispatcher = dispatcher
         self.routes = routes if routes is not None else RouteTable(OPENAI_ROUTES)
+        self._exact_routes = self.routes.exact_methods()
         self.pool = dispatcher.pool
         self.metrics = metrics
         self._client = client_getter
@@ -133,11 +134,13 @@ class Proxy:
         # raw_path is what the client sent (uvicorn's ``path`` is percent-decoded) and what
         # is forwarded: it is what the route table checks.
         path: bytes = scope.get("raw_path") or scope["path"].encode()
-        try:
-            self.routes.lookup(method, path)
-        except RequestRefused as exc:
-            await self._reject(send, exc.status, exc.kind, str(exc), t0, exc.allow)
-            return
+        allowed = self._exact_routes.get(path)  # the common case: one dict lookup
+        if allowed is None or method not in allowed:
+            try:
+                self.routes.lookup(method, path)
+            except RequestRefused as exc:
+                await self._reject(send, exc.status, exc.kind, str(exc), t0, exc.allow)
+                return
         body = await self._read_body(scope, receive, send, t0)
         if body is None:
             return
@@ -226,14 +229,15 @@ class Proxy:
         )
         code = 0
         try:
-            async with admission as ticket:
-                assert ticket.ep is not None
-                code = await self._relay(ticket.ep, ticket.response, send, t0, watch)
-        except RouterError as exc:  # from entering: no slot held any more
-            code = exc.status
-            await self._reply_error(send, exc.status, exc.kind, str(exc), exc.retry_after_s)
-            self.metrics.ttfb.observe(self.clock() - t0)
-        except asyncio.CancelledError:
+            try:
+                async with admission as ticket:
+                    assert ticket.ep is not None
+                    code = await self._relay(ticket.ep, ticket.response, send, t0, watch)
+            except RouterError as exc:  # from entering: no slot held any more
+                code = exc.status
+                await self._reply_error(send, exc.status, exc.kind, str(exc), exc.retry_after_s)
+                self.metrics.ttfb.observe(self.clock() - t0)
+        except asyncio.CancelledError:  # the client left, even while told of an error
             if not watch.disconnected:
                 raise
             task.uncancel()
@@ -263,9 +267,9 @@ class Proxy:
         """Send the request; return the response once its headers are in.
 
         NotDelivered (refused, reset: retryable) passes through to the caller; a header
-        timeout becomes
-        UpstreamTimeout and anything else (a reply that is not HTTP, say) becomes
-        UpstreamUnavailable, so no foreign error escapes to uvicorn as an uncounted 500.
+        timeout becomes UpstreamTimeout and anything else (a reply that is not HTTP, say)
+        becomes UpstreamUnavailable, so no foreign error escapes to uvicorn as an uncounted
+        500.
         """
         try:
             return await self._client().open(ep.url, method, path, headers, body)

@@ -149,6 +149,12 @@ class RouteTable:
         self._exact = {path: _allowed(methods) for path, methods in exact.items()}
         self._templates = [(segs, _allowed(methods)) for segs, methods in templates.items()]
 
+    def exact_methods(self) -> dict[bytes, frozenset[str]]:
+        """Raw path → methods of the table's exact (template-free) routes: for a caller's
+        fast path, where a hit with one of those methods needs no further check (table
+        paths hold no dot-segment or escape); anything else goes to :meth:`lookup`."""
+        return {path: allowed.methods for path, allowed in self._exact.items()}
+
     def lookup(self, method: str, raw_path: bytes) -> Allowed:
         """The route of ``raw_path`` (no query string) if ``method`` may be forwarded there.
 
