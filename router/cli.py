@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             client=config.upstream_client,
         ),
         background=background,
+        allow_routes=config.allow_routes,
     )
     from router.server import HookedHttpToolsProtocol
 

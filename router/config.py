@@ -9,6 +9,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from router.routes import Route, RouteSpecError, parse_route
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # --upstream-client: router.upstream.build makes each.
 UPSTREAM_CLIENTS = ("httptools", "aiohttp")
@@ -46,6 +48,7 @@ class RouterConfig:
     upstream_client: str
     file_poll_s: float
     log_level: str
+    allow_routes: tuple[Route, ...]  # --allow-route: forwarded beside router.routes' table
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -108,6 +111,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "request) or aiohttp (ClientSession; the benchmark's peer)",
     )
     p.add_argument("--file-poll-s", type=float, default=1.0, help="--endpoints-file poll period")
+    p.add_argument(
+        "--allow-route",
+        action="append",
+        default=[],
+        metavar="METHOD:/v1/PATH",
+        help="also forward this method and path (repeatable; a {name} segment matches one "
+        "segment), e.g. POST:/v1/load_lora_adapter. Only vLLM's OpenAI routes are forwarded "
+        "otherwise: other paths get 404, other methods 405",
+    )
     p.add_argument("--log-level", default="warning", help="|".join(LOG_LEVELS))
 
 
@@ -143,6 +155,10 @@ def from_args(args: argparse.Namespace) -> RouterConfig:
     log_level = args.log_level.lower()  # logging and uvicorn would fail on it at startup
     if log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be {'|'.join(LOG_LEVELS)}, got {args.log_level}")
+    try:
+        allow_routes = tuple(parse_route(text) for text in args.allow_route)
+    except RouteSpecError as exc:
+        raise ConfigError(f"--allow-route {exc}") from exc
     endpoints: tuple[str, ...] | None = None
     k8s: K8sSource | None = None
     if args.endpoints is not None:
@@ -176,4 +192,5 @@ def from_args(args: argparse.Namespace) -> RouterConfig:
         upstream_client=args.upstream_client,
         file_poll_s=args.file_poll_s,
         log_level=log_level,
+        allow_routes=allow_routes,
     )
