@@ -377,3 +377,17 @@ def test_a_service_link_value_in_a_known_variable_is_named_as_such(
         'INFLIGHT_ROUTER_PORT (or --port): must be an integer ≥ 0 and ≤ 65535, got "tcp://' in err
     )
     assert "enableServiceLinks: false" in err
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["post:/v1/load_lora_adapter,POST:/v1/x", '["post:/v1/load_lora_adapter", "POST:/v1/x"]'],
+)
+def test_a_repeatable_flag_takes_commas_or_json_from_the_env(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("INFLIGHT_ROUTER_ALLOW_ROUTE", value)
+    cfg = _router(parse("router", "--endpoints=")).router_config()
+    assert [str(r) for r in cfg.allow_routes] == ["POST:/v1/load_lora_adapter", "POST:/v1/x"]
+    cfg = _router(parse("router", "--endpoints=", "--allow-route", "GET:/v1/y")).router_config()
+    assert [str(r) for r in cfg.allow_routes] == ["GET:/v1/y"]  # the flag replaces the list
