@@ -75,7 +75,8 @@ class RouterSettings(config.Settings):
         Cli("requests one replica runs at once: vLLM's --max-num-seqs (default 4)"),
     ] = 4
     endpoints: Annotated[
-        str | None, Cli('static list: URL,URL ("" = zero endpoints)', group="source")
+        str | None,
+        Cli('static list: URL,URL or a JSON array ("" = zero endpoints)', group="source"),
     ] = None
     endpoints_file: Annotated[
         Path | None,
@@ -154,12 +155,13 @@ class RouterSettings(config.Settings):
 
     @property
     def endpoint_urls(self) -> tuple[str, ...] | None:
-        """``endpoints`` normalized (checked by the validator); None: another source."""
+        """``endpoints`` (``URL,URL`` or a JSON array) normalized, checked by the validator;
+        None: another source."""
         if self.endpoints is None:
             return None
         from router.pool import normalize_url
 
-        return tuple(normalize_url(u) for u in self.endpoints.split(",") if u.strip())
+        return tuple(normalize_url(str(u)) for u in config.split_list(self.endpoints))
 
     @model_validator(mode="after")
     def _check(self) -> RouterSettings:

@@ -391,3 +391,12 @@ def test_a_repeatable_flag_takes_commas_or_json_from_the_env(
     assert [str(r) for r in cfg.allow_routes] == ["POST:/v1/load_lora_adapter", "POST:/v1/x"]
     cfg = _router(parse("router", "--endpoints=", "--allow-route", "GET:/v1/y")).router_config()
     assert [str(r) for r in cfg.allow_routes] == ["GET:/v1/y"]  # the flag replaces the list
+
+
+def test_url_lists_take_commas_or_json_from_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFLIGHT_ROUTER_ENDPOINTS", '["http://127.0.0.1:1/", "http://127.0.0.1:2"]')
+    cfg = _router(parse("router")).router_config()
+    assert cfg.endpoints == ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    monkeypatch.setenv("INFLIGHT_SCALER_SOURCE", "direct")
+    monkeypatch.setenv("INFLIGHT_SCALER_ROUTER_URL", '["http://a:1", "http://b:2"]')
+    assert _scaler(parse("scaler")).router_urls == ["http://a:1", "http://b:2"]
