@@ -157,9 +157,8 @@ def test_every_dev_dependency_is_imported_by_the_tests_or_is_a_tool(
     index: Mapping[str, list[str]],
 ) -> None:
     never = unused(declared()["dev"], third_party_imports(TESTS), index)
-    assert sorted(set(never) - set(DEV_TOOLS)) == [], (
-        "dev dependencies imported by no test and not listed in DEV_TOOLS"
-    )
+    not_tools = sorted(set(never) - set(DEV_TOOLS))
+    assert not not_tools, f"dev dependencies imported by no test and not in DEV_TOOLS: {not_tools}"
     stale = sorted(set(DEV_TOOLS) - declared()["dev"])
     assert not stale, f"DEV_TOOLS names dependencies that are not declared: {stale}"
 
