@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.profile import Profile
 from inflight import names
-from tests.support import ProcessTracker, Server, wait_for
+from tests.support import ProcessTracker, Server, until, wait_for
 
 MODEL = "test-model"
 LONG_BODY = {"model": MODEL, "prompt": "x", "max_tokens": 100_000}
@@ -396,3 +396,40 @@ def test_sigterm_with_requests_in_flight_exits_cleanly(procs: ProcessTracker) ->
     assert server.process.stop(grace_s=30) == 0
     for conn in conns:
         conn.close()
+
+
+@pytest.mark.parametrize("nodelay", [False, True])
+async def test_the_emulators_connections_have_nagle_off(nodelay: bool) -> None:
+    """uvicorn writes a response's headers and body apart; with Nagle on, the body waits
+    for the client's delayed ACK (+41 ms a response, measured). asyncio leaves Nagle on for
+    the connections a ``ready.listen`` socket accepts, so the emulator's protocol turns it
+    off; the plain protocol shows why it must (read from the socket, not timed)."""
+    import asyncio
+
+    import uvicorn
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.server import ServerState
+
+    from emulator.server import _NoDelayHttpTools
+    from inflight import ready
+
+    cls = _NoDelayHttpTools if nodelay else HttpToolsProtocol
+    config = uvicorn.Config(lambda *_a: None, http=cls, lifespan="off", log_level="warning")
+    state = ServerState()
+    made: list[HttpToolsProtocol] = []
+
+    def factory() -> HttpToolsProtocol:
+        made.append(cls(config=config, server_state=state, app_state={}))
+        return made[-1]
+
+    sock = ready.listen("127.0.0.1", 0)
+    server = await asyncio.get_running_loop().create_server(factory, sock=sock)
+    try:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", ready.bound_port(sock))
+        await until(lambda: made and made[-1].transport is not None, what="the accepted connection")
+        accepted = made[-1].transport.get_extra_info("socket")
+        assert bool(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)) is nodelay
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
