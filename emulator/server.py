@@ -38,7 +38,6 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from emulator.engine import Engine, Sequence
 from emulator.metrics import EngineMetrics
@@ -361,23 +360,6 @@ def build_app(
 
 
 # --- serving ----------------------------------------------------------------------------
-class _NoDelayHttpTools(HttpToolsProtocol):
-    """uvicorn's httptools protocol with Nagle's algorithm off on every connection.
-
-    uvicorn writes a response's headers and its body in two writes. asyncio turns Nagle
-    off only on sockets whose ``proto`` is ``IPPROTO_TCP``, which the sockets accepted from
-    ``socket.create_server`` (``inflight.ready.listen``) are not, so the body waited for
-    the client's delayed ACK of the headers: +41 ms a request, measured here (aiohttp's
-    server turns Nagle off itself).
-    """
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super().connection_made(transport)  # type: ignore[arg-type]
-
-
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -404,7 +386,10 @@ def serve(app: FastAPI, sock: socket.socket) -> bool:
             # The engine's clock is loop.time(): the standard loop's time.monotonic(), as
             # under aiohttp before; uvloop's clock ticks in whole milliseconds.
             loop="asyncio",
-            http=_NoDelayHttpTools,
+            # Nagle is off on every connection: ``ready.listen``'s socket is IPPROTO_TCP,
+            # so asyncio sets TCP_NODELAY on what it accepts (uvicorn writes a response's
+            # headers and body apart; with Nagle on the body waited +41 ms for an ACK).
+            http="httptools",
             lifespan="on",
             access_log=False,
             log_level="warning",
