@@ -79,14 +79,12 @@ def served_names(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
     import sys
 
-    from aiohttp import web
     from prometheus_client import CollectorRegistry
 
     from emulator.profile import ProfileError
-    from emulator.server import build_app
+    from emulator.server import build_app, serve
 
     try:
         profile = profile_from_args(args)
@@ -105,9 +103,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     port = ready.bound_port(sock)
 
-    async def make_app() -> web.Application:
-        return build_app(profile, names, CollectorRegistry(), asyncio.get_running_loop())
-
     print(
         f"inflight emulator: {names[0]} on http://{args.host}:{port} "
         f"slots={profile.max_num_seqs} time_scale={profile.time_scale} "
@@ -116,14 +111,6 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.ready_file is not None:
         ready.write(args.ready_file, {"http": port})
-    web.run_app(
-        make_app(),
-        sock=sock,
-        access_log=None,
-        print=None,
-        handler_cancellation=True,
-        # On SIGTERM, in-flight requests are cut off (as vLLM aborts them) instead of
-        # holding the process for aiohttp's default 60 s: supervisors stop replicas fast.
-        shutdown_timeout=0.5,
-    )
+    if not serve(build_app(profile, names, CollectorRegistry()), sock):
+        return 3  # start-up failed (uvicorn logged why)
     return 0
