@@ -57,11 +57,17 @@ async def measure(kind: str, base: str, requests: int, concurrency: int) -> tupl
 
 
 def _runner() -> Callable[[Coroutine[Any, Any, tuple[float, float]]], tuple[float, float]]:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run
-    return uvloop.run  # the router runs on uvloop (uvicorn[standard])
+    """Run a coroutine on the event loop the router runs on: uvicorn's "auto" choice
+    (uvloop with uvicorn[standard], else asyncio)."""
+    from uvicorn.loops.auto import auto_loop_factory
+
+    factory = auto_loop_factory()
+
+    def run(coro: Coroutine[Any, Any, tuple[float, float]]) -> tuple[float, float]:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coro)
+
+    return run
 
 
 def main(args: argparse.Namespace) -> int:
