@@ -1,4 +1,5 @@
-"""``inflight bench run|compare``: the one wiring site of the benchmark.
+"""``inflight bench run|compare|chaos`` and the component benchmarks (``bench.components``):
+the one wiring site of the benchmark.
 
 Heavy imports (aiohttp, matplotlib, tqdm) happen inside the commands so ``inflight --help``
 stays fast.
@@ -77,7 +78,10 @@ def register(subparsers: Any) -> None:
         help="the reference benchmark: closed-loop sweep, Little's Law check, policy comparison",
         description="Closed-loop meeting-summary benchmark; every figure in seed time.",
     )
-    sub = bench.add_subparsers(dest="bench_command", metavar="{run,compare,chaos}")
+    sub = bench.add_subparsers(
+        dest="bench_command",
+        metavar="{run,compare,chaos,router,soak,upstream-client,emulator,scaler}",
+    )
     sub.required = True
 
     run = sub.add_parser("run", help="one sweep against a running router")
@@ -162,6 +166,9 @@ def register(subparsers: Any) -> None:
     _workload_flags(cmp)
     cmp.set_defaults(func=_compare)
     _chaos_parser(sub)
+    from bench.components.cli import register as register_components
+
+    register_components(sub)
 
 
 def _chaos_parser(sub: Any) -> None:

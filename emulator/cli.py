@@ -147,13 +147,12 @@ def run(args: argparse.Namespace) -> int:
 
 def serve(settings: EmulatorSettings) -> int:
     """The wiring: reads ``settings`` only."""
-    import asyncio
     import sys
 
-    from aiohttp import web
     from prometheus_client import CollectorRegistry
 
     from emulator.server import build_app
+    from emulator.server import serve as serve_app
 
     profile = settings.profile
     names = settings.served_names
@@ -165,9 +164,6 @@ def serve(settings: EmulatorSettings) -> int:
         return 1
     port = ready.bound_port(sock)
 
-    async def make_app() -> web.Application:
-        return build_app(profile, names, CollectorRegistry(), asyncio.get_running_loop())
-
     print(
         f"inflight emulator: {names[0]} on http://{settings.host}:{port} "
         f"slots={profile.max_num_seqs} time_scale={profile.time_scale} "
@@ -176,14 +172,6 @@ def serve(settings: EmulatorSettings) -> int:
     )
     if settings.ready_file is not None:
         ready.write(settings.ready_file, {"http": port})
-    web.run_app(
-        make_app(),
-        sock=sock,
-        access_log=None,
-        print=None,
-        handler_cancellation=True,
-        # On SIGTERM, in-flight requests are cut off (as vLLM aborts them) instead of
-        # holding the process for aiohttp's default 60 s: supervisors stop replicas fast.
-        shutdown_timeout=0.5,
-    )
+    if not serve_app(build_app(profile, names, CollectorRegistry()), sock):
+        return 3  # start-up failed (uvicorn logged why)
     return 0

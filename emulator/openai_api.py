@@ -1,16 +1,29 @@
-"""The OpenAI wire format as vLLM serves it: request parsing and response bodies.
+"""The OpenAI wire format as vLLM serves it: request models, error bodies, response bodies.
 
-Pure: bytes/dicts in, dataclasses/dicts out. Every bad input becomes an ``ApiError``
-carrying the HTTP status and an OpenAI-style body
-``{"error": {"message", "type", "param", "code"}}``; the server maps it once.
+Requests are pydantic models, as in vLLM's ``vllm/entrypoints/openai/protocol.py``: FastAPI
+validates a body against them, and a body that does not validate (bad JSON, a field of the
+wrong type) becomes vLLM's 400, built by :func:`validation_error` the way vLLM's
+``RequestValidationError`` handler builds it. Fields the emulator ignores are accepted
+(``extra="allow"``, as vLLM's ``OpenAIBaseModel``), and types are lax as in vLLM
+(``"max_tokens": "9"`` is 9). What a model cannot say (an unknown model, ``n`` other than
+1, ``max_tokens`` below 1, a prompt too long) is an ``ApiError`` from
+:func:`to_gen_request` or the server, with the type and status vLLM gives it.
+
+Every error body has vLLM's ``ErrorResponse`` shape,
+``{"error": {"message": str, "type": str, "param": str | null, "code": int}}``, where
+``code`` is the HTTP status.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 # Characters per token when estimating prompt length from text (English-like text with a
 # BPE tokenizer averages about 4).
@@ -19,6 +32,22 @@ CHARS_PER_TOKEN = 4.0
 CHAT_TOKENS_PER_MESSAGE = 4
 # The words the emulator "generates", cycled; each is one token.
 WORDS = (" the", " meeting", " agreed", " to", " ship", " on", " time", " today")
+
+
+# --- vLLM's error body ------------------------------------------------------------------
+class ErrorInfo(BaseModel):
+    """vLLM's ``ErrorInfo``: ``code`` is the HTTP status."""
+
+    message: str
+    type: str
+    param: str | None = None
+    code: int
+
+
+class ErrorResponse(BaseModel):
+    """vLLM's ``ErrorResponse``: every error the emulator returns has this shape."""
+
+    error: ErrorInfo
 
 
 class ApiError(Exception):
@@ -32,6 +61,7 @@ class ApiError(Exception):
 
     @property
     def type(self) -> str:
+        # The types vLLM's ``create_error_response`` gives the errors its serving layer raises.
         return {
             400: "BadRequestError",
             404: "NotFoundError",
@@ -40,14 +70,94 @@ class ApiError(Exception):
         }.get(self.status, "InternalServerError")
 
     def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.type,
-                "param": self.param,
-                "code": self.status,
-            }
-        }
+        info = ErrorInfo(message=self.message, type=self.type, param=self.param, code=self.status)
+        return ErrorResponse(error=info).model_dump()
+
+
+def http_error(status: int, detail: str) -> dict[str, Any]:
+    """vLLM's body for an ``HTTPException`` (e.g. a body that cannot be read)."""
+    info = ErrorInfo(message=detail, type=HTTPStatus(status).phrase, code=status)
+    return ErrorResponse(error=info).model_dump()
+
+
+# Segments of a pydantic error location that name a validator, not a field (union branches,
+# wrappers); vLLM's ``clean_loc_for_param`` drops them too.
+_INTERNAL_LOC = frozenset(
+    {"function-wrap", "function-after", "function-before", "function-plain", "json-or-python",
+     "lax-or-strict", "chain", "default", "nullable", "tagged-union", "union", "str", "int",
+     "float", "bool", "bytes", "list", "tuple", "dict", "set", "none"}
+)  # fmt: skip
+
+
+def _param(loc: Sequence[Any]) -> str:
+    """``("body", "prompt", "list[int]", 0)`` → ``"body.prompt.0"``."""
+    parts = [
+        str(p)
+        for p in loc
+        if not any(c in str(p) for c in "[]{}()") and str(p).lower() not in _INTERNAL_LOC
+    ]
+    return ".".join(parts) if parts else ".".join(str(p) for p in loc)
+
+
+def validation_error(errors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """vLLM's 400 for a body that does not validate (its ``RequestValidationError`` handler).
+
+    The message lists the errors (``"1 validation error:\n  {...}"``), ``type`` is
+    ``"Bad Request"``, ``param`` the first error's field path (``"body.max_tokens"``).
+    """
+    if errors:
+        label = "error" if len(errors) == 1 else "errors"
+        message = f"{len(errors)} validation {label}:\n" + "".join(f"  {e}\n" for e in errors)
+        message = message.rstrip()
+    else:
+        message = "Validation error"
+    loc = errors[0].get("loc") if errors else None
+    info = ErrorInfo(
+        message=message,
+        type=HTTPStatus.BAD_REQUEST.phrase,
+        param=_param(loc) if loc else None,
+        code=HTTPStatus.BAD_REQUEST,
+    )
+    return ErrorResponse(error=info).model_dump()
+
+
+# --- requests ---------------------------------------------------------------------------
+class OpenAIBaseModel(BaseModel):
+    """Unknown fields are accepted and ignored, as vLLM's ``OpenAIBaseModel`` does."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class StreamOptions(OpenAIBaseModel):
+    include_usage: bool | None = True  # vLLM's default once stream_options is given
+
+
+class CompletionRequest(OpenAIBaseModel):
+    """The fields of vLLM's ``CompletionRequest`` that the emulator reads."""
+
+    model: str | None = None  # None: the first served name, as vLLM
+    prompt: list[int] | list[list[int]] | str | list[str] | None = None
+    max_tokens: int | None = None  # None: the profile's default_max_tokens, natural stop
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    n: int = 1
+
+
+class ChatMessage(OpenAIBaseModel):
+    role: str
+    content: str | list[dict[str, Any]] | None = None  # text, or content parts
+
+
+class ChatCompletionRequest(OpenAIBaseModel):
+    """The fields of vLLM's ``ChatCompletionRequest`` that the emulator reads."""
+
+    model: str | None = None
+    messages: list[ChatMessage]
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    n: int = 1
 
 
 @dataclass(frozen=True)
@@ -67,87 +177,59 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def parse_request(raw: bytes, *, chat: bool, served_names: tuple[str, ...]) -> GenRequest:
-    """Validate a request body; raise ``ApiError`` naming the field at fault."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object")
-    model = body.get("model", served_names[0])
-    if not isinstance(model, str):
-        raise ApiError(400, "'model' must be a string", "model")
+def to_gen_request(
+    req: CompletionRequest | ChatCompletionRequest, served_names: tuple[str, ...]
+) -> GenRequest:
+    """Check what the model's types cannot; raise ``ApiError`` naming the field at fault."""
+    model = req.model if req.model is not None else served_names[0]
     if model not in served_names:
         raise ApiError(404, f"The model `{model}` does not exist.", "model")
-    prompt_tokens = _chat_tokens(body) if chat else _prompt_tokens(body)
-    max_tokens = _max_tokens(body, chat)
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise ApiError(400, "'stream' must be a boolean", "stream")
-    opts = body.get("stream_options")
-    include_usage = False
-    if opts is not None:
-        if not isinstance(opts, dict):
-            raise ApiError(400, "'stream_options' must be an object", "stream_options")
-        include_usage = bool(opts.get("include_usage", False))
-    n = body.get("n", 1)
-    if n != 1:
+    if isinstance(req, ChatCompletionRequest):
+        chat = True
+        prompt_tokens = _chat_tokens(req.messages)
+        key, max_tokens = "max_tokens", req.max_tokens
+        if max_tokens is None:
+            key, max_tokens = "max_completion_tokens", req.max_completion_tokens
+    else:
+        chat = False
+        prompt_tokens = _prompt_tokens(req.prompt)
+        key, max_tokens = "max_tokens", req.max_tokens
+    if max_tokens is not None and max_tokens < 1:
+        raise ApiError(400, f"'{key}' must be at least 1, got {max_tokens}", key)
+    if req.n != 1:
         raise ApiError(400, "'n' must be 1: the emulator generates one choice", "n")
-    return GenRequest(chat, model, prompt_tokens, max_tokens, stream, include_usage)
+    include_usage = bool(req.stream_options is not None and req.stream_options.include_usage)
+    return GenRequest(chat, model, prompt_tokens, max_tokens, bool(req.stream), include_usage)
 
 
-def _prompt_tokens(body: dict[str, Any]) -> int:
-    if "prompt" not in body:
+def _prompt_tokens(prompt: list[int] | list[list[int]] | str | list[str] | None) -> int:
+    if prompt is None:
         raise ApiError(400, "'prompt' is a required field", "prompt")
-    prompt = body["prompt"]
     if isinstance(prompt, str):
         return max(1, estimate_tokens(prompt))
-    if isinstance(prompt, list) and prompt:
-        if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
-            return len(prompt)
-        if len(prompt) == 1 and isinstance(prompt[0], str):
-            return max(1, estimate_tokens(prompt[0]))
-        if len(prompt) == 1 and isinstance(prompt[0], list):
-            return max(1, len(prompt[0]))
-        raise ApiError(400, "'prompt' with several prompts is not supported", "prompt")
-    raise ApiError(400, "'prompt' must be a non-empty string or list of token ids", "prompt")
+    if len(prompt) == 1 and isinstance(prompt[0], str):
+        return max(1, estimate_tokens(prompt[0]))
+    if len(prompt) == 1 and isinstance(prompt[0], list):
+        return max(1, len(prompt[0]))
+    if prompt and all(isinstance(p, int) for p in prompt):
+        return len(prompt)
+    if not prompt:
+        raise ApiError(400, "'prompt' must not be empty", "prompt")
+    raise ApiError(400, "'prompt' with several prompts is not supported", "prompt")
 
 
-def _chat_tokens(body: dict[str, Any]) -> int:
-    if "messages" not in body:
-        raise ApiError(400, "'messages' is a required field", "messages")
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "'messages' must be a non-empty list", "messages")
+def _chat_tokens(messages: Iterable[ChatMessage]) -> int:
     total = 0
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise ApiError(400, f"messages[{i}] must be an object with a 'role'", "messages")
-        content = msg.get("content", "")
+    count = 0
+    for msg in messages:
+        content = msg.content
         if isinstance(content, list):  # content parts: count the text ones
-            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        elif content is None:
-            content = ""
-        elif not isinstance(content, str):
-            raise ApiError(400, f"messages[{i}].content must be a string or list", "messages")
-        total += estimate_tokens(content) + CHAT_TOKENS_PER_MESSAGE
+            content = "".join(str(p.get("text", "")) for p in content)
+        total += estimate_tokens(content or "") + CHAT_TOKENS_PER_MESSAGE
+        count += 1
+    if count == 0:
+        raise ApiError(400, "'messages' must be a non-empty list", "messages")
     return total
-
-
-def _max_tokens(body: dict[str, Any], chat: bool) -> int | None:
-    key = "max_tokens"
-    value = body.get(key)
-    if value is None and chat:
-        key = "max_completion_tokens"
-        value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ApiError(400, f"'{key}' must be an integer", key)
-    if value <= 0:
-        raise ApiError(400, f"'{key}' must be at least 1, got {value}", key)
-    return value
 
 
 # --- responses --------------------------------------------------------------------------

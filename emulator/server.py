@@ -1,36 +1,60 @@
-"""The HTTP side of the emulator: vLLM's endpoints on aiohttp.web, driving the engine.
+"""The HTTP side of the emulator: vLLM's endpoints on FastAPI, driving the engine.
 
-aiohttp because it is lean: the bench runs four emulators, a router and a load generator
-on two cores. The engine is advanced from the event loop's monotonic clock on three
-occasions only: a request arrives or leaves, ``/metrics`` is scraped, or a timer fires.
-The timer is set for the next finish (exact, from the engine's step clock) and, while a
-streaming sequence runs, for the next step end but no sooner than ``tick_ms`` after the
-last wake-up; each wake-up writes all the tokens that became due in one write per stream.
-So a 1.5 ms token step costs one wake-up per 10 ms, not one per token, and the timing
-stays exact in aggregate because token times come from the step clock, not from sleeps.
+FastAPI with pydantic request models, as vLLM's own server
+(``vllm/entrypoints/openai/api_server.py``): a malformed body gets vLLM's 400 from the same
+kind of ``RequestValidationError`` handler, every error vLLM's ``ErrorResponse`` shape.
+It is served by uvicorn on the standard asyncio loop, not uvloop, so ``loop.time()`` (the
+engine's clock, below) has the resolution it had before; see :func:`serve`.
 
-A client that disconnects cancels its handler (``handler_cancellation=True``); the handler
-then aborts its sequence, which frees the slot (finished reason ``abort``).
+The engine is advanced from the event loop's monotonic clock on three occasions only: a
+request arrives or leaves, ``/metrics`` is scraped, or a timer fires. The timer is set for
+the next finish (exact, from the engine's step clock) and, while a streaming sequence runs,
+for the next step end but no sooner than ``tick_ms`` after the last wake-up; each wake-up
+writes all the tokens that became due in one write per stream. So a 1.5 ms token step costs
+one wake-up per 10 ms, not one per token, and the timing stays exact in aggregate because
+token times come from the step clock, not from sleeps.
+
+A client that disconnects while its request waits (queued, or running without a stream) is
+seen by :func:`_with_cancellation`, vLLM's ``with_cancellation``
+(``vllm/entrypoints/utils.py``): the handler races a task that waits for
+``http.disconnect`` and is cancelled when it comes first, which aborts its sequence and
+frees the slot (finished reason ``abort``). A stream's disconnect is seen by Starlette's
+``StreamingResponse``, and :class:`_EngineStream` releases the sequence however it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import signal
+import socket
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
-from aiohttp import web
+import uvicorn
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from emulator.engine import Engine, Sequence
 from emulator.metrics import EngineMetrics
-from emulator.openai_api import ApiError, GenRequest, StreamEncoder, full_response, parse_request
+from emulator.openai_api import (
+    ApiError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    GenRequest,
+    StreamEncoder,
+    full_response,
+    http_error,
+    to_gen_request,
+    validation_error,
+)
 from emulator.profile import Profile
 
 EMULATOR_VERSION = "0.10.1+inflight.emulator"
-
-REPLICA_KEY: web.AppKey[Replica] = web.AppKey("replica")
-REGISTRY_KEY: web.AppKey[CollectorRegistry] = web.AppKey("registry")
 
 
 class Replica:
@@ -122,71 +146,107 @@ class Replica:
             self._timer = None
 
 
-# --- handlers ---------------------------------------------------------------------------
-def _error(exc: ApiError) -> web.Response:
-    return web.json_response(exc.body(), status=exc.status)
+# --- errors -----------------------------------------------------------------------------
+def _error(exc: ApiError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status)
 
 
-async def health(request: web.Request) -> web.Response:
-    replica = request.app[REPLICA_KEY]
-    if replica.ready:
-        return web.Response(status=200)
-    return _error(ApiError(503, "the replica is starting up"))
+async def _api_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return _error(exc)
 
 
-async def version(_request: web.Request) -> web.Response:
-    return web.json_response({"version": EMULATOR_VERSION})
+async def _validation_error(_request: Request, exc: Exception) -> Response:
+    """vLLM's handler: a body that does not validate is a 400, not FastAPI's 422."""
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse(validation_error(exc.errors()), status_code=400)
 
 
-async def models(request: web.Request) -> web.Response:
-    replica = request.app[REPLICA_KEY]
-    data: list[dict[str, object]] = [
-        {
-            "id": name,
-            "object": "model",
-            "created": replica.created,
-            "owned_by": "vllm",
-            "root": replica.served_names[0],
-            "parent": None,
-            "max_model_len": replica.profile.max_model_len,
-            "permission": [],
-        }
-        for name in replica.served_names
-    ]
-    return web.json_response({"object": "list", "data": data})
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    """vLLM's handler for ``HTTPException`` (FastAPI raises one for an unreadable body)."""
+    assert isinstance(exc, HTTPException)
+    return JSONResponse(http_error(exc.status_code, str(exc.detail)), status_code=exc.status_code)
 
 
-async def metrics(request: web.Request) -> web.Response:
-    registry = request.app[REGISTRY_KEY]
-    body = generate_latest(registry)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+# --- disconnects ------------------------------------------------------------------------
+async def _listen_for_disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
-async def completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, chat=False)
+def _with_cancellation(
+    handler: Callable[[Request, Replica, bool, Any], Awaitable[Response]],
+) -> Callable[[Request, Replica, bool, Any], Awaitable[Response | None]]:
+    """vLLM's ``with_cancellation``: the handler is cancelled if the client leaves first.
+
+    Safe only once the body has been read (FastAPI has, to validate it): the listener
+    swallows every later message of the request while it waits for ``http.disconnect``.
+    """
+
+    async def wrapper(request: Request, replica: Replica, chat: bool, body: Any) -> Response | None:
+        work = asyncio.ensure_future(handler(request, replica, chat, body))
+        gone = asyncio.ensure_future(_listen_for_disconnect(request))
+        try:
+            await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when this request's own task is cancelled (server shutdown)
+            gone.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work  # its ``finally`` has aborted the sequence
+        return None if work.cancelled() else work.result()
+
+    return wrapper
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, chat=True)
+# --- generation -------------------------------------------------------------------------
+class _EngineStream(StreamingResponse):
+    """The SSE response of one sequence; releases it however the response ends."""
+
+    def __init__(self, replica: Replica, seq: Sequence, chunks: AsyncIterator[bytes]) -> None:
+        super().__init__(
+            chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+        self._replica = replica
+        self._seq = seq
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._replica.release(self._seq)  # aborts it if the client left
 
 
-async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
-    replica = request.app[REPLICA_KEY]
-    try:
-        if not replica.ready:
-            raise ApiError(503, "the replica is starting up")
-        req = parse_request(await request.read(), chat=chat, served_names=replica.served_names)
-        output_tokens = req.max_tokens or replica.profile.default_max_tokens
-        if req.prompt_tokens + output_tokens > replica.profile.max_model_len:
-            raise ApiError(
-                400,
-                f"This model's maximum context length is {replica.profile.max_model_len} "
-                f"tokens. However, you requested {req.prompt_tokens + output_tokens} tokens "
-                f"({req.prompt_tokens} in the messages, {output_tokens} in the completion).",
-                "max_tokens",
-            )
-    except ApiError as exc:
-        return _error(exc)
+async def _chunks(
+    enc: StreamEncoder, seq: Sequence, event: asyncio.Event, pending: bytes
+) -> AsyncIterator[bytes]:
+    while True:
+        chunk = pending + enc.tokens(seq.tokens)
+        pending = b""
+        if seq.done:
+            chunk += enc.finish(seq.finished_reason or "")
+        if chunk:
+            yield chunk
+        if seq.done:
+            return
+        await event.wait()
+        event.clear()
+
+
+@_with_cancellation
+async def _generate(request: Request, replica: Replica, chat: bool, body: Any) -> Response:
+    if not replica.ready:
+        raise ApiError(503, "the replica is starting up")
+    req = to_gen_request(body, replica.served_names)
+    output_tokens = req.max_tokens or replica.profile.default_max_tokens
+    if req.prompt_tokens + output_tokens > replica.profile.max_model_len:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {replica.profile.max_model_len} "
+            f"tokens. However, you requested {req.prompt_tokens + output_tokens} tokens "
+            f"({req.prompt_tokens} in the messages, {output_tokens} in the completion).",
+            "max_tokens",
+        )
     seq = Sequence(
         prompt_tokens=req.prompt_tokens,
         output_tokens=output_tokens,
@@ -196,74 +256,148 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     )
     event = asyncio.Event()
     replica.submit(seq, event)
+    handed_over = False
     try:
-        if req.stream:
-            return await _stream(request, replica, req, seq, event)
-        while not seq.done:
+        # Like vLLM, nothing is sent before the first token: the status line, headers and
+        # the first chunks go out with it, so a client's time to first byte is its TTFT.
+        while not seq.done and (not req.stream or seq.tokens == 0):
             await event.wait()
             event.clear()
-        body = full_response(
+        if req.stream:
+            response = _stream(replica, req, seq, event)
+            handed_over = True
+            return response
+        body_out = full_response(
             req, replica.next_id(chat), int(time.time()), seq.tokens, seq.finished_reason or ""
         )
-        return web.json_response(body)
+        return JSONResponse(body_out)
     finally:
-        replica.release(seq)
+        if not handed_over:
+            replica.release(seq)
 
 
-async def _stream(
-    request: web.Request, replica: Replica, req: GenRequest, seq: Sequence, event: asyncio.Event
-) -> web.StreamResponse:
-    resp = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
-    )
+def _stream(replica: Replica, req: GenRequest, seq: Sequence, event: asyncio.Event) -> Response:
     enc = StreamEncoder(req, replica.next_id(req.chat), int(time.time()))
-    # Like vLLM, nothing is sent before the first token: the status line, headers and the
-    # role chunk go out with it, so a client's time to first byte is the time to first token.
-    while seq.tokens == 0 and not seq.done:
-        await event.wait()
-        event.clear()
-    pending = enc.start()
-    try:
-        await resp.prepare(request)
-        while True:
-            chunk = pending + enc.tokens(seq.tokens)
-            pending = b""
-            if seq.done:
-                chunk += enc.finish(seq.finished_reason or "")
-            if chunk:
-                await resp.write(chunk)
-            if seq.done:
-                break
-            await event.wait()
-            event.clear()
-        await resp.write_eof()
-    except ConnectionResetError:
-        pass  # the client left; the caller's ``finally`` aborts the sequence
-    return resp
+    return _EngineStream(replica, seq, _chunks(enc, seq, event, enc.start()))
 
 
+# --- the app ----------------------------------------------------------------------------
 def build_app(
     profile: Profile,
     served_names: tuple[str, ...],
     registry: CollectorRegistry,
-    loop: asyncio.AbstractEventLoop,
-) -> web.Application:
-    """The emulator's aiohttp application; ``registry`` is this app's own."""
-    # Long transcripts: allow bodies far beyond aiohttp's 1 MiB default (max_model_len
-    # tokens at ~4 characters each, with room for JSON escaping).
-    app = web.Application(client_max_size=max(16 << 20, profile.max_model_len * 16))
-    replica = Replica(profile, served_names, registry, loop)
-    app[REPLICA_KEY] = replica
-    app[REGISTRY_KEY] = registry
+) -> FastAPI:
+    """The emulator's FastAPI application; ``registry`` is this app's own.
 
-    async def _close(_app: web.Application) -> None:
-        replica.close()
+    The replica (engine, metrics, timer) is made at start-up, on the serving loop, and
+    closed at shutdown.
+    """
+    if not served_names:
+        raise ValueError("at least one served model name is required")
+    state: dict[str, Replica] = {}
 
-    app.on_cleanup.append(_close)
-    app.router.add_get("/health", health)
-    app.router.add_get("/version", version)
-    app.router.add_get("/v1/models", models)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_post("/v1/chat/completions", chat_completions)
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        state["replica"] = Replica(profile, served_names, registry, asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            state.pop("replica").close()
+
+    app = FastAPI(
+        title="inflight emulator",
+        version=EMULATOR_VERSION,
+        lifespan=lifespan,
+        # A JSON body without a Content-Type is read as JSON, as the FastAPI vLLM 0.10
+        # shipped with did (newer FastAPI refuses it by default).
+        strict_content_type=False,
+    )
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+
+    @app.get("/health")
+    async def health() -> Response:
+        if state["replica"].ready:
+            return Response(status_code=200)
+        return _error(ApiError(503, "the replica is starting up"))
+
+    @app.get("/version")
+    async def version() -> dict[str, str]:
+        return {"version": EMULATOR_VERSION}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        replica = state["replica"]
+        data: list[dict[str, Any]] = [
+            {
+                "id": name,
+                "object": "model",
+                "created": replica.created,
+                "owned_by": "vllm",
+                "root": replica.served_names[0],
+                "parent": None,
+                "max_model_len": replica.profile.max_model_len,
+                "permission": [],
+            }
+            for name in replica.served_names
+        ]
+        return {"object": "list", "data": data}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/completions", response_model=None)
+    async def completions(body: CompletionRequest, request: Request) -> Response | None:
+        return await _generate(request, state["replica"], False, body)
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response | None:
+        return await _generate(request, state["replica"], True, body)
+
     return app
+
+
+# --- serving ----------------------------------------------------------------------------
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """SIGTERM/SIGINT start the graceful shutdown; the process then exits 0.
+
+        uvicorn re-raises the signal after shutting down, so the process would die of it;
+        supervisors and tests read exit code 0 as "left on SIGTERM, not SIGKILL".
+        """
+        previous = {
+            sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def serve(app: FastAPI, sock: socket.socket) -> bool:
+    """Serve ``app`` on the bound, listening ``sock`` until SIGTERM; False if start-up failed."""
+    server = _Server(
+        uvicorn.Config(
+            app,
+            # The engine's clock is loop.time(): the standard loop's time.monotonic(), as
+            # under aiohttp before; uvloop's clock ticks in whole milliseconds.
+            loop="asyncio",
+            # Nagle is off on every connection: ``ready.listen``'s socket is IPPROTO_TCP,
+            # so asyncio sets TCP_NODELAY on what it accepts (uvicorn writes a response's
+            # headers and body apart; with Nagle on the body waited +41 ms for an ACK).
+            http="httptools",
+            lifespan="on",
+            access_log=False,
+            log_level="warning",
+            # On SIGTERM, in-flight requests are cut off (as vLLM aborts them) after half a
+            # second instead of holding the process: supervisors stop replicas fast.
+            # (uvicorn annotates it int; it is a timeout for asyncio.wait_for.)
+            timeout_graceful_shutdown=0.5,  # type: ignore[arg-type]
+        )
+    )
+    server.run(sockets=[sock])
+    return server.started

@@ -1,4 +1,9 @@
-"""The router's ASGI application: ``/v1/*`` to the raw proxy, the rest to Starlette.
+"""The router's ASGI application: ``/v1/*`` to the raw proxy, the admin routes to FastAPI.
+
+``/v1/*`` is the measured hot path: a raw ASGI handler (:mod:`router.proxy`), with no
+framework in between. The admin routes (``/health``, ``/ready``, ``/metrics``,
+``/router/status`` and their OpenAPI schema, ``/openapi.json``) are a FastAPI app,
+``/router/status`` with its typed model (:mod:`router.status`).
 
 Built from collaborators passed in (dispatcher, registry, background tasks); the one
 place that creates them is :mod:`router.cli`. The upstream client of the hot path
@@ -15,16 +20,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from router import routes, upstream
 from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
 from router.proxy import Proxy, Receive, Scope, Send
+from router.status import RouterStatus, router_status
 from router.upstream import Upstream
 
 log = logging.getLogger(__name__)
@@ -51,19 +55,6 @@ class UpstreamSettings:
 
     def session(self) -> aiohttp.ClientSession:
         return upstream.make_session(self.connect_timeout_s, self.total_timeout_s, self.keepalive_s)
-
-
-def status_document(dispatcher: Dispatcher) -> dict[str, object]:
-    """``GET /router/status`` as docs/ARCHITECTURE.md fixes it."""
-    return {
-        "inflight": dispatcher.inflight,
-        "queued": dispatcher.queued,
-        "slots_per_endpoint": dispatcher.pool.slots,
-        "endpoints": [
-            {"url": v.url, "state": v.state, "inflight": v.inflight}
-            for v in dispatcher.pool.snapshot()
-        ],
-    }
 
 
 class RouterApp:
@@ -94,15 +85,7 @@ class RouterApp:
             unhealthy_backoff_s=unhealthy_backoff_s,
             routes=routes.RouteTable((*routes.OPENAI_ROUTES, *allow_routes)),
         )
-        self.rest = Starlette(
-            routes=[
-                Route("/health", self._health, methods=["GET"]),
-                Route("/ready", self._ready, methods=["GET"]),
-                Route("/metrics", self._metrics, methods=["GET"]),
-                Route("/router/status", self._status, methods=["GET"]),
-            ],
-            lifespan=self._lifespan,
-        )
+        self.rest = self._admin()
 
     def session(self) -> aiohttp.ClientSession:
         """The background jobs' session (health checks)."""
@@ -123,7 +106,7 @@ class RouterApp:
             await self.rest(scope, receive, send)
 
     @contextlib.asynccontextmanager
-    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+    async def _lifespan(self, _app: FastAPI) -> AsyncIterator[None]:
         self._session = self._upstream.session()
         self._client = self._upstream.build()
         tasks = [asyncio.ensure_future(job(self.session)) for job in self._background]
@@ -138,18 +121,36 @@ class RouterApp:
             await self._client.close()
             await self._session.close()
 
-    async def _health(self, _request: Request) -> Response:
-        """200 whenever the router process is up, even with zero endpoints."""
-        return JSONResponse({"status": "ok"})
+    def _admin(self) -> FastAPI:
+        """The admin routes; no interactive docs (they would load scripts from a CDN)."""
+        app = FastAPI(
+            title="inflight router",
+            summary="admin routes; /v1/* is proxied to the replicas and not described here",
+            docs_url=None,
+            redoc_url=None,
+            lifespan=self._lifespan,
+        )
 
-    async def _ready(self, _request: Request) -> Response:
-        """200 only with at least one ready endpoint (for a load balancer in front)."""
-        ok = self.dispatcher.pool.has_ready()
-        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+        @app.get("/health")
+        async def health() -> dict[str, str]:
+            """200 whenever the router process is up, even with zero endpoints."""
+            return {"status": "ok"}
 
-    async def _metrics(self, _request: Request) -> Response:
-        self.metrics.prune()
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        @app.get("/ready", responses={503: {"description": "no ready endpoint"}})
+        async def ready() -> JSONResponse:
+            """200 only with at least one ready endpoint (for a load balancer in front)."""
+            ok = self.dispatcher.pool.has_ready()
+            return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
-    async def _status(self, _request: Request) -> Response:
-        return JSONResponse(status_document(self.dispatcher))
+        @app.get("/metrics", response_class=Response)
+        async def metrics() -> Response:
+            """The router's Prometheus metrics."""
+            self.metrics.prune()
+            return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+        @app.get("/router/status")
+        async def status() -> RouterStatus:
+            """L, the held requests, and each endpoint's state and in-flight count."""
+            return router_status(self.dispatcher)
+
+        return app

@@ -3,7 +3,7 @@
 Why raw ASGI: throwaway prototypes on this machine at 64 concurrent did ~4,500
 requests/s as a raw ASGI handler, ~2,200 as a FastAPI route. So there is no per-request
 regex, JSON re-encoding or logging here. The upstream client is :mod:`router.upstream`
-(httptools by default, aiohttp as the measured peer); ``scripts/bench_router.py``
+(httptools by default, aiohttp as the measured peer); ``inflight bench router``
 measures this module.
 
 What is forwarded: only the methods and paths of :mod:`router.routes`' table (vLLM's

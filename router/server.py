@@ -3,7 +3,7 @@
 The proxy must learn that a client left while its request waits upstream (in vLLM's
 queue), to free the slot at once. Plain ASGI offers one way: a task per request awaiting
 ``receive()`` until ``http.disconnect``. Measured on this machine with
-``scripts/bench_router.py``, that task (create, wait on uvicorn's event, cancel) was ~12 µs
+``inflight bench router``, that task (create, wait on uvicorn's event, cancel) was ~12 µs
 of the router's ~69 µs a request: capacity at c=64 went from 14,450 requests/s
 (``results/2026-11-29-router-3``) to 17,578 with this hook (``results/2026-11-29-router-4``).
 

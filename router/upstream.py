@@ -4,11 +4,11 @@ Two implementations of one small interface (:class:`Upstream` → :class:`Upstre
 
 * :class:`HttpToolsUpstream` (the default): HTTP/1.1 over ``asyncio.Protocol`` with
   httptools' C response parser (llhttp, the parser uvicorn[standard] already uses) and a
-  keep-alive pool per endpoint. Measured on this machine (``scripts/bench_upstream_client.py``:
+  keep-alive pool per endpoint. Measured on this machine (``inflight bench upstream-client``:
   64 concurrent POSTs to nginx from one process): 67,000–73,000 requests/s against
   aiohttp's ``ClientSession`` 14,800–16,500, i.e. 14–15 µs against 61–68 µs of CPU a
   request, where the whole router now spends ~57 µs a request (17,578 requests/s at
-  c=64); with aiohttp the client was most of it. ``scripts/bench_router.py`` shows the
+  c=64); with aiohttp the client was most of it. ``inflight bench router`` shows the
   two routers side by side (rows ``inflight`` and ``inflight/aiohttp``).
 * :class:`AiohttpUpstream` (``--upstream-client aiohttp``): one shared pooled
   ``aiohttp.ClientSession``, the first design; kept as the benchmark's peer and a fallback.

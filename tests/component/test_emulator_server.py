@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.profile import Profile
 from inflight import names
-from tests.support import ProcessTracker, Server, wait_for
+from tests.support import ProcessTracker, Server, until, wait_for
 
 MODEL = "test-model"
 SERIES_LABELS = {names.VLLM_MODEL_LABEL: MODEL, names.VLLM_ENGINE_LABEL: "0"}
@@ -180,38 +180,116 @@ def test_non_streaming_chat_and_models_and_version(shared: Server) -> None:
     assert "version" in httpx.get(f"{shared.url}/version").json()
 
 
+def assert_vllm_error(doc: Any, status: int, err_type: str, param: str | None) -> None:
+    """vLLM's error body, field for field.
+
+    vLLM (``vllm/entrypoints/openai/protocol.py``): ``ErrorResponse(error: ErrorInfo)``,
+    ``ErrorInfo(message: str, type: str, param: str | None = None, code: int)``, ``code``
+    the HTTP status. Its ``RequestValidationError`` handler
+    (``vllm/entrypoints/openai/api_server.py``, now ``serve/utils/server_utils.py``)
+    answers a body that does not validate with 400, type ``"Bad Request"``
+    (``HTTPStatus.BAD_REQUEST.phrase``) and the first error's location as ``param``;
+    errors of its serving layer have types such as ``BadRequestError``/``NotFoundError``.
+    """
+    assert isinstance(doc, dict) and set(doc) == {"error"}
+    err = doc["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert isinstance(err["message"], str) and err["message"]
+    assert (err["type"], err["param"], err["code"]) == (err_type, param, status)
+
+
+# A body that does not validate against vLLM's request model: vLLM's handler answers.
+INVALID = "Bad Request"
+BR = "BadRequestError"
+CO, CH = "/v1/completions", "/v1/chat/completions"
+
+
 @pytest.mark.parametrize(
-    ("path", "body", "status", "param"),
+    ("path", "body", "status", "err_type", "param"),
     [
-        ("/v1/completions", b"{oops", 400, None),
-        ("/v1/completions", b'{"model": "test-model"}', 400, "prompt"),
-        ("/v1/chat/completions", b'{"model": "test-model"}', 400, "messages"),
-        ("/v1/completions", b'{"model": "nope", "prompt": "x"}', 404, "model"),
-        ("/v1/completions", b'{"prompt": "x", "max_tokens": 0}', 400, "max_tokens"),
-        ("/v1/chat/completions", b'{"messages":[{"role":"u"}],"max_tokens":-1}', 400, "max_tokens"),
+        # bad JSON
+        (CO, b"{oops", 400, INVALID, "body.1"),
+        (CO, b"", 400, INVALID, "body"),
+        (CO, b"[1, 2]", 400, INVALID, "body"),
+        # wrong types
+        (CO, b'{"model": 3, "prompt": "x"}', 400, INVALID, "body.model"),
+        (CO, b'{"prompt": 5}', 400, INVALID, "body.prompt"),
+        (CO, b'{"prompt": "x", "max_tokens": "many"}', 400, INVALID, "body.max_tokens"),
+        (CO, b'{"prompt": "x", "stream": [1]}', 400, INVALID, "body.stream"),
+        (CH, b'{"messages": "hi"}', 400, INVALID, "body.messages"),
+        (CH, b'{"messages": [{"content": "x"}]}', 400, INVALID, "body.messages.0.role"),
+        # a missing required field
+        (CH, b'{"model": "test-model"}', 400, INVALID, "body.messages"),
+        # well-typed, refused by the serving layer
+        (CO, b'{"model": "test-model"}', 400, BR, "prompt"),
+        (CO, b'{"model": "nope", "prompt": "x"}', 404, "NotFoundError", "model"),
+        (CO, b'{"prompt": "x", "max_tokens": 0}', 400, BR, "max_tokens"),
+        (CO, b'{"prompt": "x", "n": 2}', 400, BR, "n"),
+        (CH, b'{"messages":[{"role":"u"}],"max_tokens":-1}', 400, BR, "max_tokens"),
     ],
 )  # fmt: skip
-def test_bad_input_gets_an_openai_error(
-    shared: Server, path: str, body: bytes, status: int, param: str | None
+def test_bad_input_gets_vllms_error(
+    shared: Server, path: str, body: bytes, status: int, err_type: str, param: str | None
 ) -> None:
-    resp = httpx.post(f"{shared.url}{path}", content=body, timeout=10)
+    resp = httpx.post(
+        f"{shared.url}{path}",
+        content=body,
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
     assert resp.status_code == status
-    err = resp.json()["error"]
-    assert err["code"] == status and err["param"] == param
-    assert isinstance(err["message"], str) and err["message"]
-    assert err["type"] == ("NotFoundError" if status == 404 else "BadRequestError")
+    assert_vllm_error(resp.json(), status, err_type, param)
     # The emulator is still alive and serving.
     assert httpx.post(
         f"{shared.url}/v1/completions", json={"prompt": "x", "max_tokens": 1}, timeout=10
     ).is_success
 
 
+def test_missing_model_is_the_served_one_and_lax_types_as_vllm(shared: Server) -> None:
+    """vLLM's ``model`` is optional (the first served name), and its pydantic types are lax."""
+    resp = httpx.post(
+        f"{shared.url}/v1/completions",
+        json={"prompt": "x", "max_tokens": "2", "unknown_field": True},
+        timeout=10,
+    )
+    assert resp.status_code == 200
+    doc = resp.json()
+    assert doc["model"] == MODEL and doc["usage"]["completion_tokens"] == 2
+
+
+def test_a_body_without_content_type_is_read_as_json(shared: Server) -> None:
+    resp = httpx.post(f"{shared.url}/v1/completions", content=b'{"prompt": "x", "max_tokens": 1}')
+    assert resp.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"max_tokens": "many"}, "body.max_tokens"),
+        ({"prompt": {"text": "x"}}, "body.prompt"),
+        ({"model": 7}, "body.model"),
+    ],
+)
+def test_sdk_sees_vllms_validation_error(
+    shared: Server, extra: dict[str, object], param: str
+) -> None:
+    sdk = client(shared)
+    with pytest.raises(openai.BadRequestError) as info:
+        sdk.completions.create(model=MODEL, prompt="x", max_tokens=1, extra_body=extra)
+    assert info.value.status_code == 400
+    assert_vllm_error({"error": info.value.body}, 400, INVALID, param)
+    # The SDK reads them too (its ``code`` is typed as a string).
+    assert (info.value.type, info.value.param, info.value.code) == (INVALID, param, "400")
+
+
 def test_sdk_maps_errors(shared: Server) -> None:
     sdk = client(shared)
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.NotFoundError) as missing:
         sdk.completions.create(model="nope", prompt="x", max_tokens=1)
-    with pytest.raises(openai.BadRequestError):
+    assert_vllm_error({"error": missing.value.body}, 404, "NotFoundError", "model")
+    with pytest.raises(openai.BadRequestError) as zero:
         sdk.completions.create(model=MODEL, prompt="x", max_tokens=0)
+    assert_vllm_error({"error": zero.value.body}, 400, "BadRequestError", "max_tokens")
 
 
 def test_closing_a_stream_early_frees_the_slot(procs: ProcessTracker) -> None:
@@ -319,3 +397,39 @@ def test_sigterm_with_requests_in_flight_exits_cleanly(procs: ProcessTracker) ->
     assert server.process.stop(grace_s=30) == 0
     for conn in conns:
         conn.close()
+
+
+async def test_the_emulators_connections_have_nagle_off() -> None:
+    """uvicorn writes a response's headers and body apart; with Nagle on, the body waits
+    for the client's delayed ACK (+41 ms a response, measured). The emulator (and the
+    router) serve uvicorn's httptools protocol on a ``ready.listen`` socket: the
+    connections it accepts must have Nagle off (read from the socket, not timed)."""
+    import asyncio
+
+    import uvicorn
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.server import ServerState
+
+    from inflight import ready
+
+    config = uvicorn.Config(
+        lambda *_a: None, http=HttpToolsProtocol, lifespan="off", log_level="warning"
+    )
+    state = ServerState()
+    made: list[HttpToolsProtocol] = []
+
+    def factory() -> HttpToolsProtocol:
+        made.append(HttpToolsProtocol(config=config, server_state=state, app_state={}))
+        return made[-1]
+
+    sock = ready.listen("127.0.0.1", 0)
+    server = await asyncio.get_running_loop().create_server(factory, sock=sock)
+    try:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", ready.bound_port(sock))
+        await until(lambda: made and made[-1].transport is not None, what="the accepted connection")
+        accepted = made[-1].transport.get_extra_info("socket")
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()

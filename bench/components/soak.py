@@ -1,5 +1,4 @@
-#!/usr/bin/env python
-"""Soak the router (opt-in, not a test): clients that leave at random moments.
+"""``inflight bench soak``: the router under clients that leave at random moments.
 
 ``inflight router`` in front of 2 emulators × 4 slots; 64 closed-loop clients send
 completions (half of them streamed, 5–60 tokens) for ``--seconds``; two requests in three
@@ -12,11 +11,8 @@ Afterwards it checks what the router must not lose or leak:
 * the router's open file descriptors are back to what they were before the load (idle
   upstream connections close after 4 s), measured after the first health-check round.
 
-Usage::
-
-    .venv/bin/python scripts/soak_router.py [--seconds 45] [--seed 7]
-
-Exits 1 if a check fails. Every process is started on a free port and stopped by PID.
+Exits 1 if a check fails. Opt-in, not a test. (Until 2026-12-01 this was
+``scripts/soak_router.py``.)
 """
 
 from __future__ import annotations
@@ -26,27 +22,23 @@ import asyncio
 import json
 import os
 import random
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import aiohttp  # noqa: E402
-import bench_router as b  # noqa: E402
+from bench.components.procs import Stack, start_emulators, start_inflight
 
 
 def fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def status(url: str) -> dict:
+def status(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url + "/router/status", timeout=5) as resp:
-        return json.load(resp)
+        doc: dict[str, Any] = json.load(resp)
+    return doc
 
 
 def emu_counts(url: str) -> dict[str, float]:
@@ -60,6 +52,8 @@ def emu_counts(url: str) -> dict[str, float]:
 
 
 async def load(url: str, seconds: float, rng: random.Random) -> dict[str, int]:
+    import aiohttp
+
     stats = {"ok": 0, "aborted": 0, "err": 0}
     deadline = time.monotonic() + seconds
 
@@ -89,18 +83,12 @@ async def load(url: str, seconds: float, rng: random.Random) -> dict[str, int]:
     return stats
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=45.0)
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
-    if args.seconds <= 0:
-        parser.error("--seconds must be > 0")
+def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="soak-router-") as tmp:
-        st = b.Stack(Path(tmp))
+        st = Stack(Path(tmp))
         try:
-            emus = b.start_emulators(st, 2, time_scale=0.02)
-            url, proc = b.start_inflight(st, emus)
+            emus = [u for u, _ in start_emulators(st, 2, time_scale=0.02)]
+            url, proc = start_inflight(st, emus)
             time.sleep(3.0)  # one health-check round (2 s): its pooled connections exist
             base_fds = fds(proc.pid)
             stats = asyncio.run(load(url, args.seconds, random.Random(args.seed)))
@@ -124,7 +112,3 @@ def main(argv: list[str] | None = None) -> int:
     ok = idle and after_fds <= base_fds and stats["err"] == 0
     print("soak: " + ("every check passed" if ok else "FAILED"))
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,5 +1,5 @@
-#!/usr/bin/env python
-"""Benchmark one ``inflight emulator``: measured throughput against the model, and CPU.
+"""``inflight bench emulator``: one or more emulators' measured throughput against the
+model, and their CPU.
 
 Closed loop, like the seed's workload: N workers, each sends its next reference request
 (~3,000 prompt tokens, 300 output tokens) when the previous one finishes. For each
@@ -14,11 +14,8 @@ start and the ramp are excluded), from the end of one burst of completions to th
 a later one: at a full batch four requests finish within a step of each other, and
 counting from the middle of a burst would over-count it.
 
-    .venv/bin/python scripts/bench_emulator.py --time-scale 0.1 --levels 4,8,16,64
-    .venv/bin/python scripts/bench_emulator.py --stream   # SSE responses, one write per tick
-    .venv/bin/python scripts/bench_emulator.py --stream --replicas 4 --levels 16,64
-
-Not a test: it prints figures; nothing here asserts on speed.
+Not a test: it prints figures; nothing here asserts on speed. (Until 2026-12-01 this was
+``scripts/bench_emulator.py``.)
 """
 
 from __future__ import annotations
@@ -28,22 +25,17 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import aiohttp
-
+from bench.components.procs import Stack, start_emulators
 from emulator.profile import Profile
-from inflight.procs import ManagedProcess
 
 PROMPT_TOKENS = 3000
 PROMPT = "x" * (4 * PROMPT_TOKENS)  # the emulator estimates 4 characters per token
 OUTPUT_TOKENS = 300
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+MODEL = "bench-model"
 
 
 @dataclass(frozen=True)
@@ -65,7 +57,7 @@ class LevelResult:
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of ``pid`` so far (from /proc/PID/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def own_cpu() -> float:
@@ -93,16 +85,14 @@ def steady_throughput(done_s: list[float], warmup_s: float, cluster_gap_s: float
 
 
 async def run_level(
-    urls: list[str],
-    model: str,
-    concurrency: int,
-    duration_s: float,
-    stream: bool,
+    urls: list[str], model: str, concurrency: int, duration_s: float, stream: bool
 ) -> tuple[list[float], list[float], int]:
     """Closed loop for ``duration_s``, worker ``i`` on ``urls[i % len(urls)]``.
 
     Returns (completion times since the start, latencies, errors), in wall seconds.
     """
+    import aiohttp
+
     body = {"model": model, "prompt": PROMPT, "max_tokens": OUTPUT_TOKENS, "stream": stream}
     done_s: list[float] = []
     latencies_s: list[float] = []
@@ -156,37 +146,7 @@ def predicted_p50_s(profile: Profile, workers: int) -> float:
     return max(1.0, workers / profile.max_num_seqs) * k / predicted_rps(profile, workers)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--time-scale", type=float, default=0.1)
-    parser.add_argument("--levels", default="4,8,16,64", help="comma-separated concurrencies")
-    parser.add_argument("--level-s", type=float, default=20.0, help="wall seconds per level")
-    parser.add_argument("--warmup-s", type=float, default=3.0, help="excluded from throughput")
-    parser.add_argument("--stream", action="store_true", help="SSE streaming responses")
-    parser.add_argument(
-        "--replicas", type=int, default=1, help="emulators, load spread evenly (CPU summed)"
-    )
-    parser.add_argument("--json", type=Path, default=None, help="also write results here")
-    parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench_emulator"))
-    args = parser.parse_args()
-    levels = [int(x) for x in args.levels.split(",") if x.strip()]
-
-    profile = Profile(time_scale=args.time_scale)
-    model = "bench-model"
-    procs: list[ManagedProcess] = []
-    urls: list[str] = []
-    for i in range(args.replicas):
-        ready_file = args.log_dir / f"emulator-{i}.ready.json"
-        argv = [sys.executable, "-m", "inflight", "emulator", "--host", "127.0.0.1"]
-        argv += ["--port", "0", "--served-model-name", model, "--max-num-seqs"]
-        argv += [str(profile.max_num_seqs), "--time-scale", str(args.time_scale)]
-        argv += ["--startup-s", "0", "--ready-file", str(ready_file)]
-        log = args.log_dir / f"emulator-{i}.log"
-        procs.append(
-            ManagedProcess(argv, name=f"emulator-{i}", log_path=log, ready_file=ready_file)
-        )
-    results: list[LevelResult] = []
-    service_wall_s = profile.service_s * profile.time_scale
+def _header(args: argparse.Namespace, profile: Profile) -> None:
     print(
         f"{args.replicas} emulator(s): {profile.max_num_seqs} slots, {profile.service_s} s per "
         f"reference request at a full batch, time-scale {args.time_scale} → saturated "
@@ -200,20 +160,30 @@ def main() -> int:
         f"{'p50 s':>7} {'pred p50':>8} {'emu CPU':>8} {'load CPU':>8}",
         flush=True,
     )
+
+
+def main(args: argparse.Namespace) -> int:
+    profile = Profile(time_scale=args.time_scale)
+    results: list[LevelResult] = []
+    service_wall_s = profile.service_s * profile.time_scale
+    _header(args, profile)
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    stack = Stack(args.log_dir)
     try:
-        for proc in procs:
-            proc.start()
-            urls.append(f"http://127.0.0.1:{proc.wait_ports(timeout_s=30)['http']}")
-            proc.wait_ready(f"{urls[-1]}/health", timeout_s=30)
+        started = start_emulators(
+            stack, args.replicas, args.time_scale, model=MODEL, slots=profile.max_num_seqs
+        )
+        urls = [url for url, _ in started]
+        pids = [proc.pid for _, proc in started]
         # Pay the cold start before measuring (as the seed's warm runs did).
         warm = profile.max_num_seqs * args.replicas
-        asyncio.run(run_level(urls, model, warm, 0.01, args.stream))
-        for conc in levels:
-            cpu0, own0, w0 = sum(cpu_seconds(p.pid) for p in procs), own_cpu(), time.monotonic()
+        asyncio.run(run_level(urls, MODEL, warm, 0.01, args.stream))
+        for conc in args.levels:
+            cpu0, own0, w0 = sum(cpu_seconds(p) for p in pids), own_cpu(), time.monotonic()
             done_s, lat_s, errors = asyncio.run(
-                run_level(urls, model, conc, args.level_s, args.stream)
+                run_level(urls, MODEL, conc, args.level_s, args.stream)
             )
-            cpu1, own1, w1 = sum(cpu_seconds(p.pid) for p in procs), own_cpu(), time.monotonic()
+            cpu1, own1, w1 = sum(cpu_seconds(p) for p in pids), own_cpu(), time.monotonic()
             gap_s = 0.25 * service_wall_s / profile.max_num_seqs  # well inside a turnover
             measured = steady_throughput(done_s, args.warmup_s, cluster_gap_s=gap_s)
             per_replica = [len(range(i, conc, args.replicas)) for i in range(args.replicas)]
@@ -240,12 +210,7 @@ def main() -> int:
                 flush=True,
             )
     finally:
-        for proc in reversed(procs):
-            proc.stop()
+        stack.stop_all()
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,16 @@
+"""``inflight bench router|emulator|scaler|soak|upstream-client``: one component at a time.
+
+The reference benchmark (``inflight bench run|compare|chaos``) measures the whole stack;
+these measure one part each, on this machine, and print figures (none asserts on speed):
+
+* ``router.py`` – the router beside nginx and vllm-router (capacity, added latency,
+  streaming, balance);
+* ``soak.py`` – the router under clients that leave at random moments: nothing leaks;
+* ``upstream_client.py`` – the router's two upstream clients side by side;
+* ``emulator.py`` – the emulator's measured throughput against its model, and its CPU;
+* ``scaler.py`` – GetMetrics latency against a real Prometheus.
+
+Shared parts: ``procs.py`` (the processes a run starts, stopped by PID), ``upstream.py``
+(a lean synthetic upstream), ``nginx.py`` and ``wrk.py`` (Debian's nginx and wrk),
+``load.py`` (the asyncio load generators). ``cli.py`` holds the flags.
+"""

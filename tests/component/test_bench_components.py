@@ -1,0 +1,68 @@
+"""Tiny real runs of the component benchmarks (``inflight bench emulator|scaler|
+upstream-client|router``): each starts its real processes (emulators, Debian's Prometheus,
+nginx, wrk, the router), measures, writes its figures, and leaves nothing running.
+Seconds each; the figures themselves are not asserted on (this machine is shared)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.support import INFLIGHT
+
+
+def _bench(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [*INFLIGHT, "bench", *args], capture_output=True, text=True, timeout=timeout_s
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_emulator_bench_measures_one_replica(tmp_path: Path) -> None:
+    out = tmp_path / "emulator.json"
+    _bench("emulator", "--replicas", "1", "--levels", "2", "--level-s", "2", "--warmup-s",
+           "0.5", "--time-scale", "0.02", "--json", str(out),
+           "--log-dir", str(tmp_path / "logs"))  # fmt: skip
+    (level,) = json.loads(out.read_text())
+    assert level["concurrency"] == 2 and level["errors"] == 0
+    assert level["completed"] > 0 and level["predicted_rps"] > 0
+
+
+def test_scaler_bench_times_getmetrics_cached_and_not(tmp_path: Path) -> None:
+    out = tmp_path / "scaler.json"
+    done = _bench("scaler", "--calls", "100", "--warmup", "5", "--json", str(out))
+    doc = json.loads(out.read_text())
+    assert doc["uncached"]["calls"] == 100 and doc["uncached"]["cache_ttl_s"] == 0.0
+    assert doc["cached"]["calls"] == 100 and doc["cached"]["cache_ttl_s"] == 1.0
+    assert "target p99 <= 20 ms uncached:" in done.stdout
+
+
+def test_upstream_client_bench_runs_both_clients() -> None:
+    done = _bench("upstream-client", "--requests", "200", "--concurrency", "4", "--rounds", "1")
+    rows = [line.split() for line in done.stdout.splitlines() if "requests/s" in line]
+    assert [row[0] for row in rows] == ["httptools", "aiohttp"]
+    assert all(float(row[1]) > 0 for row in rows)
+
+
+def test_router_bench_latency_scenario_against_nginx(tmp_path: Path) -> None:
+    """wrk and nginx come from Debian (scripts/setup.sh installs them)."""
+    for tool in ("wrk", "nginx"):
+        assert shutil.which(tool) or Path(f"/usr/sbin/{tool}").exists(), (
+            f"{tool} is not installed: run scripts/setup.sh as root, or "
+            f"apt-get install -y --no-install-recommends wrk nginx"
+        )
+    out = tmp_path / "router.json"
+    argv = ["router", "--scenarios", "latency", "--duration-s", "1", "--no-aiohttp-peer",
+            "--vllm-router-bin", str(tmp_path / "no-vllm-router"), "--out", str(out)]  # fmt: skip
+    _bench(*argv)
+    rows = json.loads(out.read_text())["results"]["latency_50ms"]
+    assert set(rows) == {"direct", "inflight", "nginx"}
+    for name, row in rows.items():
+        assert row["non_2xx"] == 0 and row["rps"] > 0, name
+        assert row["p50_ms"] >= 50.0, name  # the upstream answers after 50 ms
+    again = subprocess.run([*INFLIGHT, "bench", *argv], capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
+    assert again.returncode == 2 and "never overwritten" in again.stderr
