@@ -10,6 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from inflight import extras
+
 DEFAULT_CONCURRENCY = "4,8,16,32,64"
 
 
@@ -164,12 +166,16 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if (missing := extras.require("bench", "inflight bench run")) is not None:
+        return missing
     from bench.run_cmd import main
 
     return main(args)
 
 
 def _compare(args: argparse.Namespace) -> int:
+    if (missing := extras.require("bench", "inflight bench compare")) is not None:
+        return missing
     from bench.compare import main
 
     return main(args)
