@@ -79,7 +79,7 @@ def register(subparsers: Any) -> None:
         help="the reference benchmark: closed-loop sweep, Little's Law check, policy comparison",
         description="Closed-loop meeting-summary benchmark; every figure in seed time.",
     )
-    sub = bench.add_subparsers(dest="bench_command", metavar="{run,compare}")
+    sub = bench.add_subparsers(dest="bench_command", metavar="{run,compare,chaos}")
     sub.required = True
 
     run = sub.add_parser("run", help="one sweep against a running router")
@@ -163,12 +163,71 @@ def register(subparsers: Any) -> None:
     )
     _workload_flags(cmp)
     cmp.set_defaults(func=_compare)
+    _chaos_parser(sub)
+
+
+def _chaos_parser(sub: Any) -> None:
+    from bench.chaos_defaults import CI_FAULTS, DEFAULT_FAULTS
+
+    ch = sub.add_parser(
+        "chaos",
+        help="the fault run: `inflight up` under open-loop load, faults injected in turn",
+        description=(
+            "Start `inflight up` (emulator replicas, 1..--max-replicas), send open-loop "
+            "Poisson load, inject each fault of --faults once the stack has settled, and "
+            "report per fault: requests sent and failed (on the faulted replica / lost "
+            "otherwise), leaked slots, wrong scale-downs, time to recover, orphans. Exit "
+            "code 1 when the bar is missed. Durations named *-s are seed seconds "
+            "(wall = seed × --time-scale) unless they say wall."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = ch.add_argument
+    add("--out-dir", type=Path, required=True, help="new folder for chaos.json and chaos.md")
+    add("--faults", default=DEFAULT_FAULTS, help=f"comma-separated, in order (CI: {CI_FAULTS})")
+    add("--time-scale", type=positive_float, default=0.2, help="of the whole stack")
+    add("--rate", type=positive_float, default=2.0, help="arrivals per seed second (Poisson)")
+    add("--max-replicas", type=int, default=4)
+    add("--slots", type=int, default=4, help="slots per replica (--max-num-seqs)")
+    add("--model", default=None, help="model name (default: the emulator's)")
+    add("--prompt-tokens", type=int, default=3000)
+    add("--max-tokens", type=int, default=300)
+    add("--long-max-tokens", type=int, default=8000, help="the scale-down fault's long streams")
+    add("--long-streams", type=int, default=4, help="long streams open at the load drop")
+    add("--settle-s", type=positive_float, default=30.0, help="seed s unchanged = settled")
+    add(
+        "--after-s",
+        type=positive_float,
+        default=90.0,
+        help="seed s of load after "
+        "recovery (>= the 60 s scale-down window + a sync: a wrong scale-down shows)",
+    )
+    add("--hang-s", type=positive_float, default=100.0, help="seed s before SIGCONT (hang)")
+    add("--prometheus-down-s", type=positive_float, default=120.0, help="seed s held down")
+    add("--router-missing-s", type=positive_float, default=30.0, help="seed s killed router "
+        "stays in discovery")  # fmt: skip
+    add("--settle-timeout-s", type=positive_float, default=180.0, help="wall s")
+    add("--recover-timeout-s", type=positive_float, default=120.0, help="wall s")
+    add("--drain-timeout-s", type=positive_float, default=180.0, help="wall s")
+    add("--leak-timeout-s", type=positive_float, default=20.0, help="wall s")
+    add("--request-timeout-s", type=positive_float, default=300.0, help="wall s per request")
+    add("--stack-timeout-s", type=positive_float, default=180.0, help="wall s")
+    add("--state-dir", type=Path, default=None, help="the stack's state dir "
+        "(default state/bench/<out-dir name>-chaos)")  # fmt: skip
+    add("--force", action="store_true", help="write into a non-empty --out-dir")
+    ch.set_defaults(func=_chaos)
 
 
 def _run(args: argparse.Namespace) -> int:
     if (missing := extras.require("bench", "inflight bench run")) is not None:
         return missing
     from bench.run_cmd import main
+
+    return main(args)
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    from bench.chaos import main
 
     return main(args)
 

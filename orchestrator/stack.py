@@ -6,9 +6,13 @@ SD targets: router, ready replicas, scaler; scrape every 5 s × time-scale), the
 (Prometheus source, or the direct router source without Prometheus), then — once the
 first replicas answer ``/health`` — the KEDA+HPA loop, and ``stack.json`` last.
 
-:meth:`Stack.run` is the main loop: supervisor tick, autoscaler tick, timeline. On exit
-every process group is stopped, and the stack checks that none is alive and that every
-port it used is free, and says so.
+:meth:`Stack.run` is the main loop: supervisor tick, autoscaler tick, timeline, and the
+core processes' keeper: a Prometheus or scaler that dies is restarted on the same ports
+after a back-off (:mod:`orchestrator.restarts` decides when; each death and restart is
+logged and recorded in ``restarts.jsonl``); a ``hold/<name>`` file in the state dir keeps
+it down while it exists. The router is not restarted: its death stops the stack (exit
+code 1), since its clients and its L live in it. On exit every process group is stopped,
+and the stack checks that none is alive and that every port it used is free, and says so.
 """
 
 from __future__ import annotations
@@ -33,11 +37,13 @@ from inflight.prom import PrometheusServer
 from orchestrator import hpa, orphans
 from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from orchestrator.keda import KedaSpec
+from orchestrator.restarts import RestartAction, RestartPolicy, RestartState, restart_step, started
 from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
 from orchestrator.state import (
     CHILDREN,
     ENDPOINTS,
     PROMETHEUS_DIR,
+    RestartRecord,
     StackInfo,
     StateDir,
     TimelinePoint,
@@ -77,18 +83,29 @@ class UpConfig:
     use_prometheus: bool
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
     startup_timeout_s: float = 900.0
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    log_level: str = "info"
+    prometheus_wanted: bool = True  # False: --no-prometheus (use_prometheus says if it runs)
 
     @property
     def scaler_metadata(self) -> dict[str, str]:
         """The trigger metadata a ScaledObject would carry (seed-time windows)."""
-        return {
-            names.META_SLOTS_PER_REPLICA: str(self.slots_per_replica),
-            names.META_TARGET_SATURATION: "1.0",
-            names.META_SCALE_UP_WINDOW_S: "10",
-            names.META_SCALE_DOWN_WINDOW_S: "60",
-            names.META_TIME_SCALE: str(self.time_scale),
-            names.META_POLICY: self.policy,
-        }
+        return scaler_metadata(self.slots_per_replica, self.time_scale, self.policy)
+
+
+def scaler_metadata(slots_per_replica: int, time_scale: float, policy: str) -> dict[str, str]:
+    """The trigger metadata ``inflight up`` sends the scaler (the bench asks it the same)."""
+    return {
+        names.META_SLOTS_PER_REPLICA: str(slots_per_replica),
+        names.META_TARGET_SATURATION: "1.0",
+        names.META_SCALE_UP_WINDOW_S: "10",
+        names.META_SCALE_DOWN_WINDOW_S: "60",
+        names.META_TIME_SCALE: str(time_scale),
+        names.META_POLICY: policy,
+        # Prometheus' scrape interval here (wall seconds): L older than 3 of them is refused.
+        # At least 1 s, so a loaded machine at a tiny time-scale does not refuse good data.
+        names.META_SCRAPE_INTERVAL_S: f"{max(1.0, SCRAPE_INTERVAL_S * time_scale):g}",
+    }
 
 
 def _get_json(url: str, timeout_s: float = 1.0) -> dict[str, Any] | None:
@@ -126,6 +143,9 @@ class Stack:
         self._published_targets: tuple[str, ...] | None = None
         self._next_poll_s = 0.0
         self._log_handler: logging.Handler | None = None
+        self._scaler_argv: list[str] = []
+        self._restarts: dict[str, RestartState] = {}
+        self._held_logged: set[str] = set()
 
     @property
     def router_url(self) -> str:
@@ -246,6 +266,7 @@ class Stack:
             )
         except ProcessError as exc:
             raise StackError(f"prometheus did not start: {exc}") from exc
+        self._restarts["prometheus"] = started(RestartState(), time.monotonic())
         log.info(
             "prometheus at %s (scrape every %.3g s)",
             self.prometheus.url,
@@ -275,8 +296,12 @@ class Stack:
             )
             argv += ["--source", "direct", "--router-url", self.router_url]
             argv += ["--poll-interval-s", f"{max(0.05, min(0.5, 5 * self.config.time_scale)):.3g}"]
+        # Kept for a restart, which reuses the ports reported now (the address KEDA, or the
+        # local loop, was given must not change): see _restart_scaler.
+        self._scaler_argv = argv
         self.scaler, ports = self._start_process(argv, "scaler", "/metrics", "metrics")
         self.scaler_ports = grpc_port, metrics_port = ports["grpc"], ports["metrics"]
+        self._restarts["scaler"] = started(RestartState(), time.monotonic())
         self._record_children()
         if self.prometheus is not None:
             self.prometheus.set_targets("scaler", [f"127.0.0.1:{metrics_port}"])
@@ -376,13 +401,13 @@ class Stack:
 
     # --- run --------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
-        """The main loop until ``stop`` is set; 1 if a core process died."""
+        """The main loop until ``stop`` is set; 1 if the router died."""
         while not stop.is_set():
-            for proc in self._core_processes():
-                if proc.poll() is not None:
-                    log.error("%s exited (code %s); stopping the stack", proc.label, proc.poll())
-                    return 1
+            if self.router is not None and self.router.poll() is not None:
+                log.error("router exited (code %s); stopping the stack", self.router.poll())
+                return 1
             now = time.monotonic()
+            self._keep_core_alive(now)
             polled = False
             if self.autoscaler is not None:
                 polled = self.autoscaler.tick(now)
@@ -393,6 +418,113 @@ class Stack:
             self._record_point(force=polled)
             stop.wait(TICK_S)
         return 0
+
+    # --- core processes: restart a dead Prometheus or scaler ---------------------------------
+    def _keep_core_alive(self, now: float) -> None:
+        """One restart step per core process (the decision is :func:`restart_step`'s)."""
+        prom = self.prometheus.process if self.prometheus is not None else None
+        for name, proc in (("prometheus", prom), ("scaler", self.scaler)):
+            if proc is None:
+                continue
+            alive = proc.poll() is None
+            held = not alive and self.state.is_held(name)
+            before = self._restarts.get(name, RestartState())
+            state, action = restart_step(
+                before, self.config.restart, alive=alive, held=held, now_s=now
+            )
+            self._restarts[name] = state
+            if action is RestartAction.DIED:
+                self._on_core_death(name, proc, state, now)
+            elif action is RestartAction.START:
+                self._held_logged.discard(name)
+                self._restart_core(name, state)
+            elif held and name not in self._held_logged:
+                self._held_logged.add(name)
+                log.warning("%s is held down by %s", name, self.state.path(f"hold/{name}"))
+                self._record_restart(name, "held", None, state.failures, None)
+
+    def _on_core_death(
+        self, name: str, proc: ManagedProcess, state: RestartState, now: float
+    ) -> None:
+        code = proc.poll()
+        delay = None if state.next_start_s is None else max(0.0, state.next_start_s - now)
+        log.error(
+            "%s exited (code %s); restarting it in %.1f s (death %d in a row)",
+            name,
+            code,
+            delay or 0.0,
+            state.failures,
+        )
+        try:
+            proc.stop(grace_s=2.0)  # the leader is gone: reap it, and stop any member left
+        except ProcessError as exc:
+            log.error("%s", exc)
+        self._record_restart(name, "died", code, state.failures, delay)
+
+    def _restart_core(self, name: str, state: RestartState) -> None:
+        try:
+            if name == "prometheus":
+                self._restart_prometheus()
+            else:
+                self._restart_scaler()
+        except (ProcessError, OSError) as exc:
+            # Counted as a death at the next step (the process is not alive): back-off.
+            log.error("%s could not be restarted: %s", name, exc)
+            self._record_restart(name, "start-failed", None, state.failures, None)
+            return
+        self._record_children()
+        self._record_restart(name, "restarted", None, state.failures, None)
+
+    def _restart_prometheus(self) -> None:
+        """Same port, same data dir; blocks until /-/ready (about a second; 10 s at most)."""
+        assert self.prometheus is not None
+        url = self.prometheus.url
+        self.prometheus.start(ready_timeout_s=10.0, on_spawn=lambda _p: self._record_children())
+        self._published_targets = None  # its config was rewritten: publish replicas again
+        log.info("prometheus restarted at %s", self.prometheus.url)
+        if self.prometheus.url != url and self.scaler is not None:
+            log.warning("prometheus moved to %s; restarting the scaler", self.prometheus.url)
+            self.scaler.stop(grace_s=5.0)  # the keeper restarts it with the new URL
+
+    def _restart_scaler(self) -> None:
+        """Same ports; not waited for (the autoscaler's calls fail until it answers, which
+        changes no replica count). A fresh gRPC client, so no reconnect back-off is left."""
+        argv = list(self._scaler_argv)
+        # The ports it had (KEDA's address for it must not change), and today's Prometheus.
+        for flag, value in (
+            ("--grpc-port", str(self.scaler_ports[0])),
+            ("--metrics-port", str(self.scaler_ports[1])),
+            ("--prometheus-url", self.prometheus.url if self.prometheus else None),
+        ):
+            if value is not None and flag in argv:
+                argv[argv.index(flag) + 1] = value
+        proc = ManagedProcess(
+            argv, name="scaler", log_path=self.state.logs / "scaler.log", grace_s=10.0
+        )
+        proc.start()
+        self.scaler = proc
+        log.info("scaler restarted (pid %d)", proc.pid)
+        old = self.client
+        self.client = ScalerClient(f"127.0.0.1:{self.scaler_ports[0]}", self.config.scaler_metadata)
+        if self.autoscaler is not None:
+            self.autoscaler.scaler = self.client
+            self.client.watch_activation(self.autoscaler.activate)
+        if old is not None:
+            old.close()
+
+    def _record_restart(
+        self, name: str, event: str, code: int | None, failures: int, delay_s: float | None
+    ) -> None:
+        self.state.append_restart(
+            RestartRecord(
+                t=time.time(),
+                process=name,
+                event=event,
+                code=code,
+                failures=failures,
+                delay_s=None if delay_s is None else round(delay_s, 3),
+            )
+        )
 
     def _step_processes(self) -> None:
         self.supervisor.tick()

@@ -10,6 +10,11 @@
 | ``endpoints.json`` | the router's endpoint file (written by the supervisor) |
 | ``logs/`` | one log per process |
 | ``children.json`` | the process groups running now (see :mod:`orchestrator.orphans`) |
+| ``restarts.jsonl`` | ``{"t", "process", "event", "code", "failures", "delay_s"}`` per death
+  and restart of a core process (Prometheus, scaler) |
+| ``hold/<name>`` | a control: while this file exists, a dead ``prometheus`` or ``scaler``
+  is not restarted (the chaos run keeps Prometheus down this way); created by whoever
+  holds it, never by the stack |
 
 ``t`` is Unix time in seconds (wall clock: the bench lines it up with its own records).
 The format is written and read here only: the bench reads ``stack.json`` and
@@ -33,6 +38,8 @@ DECISIONS = "decisions.jsonl"
 ENDPOINTS = "endpoints.json"
 LOGS = "logs"
 CHILDREN = "children.json"
+RESTARTS = "restarts.jsonl"
+HOLD_DIR = "hold"
 PROMETHEUS_DIR = "prometheus"
 
 
@@ -77,6 +84,24 @@ class DecisionRecord:
     reason: str
 
 
+@dataclass(frozen=True)
+class RestartRecord:
+    """One line of ``restarts.jsonl``: a core process ``died`` (exit ``code``) or was
+    ``restarted``; ``failures`` in a row so far, ``delay_s`` until the next attempt."""
+
+    t: float
+    process: str
+    event: str  # "died" | "restarted" | "start-failed" | "held"
+    code: int | None
+    failures: int
+    delay_s: float | None
+
+
+def hold_path(root: Path, process: str) -> Path:
+    """The control file that keeps ``process`` down while it exists."""
+    return root / HOLD_DIR / process
+
+
 class StateDir:
     """Owns one state directory for the life of one ``inflight up``."""
 
@@ -112,9 +137,11 @@ class StateDir:
         f.flush()
         self._lock_file = f
         # A previous run's files describe that run: start this one's afresh.
-        for name in (STACK, TIMELINE, DECISIONS, ENDPOINTS):
+        for name in (STACK, TIMELINE, DECISIONS, ENDPOINTS, RESTARTS):
             with contextlib.suppress(FileNotFoundError):
                 self.path(name).unlink()
+        for hold in self.path(HOLD_DIR).glob("*"):  # a previous controller's holds
+            hold.unlink(missing_ok=True)
 
     @property
     def held(self) -> bool:
@@ -138,6 +165,13 @@ class StateDir:
 
     def append_decision(self, record: DecisionRecord) -> None:
         self._append(DECISIONS, asdict(record))
+
+    def append_restart(self, record: RestartRecord) -> None:
+        self._append(RESTARTS, asdict(record))
+
+    def is_held(self, process: str) -> bool:
+        """True while ``hold/<process>`` exists (see :func:`hold_path`)."""
+        return hold_path(self.root, process).exists()
 
     def _append(self, name: str, row: dict[str, Any]) -> None:
         with open(self.path(name), "a") as f:

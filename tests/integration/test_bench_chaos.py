@@ -1,0 +1,43 @@
+"""The fault run's short version (CI): a real ``inflight up`` under open-loop load, a replica
+killed with SIGKILL and the scaler killed and restarted; the bar must be met.
+
+The full run (six faults, about ten minutes) is opt-in: ``inflight bench chaos --out-dir DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.chaos_defaults import CI_FAULTS
+from orchestrator.state import read_jsonl
+from tests.support import INFLIGHT
+
+
+def test_short_fault_run_meets_the_bar(procs, tmp_path):
+    out, state = tmp_path / "out", tmp_path / "state"
+    argv = [
+        *INFLIGHT, "bench", "chaos", "--out-dir", str(out), "--state-dir", str(state),
+        "--faults", CI_FAULTS, "--time-scale", "0.2", "--rate", "1.5",
+        "--settle-s", "30", "--after-s", "10",
+    ]  # fmt: skip
+    server = procs.start(argv, name="chaos", ready_path=None, port_placeholder=None, grace_s=60)
+    code = server.process.popen.wait(timeout=400)
+    log = Path(server.process.log_path).read_text()
+    assert code == 0, log[-5000:]
+    doc = json.loads((out / "chaos.json").read_text())
+    rows = {f["fault"]: f for f in doc["faults"]}
+    assert list(rows) == ["kill-replica", "scaler-restart"]
+    for name, row in rows.items():
+        assert row["requests_sent"] > 0, name
+        assert row["lost_other"] == 0, (name, row)
+        assert row["leaked_slots"] == 0, (name, row)
+        assert row["wrong_scale_downs"] == 0, (name, row)
+        assert row["orphans"] == 0, (name, row)
+        assert row["time_to_recover_s"] is not None, (name, row)
+    assert rows["kill-replica"]["details"]["faulted_endpoints"]
+    assert doc["bar"] == {**doc["bar"], "passed": True, "failures": []}
+    assert doc["stack_stop"]["clean"], doc["stack_stop"]
+    events = [(r["process"], r["event"]) for r in read_jsonl(state / "restarts.jsonl")]
+    assert ("scaler", "died") in events and ("scaler", "restarted") in events, events
+    assert "| kill-replica |" in (out / "chaos.md").read_text()

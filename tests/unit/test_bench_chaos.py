@@ -1,0 +1,210 @@
+"""The fault run's accounting, from recorded data: attribution, scale-downs, the bar, the report."""
+
+from __future__ import annotations
+
+import argparse
+from types import SimpleNamespace
+
+import pytest
+
+from bench.chaos import parse_faults
+from bench.chaos_model import (
+    ChaosRequest,
+    FaultWindow,
+    Sample,
+    bar_failures,
+    count_requests,
+    endpoint_in_error,
+    fault_report,
+    scale_downs,
+    streams_across,
+)
+from bench.chaos_probe import parse_queue
+from bench.chaos_report import chaos_json, chaos_markdown
+from inflight.cli import build_parser
+
+DEAD = "127.0.0.1:41235"
+ALIVE = "127.0.0.1:41236"
+
+
+def req(start, end, ok=True, router=0, error="", long=False):
+    return ChaosRequest(start, end, ok, router, error, long)
+
+
+def window(**kw):
+    base = dict(fault="kill-replica", start_t=100.0, injected_t=110.0, released_t=110.0,
+                recovered_t=114.0, end_t=130.0, faulted_endpoints=(DEAD,))  # fmt: skip
+    return FaultWindow(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    ("error", "endpoint"),
+    [
+        (
+            f'stream ended without [DONE]: data: {{"error": {{"message": "upstream {DEAD} '
+            'failed mid-response", "type": "upstream_broken"}}',
+            DEAD,
+        ),
+        (f"HTTP 502: upstream {ALIVE} refused; retried once", ALIVE),
+        ("TimeoutError: ", None),
+        ("HTTP 503: no ready endpoint", None),
+    ],
+)
+def test_the_endpoint_named_in_a_router_error_is_found(error, endpoint):
+    assert endpoint_in_error(error) == endpoint
+
+
+def test_failures_are_split_by_the_endpoint_their_error_names():
+    requests = [
+        req(101, 105),
+        req(108, 111, False, error=f"stream ended without [DONE]: upstream {DEAD} failed"),
+        req(109, 111, False, error=f"HTTP 502: upstream {ALIVE} reset; retried once"),
+        req(112, 140, False, error="TimeoutError: "),  # unattributable: never excused
+        req(99, 101, False, error=f"upstream {DEAD} failed"),  # before the window
+        req(130, 131, False, error=f"upstream {DEAD} failed"),  # the next window's
+    ]
+    counts = count_requests(requests, window())
+    assert (counts.sent, counts.failed, counts.on_faulted, counts.lost_other) == (4, 3, 1, 2)
+
+
+def test_requests_in_flight_through_a_killed_router_count_as_on_the_fault():
+    w = window(fault="second-router", faulted_endpoints=(), faulted_router=1)
+    requests = [
+        req(108, 111, False, router=1, error="ClientPayloadError: "),  # in flight at the kill
+        req(111, 112, False, router=1, error="ClientConnectorError: "),  # sent after it
+        req(108, 111, False, router=0, error="ClientPayloadError: "),  # the other router
+    ]
+    counts = count_requests(requests, w)
+    assert (counts.on_faulted, counts.lost_other) == (1, 2)
+
+
+def point(t, desired, ready=None):
+    return SimpleNamespace(t=t, desired=desired, ready=desired if ready is None else ready)
+
+
+def test_a_scale_down_at_saturation_one_is_wrong_by_the_decision():
+    timeline = [point(1, 3), point(5, 3), point(10, 2)]
+    decisions = [
+        {"t": 9.9, "L": 12, "capacity": 12, "saturation": 1.0, "desired": 2},
+        {"t": 4.9, "L": 2, "capacity": 12, "saturation": 0.17, "desired": 3},
+    ]
+    (down,) = scale_downs(timeline, decisions, [])
+    assert (down.before, down.after, down.wrong) == (3, 2, True)
+
+
+def test_a_scale_down_is_wrong_when_every_router_together_is_saturated():
+    """The stack's decision saw one router's L (6 of 12); the routers together held 13."""
+    timeline = [point(1, 3), point(10, 2)]
+    decisions = [{"t": 9.95, "L": 6, "capacity": 12, "saturation": 0.5, "desired": 2}]
+    samples = [Sample(9.0, 4, 3, 4), Sample(9.8, 13, 3, 4), Sample(10.5, 2, 2, 4)]
+    (down,) = scale_downs(timeline, decisions, samples)
+    assert down.wrong and down.saturation == pytest.approx(13 / 12)
+    assert "routers L=13" in down.evidence
+
+
+def test_a_scale_down_below_saturation_one_is_right_and_rises_are_ignored():
+    timeline = [point(1, 1), point(2, 3), point(10, 2), point(11, 2)]
+    decisions = [{"t": 9.95, "L": 3, "capacity": 12, "saturation": 0.25, "desired": 2}]
+    samples = [Sample(9.9, 3, 3, 4)]
+    downs = scale_downs(timeline, decisions, samples)
+    assert [(d.t, d.wrong) for d in downs] == [(10, False)]
+
+
+def test_a_decision_of_another_count_or_too_old_is_not_evidence():
+    timeline = [point(1, 3), point(10, 2)]
+    decisions = [
+        {"t": 5.0, "L": 20, "capacity": 12, "saturation": 1.7, "desired": 2},  # 5 s before
+        {"t": 9.95, "L": 20, "capacity": 12, "saturation": 1.7, "desired": 3},  # not this one
+    ]
+    (down,) = scale_downs(timeline, decisions, [])
+    assert down.saturation is None and not down.wrong
+
+
+def test_streams_open_across_a_scale_down_are_counted_and_checked():
+    (down,) = scale_downs([point(1, 3), point(50, 1)], [], [])
+    requests = [
+        req(40, 70, True, long=True),
+        req(45, 80, False, error="ClientPayloadError", long=True),
+        req(40, 49, True, long=True),  # ended before it
+        req(40, 70, True),  # not a long stream
+    ]
+    assert streams_across(requests, [down]) == (2, 1)
+
+
+def test_the_report_row_and_the_bar():
+    requests = [
+        req(101, 105),
+        req(108, 111, False, error=f"upstream {DEAD} failed mid-response"),
+        req(112, 113, False, error="HTTP 503: queue full"),
+    ]
+    w = window(leaked_slots=2, leaked_detail={"router-0 L": 2}, orphans=("killed replica",))
+    downs = scale_downs([point(100, 3), point(120, 2)], [], [Sample(119.0, 12, 3, 4)])
+    report = fault_report(w, requests, downs)
+    assert (report.requests_sent, report.requests_failed) == (3, 2)
+    assert (report.failed_on_faulted_replica, report.lost_other) == (1, 1)
+    assert (report.leaked_slots, report.wrong_scale_downs, report.orphans) == (2, 1, 1)
+    assert report.time_to_recover_s == 4.0
+    failures = bar_failures([report], ["pid 4242"])
+    assert failures == [
+        "kill-replica: lost_other = 1 (must be 0)",
+        "kill-replica: leaked_slots = 2 (must be 0)",
+        "kill-replica: wrong_scale_downs = 1 (must be 0)",
+        "kill-replica: orphans = 1 (must be 0)",
+        "after stopping the stack: processes left ['pid 4242']",
+    ]
+    doc = chaos_json([report], failures, {"created_at": "now", "command": ["inflight"]})
+    assert doc["bar"]["passed"] is False
+    md = chaos_markdown(doc)
+    assert "| kill-replica | 3 | 2 | 1 | 1 | 2 | 1 | 4.0 | 1 |" in md
+    assert "**Bar: MISSED**" in md and "- kill-replica: lost_other = 1 (must be 0)" in md
+
+
+def test_a_clean_fault_meets_the_bar_and_an_unrecovered_one_does_not():
+    clean = fault_report(window(), [req(101, 105)], [])
+    assert bar_failures([clean]) == []
+    stuck = fault_report(window(recovered_t=None), [req(101, 105)], [])
+    assert stuck.time_to_recover_s is None
+    assert bar_failures([stuck]) == ["kill-replica: did not recover before the deadline"]
+    assert "| — |" in chaos_markdown(chaos_json([stuck], ["x"], {}))
+
+
+def test_a_scale_down_fault_needs_a_stream_open_at_a_scale_down():
+    w = window(fault="scale-down", faulted_endpoints=())
+    none_open = fault_report(w, [req(101, 105, long=True)], [])
+    assert "scale-down: no long stream was open when the replica count fell" in bar_failures(
+        [none_open]
+    )
+    downs = scale_downs([point(100, 3), point(120, 1)], [], [])
+    broken = fault_report(w, [req(101, 125, False, error="x", long=True)], downs)
+    assert bar_failures([broken]) == [
+        "kill-replica: lost_other = 1 (must be 0)".replace("kill-replica", "scale-down"),
+        "scale-down: 1 of 1 streams open at it did not complete",
+    ]
+    fine = fault_report(w, [req(101, 125, long=True)], downs)
+    assert bar_failures([fine]) == []
+
+
+def test_replica_queue_is_running_plus_waiting():
+    text = (
+        "# HELP vllm:num_requests_running x\n"
+        'vllm:num_requests_running{model_name="m"} 3.0\n'
+        'vllm:num_requests_waiting{model_name="m"} 2.0\n'
+        'vllm:num_requests_swapped{model_name="m"} 9.0\n'
+    )
+    assert parse_queue(text) == 5
+
+
+def test_fault_lists_are_checked():
+    assert parse_faults("kill-replica, scaler-restart") == ["kill-replica", "scaler-restart"]
+    with pytest.raises(ValueError, match="--faults: unknown"):
+        parse_faults("kill-replica,reboot")
+    with pytest.raises(ValueError, match="listed twice"):
+        parse_faults("kill-replica,kill-replica")
+
+
+def test_the_subcommand_is_registered_with_seed_second_durations():
+    args = build_parser().parse_args(["bench", "chaos", "--out-dir", "/tmp/x"])
+    assert isinstance(args, argparse.Namespace)
+    assert args.faults.split(",")[0] == "kill-replica" and args.prometheus_down_s == 120.0
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "chaos", "--out-dir", "/tmp/x", "--rate", "0"])
