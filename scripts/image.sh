@@ -16,11 +16,8 @@ PYTHON="${PYTHON:-python3}"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n 1)"
 IMAGE="${IMAGE:-inflight:$version}"
 BASE="$(awk 'toupper($1) == "FROM" { print $2; exit }' Dockerfile)"
+# runc, cgroupfs, no raised RLIMIT_NOFILE: see the file.
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$PWD/scripts/containers.conf}"
-
-podman() {
-    command podman --runtime runc --cgroup-manager cgroupfs "$@"
-}
 
 log() { echo "image: $*" >&2; }
 
