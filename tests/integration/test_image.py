@@ -96,7 +96,7 @@ class Containers:
             assert state == "running", f"{name} is {state}:\n{self.logs(name)}"
             return ready.read(ready_file)
 
-        report = wait_for(reported, timeout_s=60, what=f"{name}'s ready file")
+        report = wait_for(reported, timeout_s=60, what=f"{name}'s ready file ({prefix}READY_FILE)")
         return name, dict(report.ports)
 
     def logs(self, name: str) -> str:
