@@ -7,3 +7,10 @@ test:
 	scripts/test.sh $(ARGS)
 image:
 	scripts/image.sh $(ARGS)
+
+# Re-read vLLM's metric contract from a release wheel: make vllm-contract VLLM=0.33.0
+.PHONY: vllm-contract
+vllm-contract:
+	@test -n "$(VLLM)" || { echo "usage: make vllm-contract VLLM=<vLLM release, e.g. 0.33.0>" >&2; exit 2; }
+	scripts/setup.sh
+	.venv/bin/python -m inflight.vllm_contract refresh --version $(VLLM)

@@ -1,4 +1,4 @@
-"""vLLM's metrics, by vLLM's names (``inflight.names.VLLM_*``), label ``model_name``.
+"""vLLM's metrics, by vLLM's names (``inflight.names.VLLM_*``), labels ``model_name, engine``.
 
 One ``EngineMetrics`` per app, registered in a ``CollectorRegistry`` the caller passes in
 (never the global one). It is the engine's ``Observer``: counters and histograms are plain
@@ -6,7 +6,8 @@ numbers updated in the hot path (a histogram takes ``count`` identical observati
 every sequence of a step sees the same inter-token latency) and turned into Prometheus
 families only at scrape time. Gauges (running, waiting, KV cache) are read from the engine
 at scrape time. Durations are wall seconds, as a client of the replica measures them.
-Bucket bounds are vLLM's.
+Types, label names, help texts and bucket bounds are those of the vLLM release pinned in
+``emulator/vllm_metrics.json`` (checked by ``tests/unit/test_vllm_contract.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ LATENCY_BUCKETS_S = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
     120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
-FINISHED_REASONS = ("stop", "length", "abort")
+# vLLM's FINISH_REASON_STRINGS: vLLM creates vllm:request_success for each one up front.
+# The emulator only ever finishes with stop, length or abort; error and repetition stay 0.
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+# One engine core per replica: vLLM labels every engine metric with its index, "0" unless
+# it runs data-parallel engines behind one API server.
+ENGINE_INDEX = "0"
 
 
 class Histogram:
@@ -104,8 +110,8 @@ class EngineMetrics(Collector):
         return []  # collected lazily: gauges read the engine at scrape time
 
     def collect(self) -> Iterator[Metric]:
-        label = [names.VLLM_MODEL_LABEL]
-        value = [self.model_name]
+        label = [names.VLLM_MODEL_LABEL, names.VLLM_ENGINE_LABEL]
+        value = [self.model_name, ENGINE_INDEX]
         running, waiting, kv = self._gauges()
         for name, doc, v in (
             (names.VLLM_RUNNING, "Number of requests in model execution batches.", running),
@@ -129,14 +135,18 @@ class EngineMetrics(Collector):
         success = CounterMetricFamily(
             names.VLLM_REQUEST_SUCCESS.removesuffix("_total"),
             "Count of successfully processed requests.",
-            labels=[*label, "finished_reason"],
+            labels=[*label, names.VLLM_FINISHED_REASON_LABEL],
         )
         for reason, n in self.success.items():
             success.add_metric([*value, reason], n)
         yield success
         for name, doc, hist in (
             (names.VLLM_E2E_LATENCY, "Histogram of e2e request latency in seconds.", self.e2e),
-            (names.VLLM_QUEUE_TIME, "Histogram of time spent in WAITING phase.", self.queue),
+            (
+                names.VLLM_QUEUE_TIME,
+                "Histogram of time spent in WAITING phase for request.",
+                self.queue,
+            ),
             (names.VLLM_TTFT, "Histogram of time to first token in seconds.", self.ttft),
             (names.VLLM_ITL, "Histogram of inter-token latency in seconds.", self.itl),
         ):

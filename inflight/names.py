@@ -99,9 +99,13 @@ PROMETHEUS_UP: Final = "up"  # gauge{job,instance}: 1 when the last scrape succe
 PROMETHEUS_METRICS: Final[dict[str, str]] = {PROMETHEUS_UP: "gauge"}
 
 # --- vLLM (and the emulator, which must be indistinguishable) --------------------------
-VLLM_RUNNING: Final = "vllm:num_requests_running"
-VLLM_WAITING: Final = "vllm:num_requests_waiting"
-VLLM_KV_CACHE_USAGE: Final = "vllm:kv_cache_usage_perc"
+# Checked against the release pinned in emulator/vllm_metrics.json (read from vLLM's wheel;
+# tests/unit/test_vllm_contract.py). Names are those a query uses: a counter's ``_total``.
+# Every series carries {model_name, engine}: engine is the engine core's index ("0" unless
+# vLLM runs data-parallel engines behind one API server).
+VLLM_RUNNING: Final = "vllm:num_requests_running"  # gauge: in the running batch
+VLLM_WAITING: Final = "vllm:num_requests_waiting"  # gauge: queued in the replica
+VLLM_KV_CACHE_USAGE: Final = "vllm:kv_cache_usage_perc"  # gauge: 0–1
 VLLM_PROMPT_TOKENS: Final = "vllm:prompt_tokens_total"
 VLLM_GENERATION_TOKENS: Final = "vllm:generation_tokens_total"
 VLLM_REQUEST_SUCCESS: Final = "vllm:request_success_total"  # {finished_reason}
@@ -110,6 +114,21 @@ VLLM_TTFT: Final = "vllm:time_to_first_token_seconds"
 VLLM_ITL: Final = "vllm:inter_token_latency_seconds"
 VLLM_QUEUE_TIME: Final = "vllm:request_queue_time_seconds"
 VLLM_MODEL_LABEL: Final = "model_name"
+VLLM_ENGINE_LABEL: Final = "engine"
+VLLM_FINISHED_REASON_LABEL: Final = "finished_reason"
+
+VLLM_METRICS: Final[dict[str, str]] = {
+    VLLM_RUNNING: "gauge",
+    VLLM_WAITING: "gauge",
+    VLLM_KV_CACHE_USAGE: "gauge",
+    VLLM_PROMPT_TOKENS: "counter",
+    VLLM_GENERATION_TOKENS: "counter",
+    VLLM_REQUEST_SUCCESS: "counter",
+    VLLM_E2E_LATENCY: "histogram",
+    VLLM_TTFT: "histogram",
+    VLLM_ITL: "histogram",
+    VLLM_QUEUE_TIME: "histogram",
+}
 
 # --- ScaledObject trigger metadata (strings; see external_scaler) -----------------------
 META_METRIC_NAME: Final = "metricName"

@@ -23,6 +23,7 @@ from inflight import names
 from tests.support import ProcessTracker, Server, wait_for
 
 MODEL = "test-model"
+SERIES_LABELS = {names.VLLM_MODEL_LABEL: MODEL, names.VLLM_ENGINE_LABEL: "0"}
 LONG_BODY = {"model": MODEL, "prompt": "x", "max_tokens": 100_000}
 
 
@@ -53,13 +54,13 @@ def samples(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], flo
 
 
 def metric(server: Server, name: str, **labels: str) -> float:
-    key = (name, tuple(sorted({names.VLLM_MODEL_LABEL: MODEL, **labels}.items())))
+    key = (name, tuple(sorted({**SERIES_LABELS, **labels}.items())))
     return samples(server)[key]
 
 
 def running_waiting(server: Server) -> tuple[float, float]:
     s = samples(server)
-    lab = ((names.VLLM_MODEL_LABEL, MODEL),)
+    lab = tuple(sorted(SERIES_LABELS.items()))
     return s[(names.VLLM_RUNNING, lab)], s[(names.VLLM_WAITING, lab)]
 
 

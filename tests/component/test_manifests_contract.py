@@ -64,9 +64,7 @@ def series_names(metrics: dict[str, str]) -> set[str]:
     return out
 
 
-VLLM_SERIES = {
-    getattr(names, n) for n in dir(names) if n.startswith("VLLM_") and n != "VLLM_MODEL_LABEL"
-}
+VLLM_SERIES = set(names.VLLM_METRICS)
 
 
 def deployment_container(objs: list[Obj], deployment: str) -> tuple[Obj, Obj]:

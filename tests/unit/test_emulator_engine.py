@@ -192,7 +192,7 @@ def test_metrics_observer_counts_tokens_and_latencies() -> None:
     seqs = [ref_seq() for _ in range(6)]
     for s in seqs:
         engine.submit(s, 0.0)
-    label = {"model_name": "m"}
+    label = {"model_name": "m", "engine": "0"}
     assert registry.get_sample_value("vllm:num_requests_waiting", label) == 2
     engine.advance(100.0)
     assert registry.get_sample_value("vllm:generation_tokens_total", label) == 6 * 300
