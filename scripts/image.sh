@@ -10,6 +10,11 @@
 # pip), once: it stays in local storage and later builds reuse it. The Dockerfile itself is
 # built unchanged either way. Prints the image's name as the last line of stdout.
 set -euo pipefail
+# podman's build steps run in other directories: a CONTAINERS_CONF given relative is made
+# absolute before leaving the caller's.
+if [ -n "${CONTAINERS_CONF:-}" ]; then
+    CONTAINERS_CONF="$(realpath "$CONTAINERS_CONF")"
+fi
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"

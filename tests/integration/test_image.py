@@ -47,7 +47,7 @@ CANNOT = "containers cannot run on this machine"
 
 def podman_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
+    env["CONTAINERS_CONF"] = str(Path(env.get("CONTAINERS_CONF", CONTAINERS_CONF)).resolve())
     return env
 
 
