@@ -55,7 +55,7 @@ class ScalerSettings(config.Settings):
         str | None, Cli("file holding a bearer token for Prometheus (re-read when it changes)")
     ] = None
     router_url: Annotated[
-        str | None, Cli("--source direct: router base URL(s), comma-separated")
+        str | None, Cli("--source direct: router base URL(s), comma-separated or a JSON array")
     ] = None
     poll_interval_s: Annotated[
         float,
@@ -125,7 +125,8 @@ class ScalerSettings(config.Settings):
 
     @property
     def router_urls(self) -> list[str]:
-        return [u.strip() for u in (self.router_url or "").split(",") if u.strip()]
+        """``router_url`` as a list: ``URL,URL`` or a JSON array."""
+        return [str(u).strip() for u in config.split_list(self.router_url or "")]
 
     @model_validator(mode="after")
     def _check(self) -> ScalerSettings:
@@ -146,6 +147,10 @@ class ScalerSettings(config.Settings):
                     f"must start with http:// or https://, got {self.prometheus_url!r}",
                 )
         else:
+            try:
+                _ = self.router_urls
+            except ValueError as exc:
+                raise FieldError("router_url", str(exc)) from None
             if not self.router_urls:
                 raise FieldError("router_url", "is needed with --source direct: URL[,URL]")
             bad = [u for u in self.router_urls if not _http_url(u)]

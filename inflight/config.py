@@ -15,11 +15,10 @@ says where every value came from:
   must be an integer ≥ 1, got "x"`` (exit code 2), naming the variable first when the bad
   value came from the environment; a group of exclusive flags that argparse requires (the
   router's endpoint source) is required there only while none of its variables is set;
-* environment syntax: booleans take true/false/1/0 (pydantic also reads yes/no/on/off); a
-  multi-value flag (``nargs``) takes a comma-separated list or a JSON array; a flag that is
-  itself a comma-separated list (``--endpoints``, ``--router-url``) takes the same text; an
-  empty value is a value (``INFLIGHT_ROUTER_ENDPOINTS=`` is zero endpoints, like
-  ``--endpoints=``);
+* environment syntax: booleans take true/false/1/0 (pydantic also reads yes/no/on/off);
+  every list (a multi-value or repeatable flag, or a URL list such as ``--endpoints``)
+  takes a comma-separated list or a JSON array (:func:`split_list`); an empty value is a
+  value (``INFLIGHT_ROUTER_ENDPOINTS=`` is zero endpoints, like ``--endpoints=``);
 * a variable with the subcommand's prefix that names no flag is an error, not a warning: a
   misspelt ConfigMap key would otherwise leave the default silently in force, and these
   binaries run under supervisors where a warning on stderr is read by nobody. Kubernetes

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from router import upstream
+from router import routes, upstream
 from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
 from router.proxy import Proxy, Receive, Scope, Send
@@ -77,6 +77,7 @@ class RouterApp:
         unhealthy_backoff_s: float,
         upstream: UpstreamSettings = UpstreamSettings(),
         background: Sequence[Background] = (),
+        allow_routes: Sequence[routes.Route] = (),
     ) -> None:
         self.dispatcher = dispatcher
         self.registry = registry
@@ -91,6 +92,7 @@ class RouterApp:
             self.client,
             max_body_bytes=max_body_bytes,
             unhealthy_backoff_s=unhealthy_backoff_s,
+            routes=routes.RouteTable((*routes.OPENAI_ROUTES, *allow_routes)),
         )
         self.rest = Starlette(
             routes=[

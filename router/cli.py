@@ -105,6 +105,7 @@ def serve(config: RouterConfig) -> int:
             client=config.upstream_client,
         ),
         background=background,
+        allow_routes=config.allow_routes,
     )
     from router.server import HookedHttpToolsProtocol
 

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from inflight import config, ready
 from inflight.config import Cli, FieldError
+from router.routes import Route, RouteSpecError, parse_route
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # --upstream-client: router.upstream.build makes each.
@@ -54,6 +56,7 @@ class RouterConfig:
     upstream_client: str
     file_poll_s: float
     log_level: str
+    allow_routes: tuple[Route, ...] = ()  # --allow-route: forwarded beside router.routes' table
     ready_file: Path | None = None
 
 
@@ -72,7 +75,8 @@ class RouterSettings(config.Settings):
         Cli("requests one replica runs at once: vLLM's --max-num-seqs (default 4)"),
     ] = 4
     endpoints: Annotated[
-        str | None, Cli('static list: URL,URL ("" = zero endpoints)', group="source")
+        str | None,
+        Cli('static list: URL,URL or a JSON array ("" = zero endpoints)', group="source"),
     ] = None
     endpoints_file: Annotated[
         Path | None,
@@ -115,7 +119,31 @@ class RouterSettings(config.Settings):
         ),
     ] = "httptools"
     file_poll_s: Annotated[float, Field(gt=0), Cli("--endpoints-file poll period")] = 1.0
+    allow_route: Annotated[
+        list[str],
+        NoDecode,
+        Cli(
+            "also forward this method and path (repeatable; a {name} segment matches one "
+            "segment), e.g. POST:/v1/load_lora_adapter. Only vLLM's OpenAI routes are "
+            "forwarded otherwise: other paths get 404, other methods 405 (env: "
+            "comma-separated or a JSON array)",
+            metavar="METHOD:/v1/PATH",
+            repeat=True,
+        ),
+    ] = Field(default_factory=list)
     log_level: Annotated[str, Cli("|".join(LOG_LEVELS))] = "warning"
+
+    _split_routes = field_validator("allow_route", mode="before")(config.split_list)
+
+    @field_validator("allow_route")
+    @classmethod
+    def _routes(cls, value: list[str]) -> list[str]:
+        for text in value:
+            try:
+                parse_route(text)
+            except RouteSpecError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("log_level")
     @classmethod
@@ -127,12 +155,13 @@ class RouterSettings(config.Settings):
 
     @property
     def endpoint_urls(self) -> tuple[str, ...] | None:
-        """``endpoints`` normalized (checked by the validator); None: another source."""
+        """``endpoints`` (``URL,URL`` or a JSON array) normalized, checked by the validator;
+        None: another source."""
         if self.endpoints is None:
             return None
         from router.pool import normalize_url
 
-        return tuple(normalize_url(u) for u in self.endpoints.split(",") if u.strip())
+        return tuple(normalize_url(str(u)) for u in config.split_list(self.endpoints))
 
     @model_validator(mode="after")
     def _check(self) -> RouterSettings:
@@ -181,6 +210,7 @@ class RouterSettings(config.Settings):
             upstream_client=self.upstream_client,
             file_poll_s=self.file_poll_s,
             log_level=self.log_level,
+            allow_routes=tuple(parse_route(text) for text in self.allow_route),
             ready_file=self.ready_file,
         )
 

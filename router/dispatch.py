@@ -1,8 +1,13 @@
 """Slots and the router's own FIFO: take a slot, wait for one, give it back exactly once.
 
-L (``router_inflight_requests``) is counted here: a request is in L from the moment it is
-accepted until its ``finally`` runs, whether it is held in the router's queue, waiting in a
-replica's queue, or running. ``queued`` is the part of L held here, not yet dispatched.
+L (``router_inflight_requests``) is counted here, by one owner: :meth:`Dispatcher.admit`,
+an ``async with`` that a work request enters when it is accepted and leaves when it is done.
+Entering counts it in L, takes a slot, opens the upstream request and, when that request
+never reached the endpoint, gives the slot back and tries once more on another; leaving
+(or failing to enter) gives back the slot it holds and takes it out of L, exactly once,
+whatever happened: normal end, upstream error, timeout, client gone, cancellation. A
+request is in L whether it is held in the router's queue, waiting in a replica's queue, or
+running. ``queued`` is the part of L held here, not yet dispatched.
 
 Without ``--hold-when-full`` a request goes to the least-loaded ready endpoint even when
 every slot is busy (vLLM queues it), and with no ready endpoint it fails at once (503).
@@ -17,9 +22,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Generic, TypeVar
 
-from router.errors import NoEndpoint, QueueFull, QueueTimeout
+from router.errors import NoEndpoint, NotDelivered, QueueFull, QueueTimeout, UpstreamUnavailable
 from router.pool import Endpoint, Pool
+
+R = TypeVar("R")
+# Sends the request to an endpoint; returns once its response has begun (the proxy's
+# upstream call). NotDelivered from it means: never reached that endpoint, try another.
+Opener = Callable[[Endpoint], Awaitable[R]]
+# Told of each endpoint that did not take the request (the proxy counts it and marks the
+# endpoint unhealthy, so the retry goes elsewhere).
+OnNotDelivered = Callable[[Endpoint, NotDelivered], None]
 
 
 class Dispatcher:
@@ -47,16 +63,31 @@ class Dispatcher:
     def queued(self) -> int:
         return len(self._waiters)
 
-    async def acquire(self) -> Endpoint:
-        """A slot on an endpoint; waits (FIFO) with ``hold_when_full``.
+    def admit(self, open: Opener[R], not_delivered: OnNotDelivered) -> Admission[R]:
+        """``async with dispatcher.admit(open, not_delivered) as ticket:`` — see
+        :class:`Admission`; ``ticket.ep`` and ``ticket.response`` inside."""
+        return Admission(self, open, not_delivered)
 
-        Raises NoEndpoint (no ready endpoint, not holding), QueueFull, QueueTimeout.
+    def try_acquire(self) -> Endpoint | None:
+        """A slot at once if one can be had without overtaking a held request, else None.
+
+        ``acquire``'s first step, callable without a coroutine (the admission's hot path).
         """
         if not self._waiters:
             ep = self.pool.choose(below_slots=self.hold_when_full)
             if ep is not None:
                 self.pool.acquire(ep)
                 return ep
+        return None
+
+    async def acquire(self) -> Endpoint:
+        """A slot on an endpoint; waits (FIFO) with ``hold_when_full``.
+
+        Raises NoEndpoint (no ready endpoint, not holding), QueueFull, QueueTimeout.
+        """
+        ep = self.try_acquire()
+        if ep is not None:
+            return ep
         if not self.hold_when_full:
             raise NoEndpoint("no ready endpoint")
         if len(self._waiters) >= self.max_queue:
@@ -98,3 +129,91 @@ class Dispatcher:
                 continue
             self.pool.acquire(ep)
             fut.set_result(ep)
+
+
+class Admission(Generic[R]):
+    """One work request's stay in L, and the slot it holds: the single owner of both.
+
+    ``__aenter__``: L += 1; take a slot (``acquire``: at once, or held in the FIFO with
+    ``--hold-when-full``); ``response = await open(ep)``. If ``open`` raises NotDelivered,
+    call ``not_delivered(ep, exc)``, give that slot back and do it once more (another
+    endpoint, since the failed one is no longer ready); a second NotDelivered is
+    UpstreamUnavailable (502). If entering fails (NoEndpoint, QueueFull, QueueTimeout, an
+    upstream error or timeout from ``open``, cancellation), the slot held, if any, is given
+    back and L -= 1 before the error propagates: ``async with`` does not call
+    ``__aexit__`` then, so nothing else has to.
+
+    ``__aexit__``: give the slot back and L -= 1, whatever ended the block.
+
+    ``ep`` stays set after the slot is given back (the endpoint the request went to, for the
+    metrics' label); it is None when no endpoint took it. ``retried`` says whether the
+    request was sent a second time.
+    """
+
+    __slots__ = ("_d", "_done", "_holding", "_not_delivered", "_open", "ep", "response", "retried")
+
+    response: R
+
+    def __init__(
+        self, dispatcher: Dispatcher, open: Opener[R], not_delivered: OnNotDelivered
+    ) -> None:
+        self._d = dispatcher
+        self._open = open
+        self._not_delivered = not_delivered
+        self.ep: Endpoint | None = None
+        self.retried = False
+        self._holding = False
+        self._done = False
+
+    async def __aenter__(self) -> Admission[R]:
+        d = self._d
+        d.inflight += 1
+        try:
+            ep = d.try_acquire()
+            if ep is None:
+                ep = await d.acquire()
+            self.ep = ep
+            self._holding = True  # no await since the slot was taken: cannot be lost
+            try:
+                self.response = await self._open(ep)
+            except NotDelivered as first:
+                await self._retry(ep, first)
+        except BaseException:
+            self._leave()
+            raise
+        return self
+
+    async def _retry(self, ep: Endpoint, first: NotDelivered) -> None:
+        self._not_delivered(ep, first)
+        self._holding = False
+        self.ep = None
+        self._d.release(ep)
+        self.retried = True
+        ep = self.ep = await self._d.acquire()
+        self._holding = True
+        try:
+            self.response = await self._open(ep)
+        except NotDelivered as second:
+            self._not_delivered(ep, second)
+            raise UpstreamUnavailable(
+                f"upstream {ep.label} {second.reason}; retried once"
+            ) from None
+
+    async def __aexit__(
+        self,
+        _type: type[BaseException] | None,
+        _exc: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        self._leave()
+
+    def _leave(self) -> None:
+        """Give back the slot held, if any, and leave L: once, however often called."""
+        if self._done:
+            return
+        self._done = True
+        if self._holding:
+            self._holding = False
+            assert self.ep is not None
+            self._d.release(self.ep)
+        self._d.inflight -= 1

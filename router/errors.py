@@ -2,7 +2,11 @@
 
 ::
 
-    RouterError                 -> 5xx with a JSON body {"error": {"message", "type", "code"}}
+    RouterError                 -> its status, JSON body {"error": {"message", "type", "code"}}
+    ├── RequestRefused          -> 4xx, answered by the router, never forwarded (router.routes)
+    │   ├── BadPath             -> 400 (dot-segment, encoded dot/slash/backslash, not /v1/)
+    │   ├── RouteNotFound       -> 404 (path not in the route table)
+    │   └── MethodNotAllowed    -> 405 + Allow (path in the table, another method)
     ├── NoEndpoint              -> 503 + Retry-After (no ready endpoint, not holding)
     ├── QueueFull               -> 503 + Retry-After (--max-queue reached)
     ├── QueueTimeout            -> 504 (held longer than --queue-timeout-s)
@@ -10,7 +14,11 @@
     │                                  other upstream failure before the response headers)
     └── UpstreamTimeout         -> 504 (no response headers in time)
 
-Request errors (body over --max-body-bytes -> 413) are answered directly by the proxy.
+A body over --max-body-bytes (413) is answered directly by the proxy.
+
+:class:`NotDelivered` is not a RouterError: it never reaches a client. The upstream client
+raises it (refused, never accepted, reset before any response byte) and the dispatcher's
+admission (:meth:`router.dispatch.Dispatcher.admit`) catches it to retry on another endpoint.
 """
 
 from __future__ import annotations
@@ -22,6 +30,31 @@ class RouterError(Exception):
     status = 500
     kind = "router_error"
     retry_after_s: int | None = None
+    allow: bytes | None = None  # the Allow header of a 405
+
+
+class RequestRefused(RouterError):
+    status = 400
+    kind = "bad_request"
+
+
+class BadPath(RequestRefused):
+    status = 400
+    kind = "bad_path"
+
+
+class RouteNotFound(RequestRefused):
+    status = 404
+    kind = "route_not_found"
+
+
+class MethodNotAllowed(RequestRefused):
+    status = 405
+    kind = "method_not_allowed"
+
+    def __init__(self, message: str, allow: bytes) -> None:
+        super().__init__(message)
+        self.allow = allow
 
 
 class NoEndpoint(RouterError):
@@ -49,6 +82,15 @@ class UpstreamUnavailable(RouterError):
 class UpstreamTimeout(RouterError):
     status = 504
     kind = "upstream_timeout"
+
+
+class NotDelivered(Exception):
+    """The request never reached the endpoint, so it is safe to send to another one.
+
+    ``reason`` is the ``router_upstream_errors_total`` label (``connect``, ``reset``).
+    """
+
+    reason = "connect"
 
 
 def error_body(status: int, kind: str, message: str) -> bytes:

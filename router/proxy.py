@@ -6,11 +6,19 @@ regex, JSON re-encoding or logging here. The upstream client is :mod:`router.ups
 (httptools by default, aiohttp as the measured peer); ``scripts/bench_router.py``
 measures this module.
 
+What is forwarded: only the methods and paths of :mod:`router.routes`' table (vLLM's
+OpenAI routes plus ``--allow-route``); anything else is answered here with 400 (dot-segments
+and escapes that hide them), 404 (not a forwarded route) or 405 (another method), before
+the body is read, and never reaches an upstream.
+
 Accounting rules (the reason this module exists):
 
-* a slot is taken when an endpoint is chosen and given back in the ``finally`` around the
-  whole request, exactly once, whatever happens (normal end, upstream error, timeout,
-  client gone, cancellation);
+* L and the slot belong to one object, the dispatcher's admission
+  (``async with dispatcher.admit(...)``, :mod:`router.dispatch`): it counts the request in
+  L, takes the slot, retries once elsewhere when the upstream never got the request, and
+  gives the slot back and leaves L exactly once, whatever happens (normal end, upstream
+  error, timeout, client gone, cancellation). This module maps what happened to HTTP and
+  metrics;
 * the client connection is watched from the start — by :mod:`router.server`'s disconnect
   hook when uvicorn runs that protocol (the router does), else by a task waiting on ASGI
   ``receive()`` for ``http.disconnect``: a client that leaves while its request waits in
@@ -18,8 +26,9 @@ Accounting rules (the reason this module exists):
   aborts the sequence) and frees the slot. FastAPI's StreamingResponse only notices a
   disconnect once streaming has begun, so a queued client kept its slot until the
   upstream answered;
-* ``GET``/``HEAD`` calls (``/v1/models``) are metadata, not work: they never hold a slot
-  and are not counted in L, λ or W (the seed's warm-up call leaked a slot).
+* ``GET``/``HEAD``/``OPTIONS`` calls (``/v1/models``, a CORS preflight) are metadata, not
+  work: they never hold a slot and are not counted in L, λ or W (the seed's warm-up call
+  leaked a slot).
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from typing import Any
 
 from router.dispatch import Dispatcher
 from router.errors import (
+    NotDelivered,
+    RequestRefused,
     RouterError,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -40,14 +51,13 @@ from router.errors import (
 )
 from router.metrics import NO_ENDPOINT, RouterMetrics
 from router.pool import Endpoint
+from router.routes import OPENAI_ROUTES, RouteTable
 from router.server import DISCONNECT_HOOKS, Hooks
 from router.upstream import (
     BodyError,
     HeaderTimeout,
     Malformed,
-    Refused,
     RequestHeaders,
-    Reset,
     Upstream,
     UpstreamResponse,
 )
@@ -81,6 +91,8 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 # message (fewer sends for ordinary completions); anything else is streamed.
 _ONE_SHOT_MAX_BYTES = 256 * 1024
 _CLIENT_CLOSED = 499  # the status counted for a client that left (nginx's convention)
+# Never hold a slot, never counted in L: they ask about the server, they do not run the model.
+_METADATA_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class _ClientGone(Exception):
@@ -98,8 +110,11 @@ class Proxy:
         max_body_bytes: int,
         unhealthy_backoff_s: float,
         clock: Callable[[], float] = time.monotonic,
+        routes: RouteTable | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        self.routes = routes if routes is not None else RouteTable(OPENAI_ROUTES)
+        self._exact_routes = self.routes.exact_methods()
         self.pool = dispatcher.pool
         self.metrics = metrics
         self._client = client_getter
@@ -109,21 +124,25 @@ class Proxy:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
-        work = method != "GET" and method != "HEAD"
+        work = method not in _METADATA_METHODS
         # Only work requests are timed and counted (received, finished, W): they are the
         # ones in L, so L = λ·W holds over the router's own series.
         t0: float | None = None
         if work:
             t0 = self.clock()
             self.metrics.received.inc()
+        # raw_path is what the client sent (uvicorn's ``path`` is percent-decoded) and what
+        # is forwarded: it is what the route table checks.
+        path: bytes = scope.get("raw_path") or scope["path"].encode()
+        allowed = self._exact_routes.get(path)  # the common case: one dict lookup
+        if allowed is None or method not in allowed:
+            try:
+                self.routes.lookup(method, path)
+            except RequestRefused as exc:
+                await self._reject(send, exc.status, exc.kind, str(exc), t0, exc.allow)
+                return
         body = await self._read_body(scope, receive, send, t0)
         if body is None:
-            return
-        path: bytes = scope.get("raw_path") or scope["path"].encode()
-        if not path.startswith(b"/v1/"):
-            # The upstream URL is always <endpoint base URL> + "/v1/…": a request can pick
-            # the path on that endpoint, never the host.
-            await self._reject(send, 400, "bad_path", "path must start with /v1/", t0)
             return
         qs: bytes = scope.get("query_string", b"")
         if qs:
@@ -203,21 +222,22 @@ class Proxy:
             hooks.add(lost)
         else:
             watcher = asyncio.ensure_future(_watch_disconnect(receive, watch))
-        d = self.dispatcher
-        d.inflight += 1
-        held = _Held()
+        # The admission owns L and the slot (router.dispatch): it is left, and the slot
+        # given back, exactly once whichever way this ends.
+        admission = self.dispatcher.admit(
+            lambda ep: self._open(ep, method, path, headers, body), self._not_delivered
+        )
         code = 0
         try:
             try:
-                resp = await self._dispatch(held, method, path, headers, body)
-            except RouterError as exc:
+                async with admission as ticket:
+                    assert ticket.ep is not None
+                    code = await self._relay(ticket.ep, ticket.response, send, t0, watch)
+            except RouterError as exc:  # from entering: no slot held any more
                 code = exc.status
                 await self._reply_error(send, exc.status, exc.kind, str(exc), exc.retry_after_s)
                 self.metrics.ttfb.observe(self.clock() - t0)
-                return
-            assert held.ep is not None
-            code = await self._relay(held.ep, resp, send, t0, watch)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # the client left, even while told of an error
             if not watch.disconnected:
                 raise
             task.uncancel()
@@ -225,46 +245,16 @@ class Proxy:
         except _ClientGone:
             code = _CLIENT_CLOSED
         finally:
-            # The one place a slot is given back, whatever happened above.
             if hooks is not None:
                 hooks.discard(lost)
             if watcher is not None:
                 watcher.cancel()
-            if held.ep is not None:
-                d.release(held.ep)
-            d.inflight -= 1
+            if admission.retried:
+                self.metrics.retries.inc()
             if code:
+                ep = admission.ep
                 self.metrics.duration.observe(self.clock() - t0)
-                self.metrics.finished(held.ep.label if held.ep else NO_ENDPOINT, code)
-
-    async def _dispatch(
-        self,
-        held: _Held,
-        method: bytes,
-        path: bytes,
-        headers: RequestHeaders,
-        body: bytes,
-    ) -> UpstreamResponse:
-        """Take a slot (``held.ep``) and open the upstream request; on a refused, never
-        accepted or reset connection mark that endpoint unhealthy and retry once on another.
-        """
-        d = self.dispatcher
-        held.ep = await d.acquire()
-        try:
-            return await self._open(held.ep, method, path, headers, body)
-        except (Refused, Reset) as first:
-            self._failed(held.ep, first)
-            d.release(held.ep)
-            held.ep = None
-        self.metrics.retries.inc()
-        held.ep = await d.acquire()
-        try:
-            return await self._open(held.ep, method, path, headers, body)
-        except (Refused, Reset) as second:
-            self._failed(held.ep, second)
-            raise UpstreamUnavailable(
-                f"upstream {held.ep.label} {second.reason}; retried once"
-            ) from None
+                self.metrics.finished(ep.label if ep is not None else NO_ENDPOINT, code)
 
     async def _open(
         self,
@@ -276,9 +266,10 @@ class Proxy:
     ) -> UpstreamResponse:
         """Send the request; return the response once its headers are in.
 
-        Refused and Reset (retryable) pass through to the caller; a header timeout becomes
-        UpstreamTimeout and anything else (a reply that is not HTTP, say) becomes
-        UpstreamUnavailable, so no foreign error escapes to uvicorn as an uncounted 500.
+        NotDelivered (refused, reset: retryable) passes through to the caller; a header
+        timeout becomes UpstreamTimeout and anything else (a reply that is not HTTP, say)
+        becomes UpstreamUnavailable, so no foreign error escapes to uvicorn as an uncounted
+        500.
         """
         try:
             return await self._client().open(ep.url, method, path, headers, body)
@@ -289,7 +280,9 @@ class Proxy:
             self.metrics.upstream_error(ep.label, "broken")
             raise UpstreamUnavailable(f"upstream {ep.label} failed: {exc}") from exc
 
-    def _failed(self, ep: Endpoint, exc: Refused | Reset) -> None:
+    def _not_delivered(self, ep: Endpoint, exc: NotDelivered) -> None:
+        """An endpoint did not take the request: count it, and send nothing there until a
+        health check passes after the back-off."""
         self.metrics.upstream_error(ep.label, exc.reason)
         self.pool.mark_unhealthy(ep, self.clock(), self.unhealthy_backoff_s)
 
@@ -367,8 +360,8 @@ class Proxy:
             return
         try:
             resp = await self._open(ep, method, path, headers, body)
-        except (Refused, Reset) as exc:
-            self._failed(ep, exc)
+        except NotDelivered as exc:
+            self._not_delivered(ep, exc)
             message = f"upstream {ep.label} {exc.reason}"
             await self._reply_error(send, 502, "upstream_unavailable", message)
             return
@@ -386,9 +379,10 @@ class Proxy:
         kind: str,
         message: str,
         t0: float | None,
+        allow: bytes | None = None,
     ) -> None:
         """Answer an error; for a work request (``t0`` set) also count and time it."""
-        await self._reply_error(send, status, kind, message)
+        await self._reply_error(send, status, kind, message, allow=allow)
         if t0 is not None:
             now = self.clock()
             self.metrics.ttfb.observe(now - t0)
@@ -402,25 +396,19 @@ class Proxy:
         kind: str,
         message: str,
         retry_after_s: int | None = None,
+        allow: bytes | None = None,
     ) -> None:
         body = error_body(status, kind, message)
         headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
         if retry_after_s is not None:
             headers.append((b"retry-after", str(retry_after_s).encode()))
+        if allow is not None:
+            headers.append((b"allow", allow))
         try:
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
         except OSError:
             pass  # client already gone
-
-
-class _Held:
-    """The slot a request holds, if any: set by ``_dispatch``, released in ``_work``."""
-
-    __slots__ = ("ep",)
-
-    def __init__(self) -> None:
-        self.ep: Endpoint | None = None
 
 
 class _Watch:

@@ -18,9 +18,9 @@ Two implementations of one small interface (:class:`Upstream` → :class:`Upstre
 Both map failures the same way, so the proxy's accounting cannot depend on the client:
 
 * :class:`Refused` — refused, or never accepted within the connect timeout: the request
-  never reached the endpoint (retry elsewhere);
-* :class:`Reset` — the connection was reset or closed before any response byte (retry
-  elsewhere). The httptools client first sends a request once more on a new connection to
+  never reached the endpoint (a :class:`router.errors.NotDelivered`: retried elsewhere);
+* :class:`Reset` — the connection was reset or closed before any response byte (a
+  ``NotDelivered`` too). The httptools client first sends a request once more on a new connection to
   the same endpoint when a *pooled* connection closed without a byte of answer (the
   upstream's keep-alive ran out as the request went): that endpoint is healthy;
 * :class:`HeaderTimeout` — no response headers within the total timeout;
@@ -47,6 +47,7 @@ import httptools
 from yarl import URL
 
 from router.config import UPSTREAM_CLIENTS
+from router.errors import NotDelivered
 
 RequestHeaders = list[tuple[bytes, bytes]]
 
@@ -64,11 +65,11 @@ class UpstreamFailure(Exception):
     reason = "broken"
 
 
-class Refused(UpstreamFailure):
+class Refused(UpstreamFailure, NotDelivered):
     reason = "connect"
 
 
-class Reset(UpstreamFailure):
+class Reset(UpstreamFailure, NotDelivered):
     reason = "reset"
 
 

@@ -16,6 +16,7 @@ import subprocess
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from urllib.parse import unquote
 
 import aiohttp
 import pytest
@@ -28,6 +29,7 @@ from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
 from router.pool import Pool
 from router.proxy import Proxy
+from router.routes import OPENAI_ROUTES, RouteTable, parse_route
 from router.upstream import UPSTREAM_CLIENTS, Upstream, build
 from tests.support import INFLIGHT, ProcessTracker, Server
 
@@ -95,10 +97,15 @@ async def upstream() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
+# The test upstream's own paths: not OpenAI routes, so forwarded only when allowed.
+TEST_ROUTES = ("POST:/v1/echo", "POST:/v1/broken", "POST:/v1/broken-body", "POST:/v1/slow")
+
+
 def start_router(procs: ProcessTracker, *args: str) -> Server:
+    allow = [arg for route in TEST_ROUTES for arg in ("--allow-route", route)]
     return procs.start_inflight(
         ["router", "--host", "127.0.0.1", "--port", "{port}", "--slots-per-endpoint", "1",
-         *args],
+         *allow, *args],
         name="router",
     )  # fmt: skip
 
@@ -343,10 +350,14 @@ class InProcess:
         self.dispatcher = Dispatcher(pool)
         self.registry = CollectorRegistry()
         metrics = RouterMetrics(self.registry, self.dispatcher)
-        self.proxy = Proxy(self.dispatcher, metrics, lambda: client, 1000, 60.0)
+        routes = RouteTable((*OPENAI_ROUTES, *map(parse_route, TEST_ROUTES)))
+        self.proxy = Proxy(self.dispatcher, metrics, lambda: client, 1000, 60.0, routes=routes)
 
-    async def call(self, *messages: dict[str, object]) -> list[dict[str, object]]:
-        """POST /v1/echo with ``messages`` as what the client sends."""
+    async def call(
+        self, *messages: dict[str, object], method: str = "POST", raw_path: bytes = b"/v1/echo"
+    ) -> list[dict[str, object]]:
+        """``method raw_path`` with ``messages`` as what the client sends; the scope as
+        uvicorn builds it (``path`` percent-decoded, ``raw_path`` as sent)."""
         pending = list(messages)
         sent: list[dict[str, object]] = []
 
@@ -359,8 +370,8 @@ class InProcess:
         async def send(message: dict[str, object]) -> None:
             sent.append(message)
 
-        scope = {"type": "http", "method": "POST", "path": "/v1/echo",
-                 "raw_path": b"/v1/echo", "query_string": b"", "headers": []}  # fmt: skip
+        scope = {"type": "http", "method": method, "path": unquote(raw_path.decode("ascii")),
+                 "raw_path": raw_path, "query_string": b"", "headers": []}  # fmt: skip
         await self.proxy(scope, receive, send)  # type: ignore[arg-type]
         return sent
 
@@ -478,3 +489,87 @@ async def test_connect_timeout_is_retried_elsewhere_and_marks_the_endpoint(
     assert router.sample(names.ROUTER_UPSTREAM_ERRORS, endpoint=label, reason="connect") == 1.0
     assert {v.url: v.state for v in pool.snapshot()}[blackhole] == "unhealthy"
     assert [v.inflight for v in pool.snapshot()] == [0, 0]
+
+
+# --- path and method confinement ---------------------------------------------------------
+@pytest.fixture
+async def recording_upstream() -> AsyncIterator[tuple[str, list[tuple[str, str]]]]:
+    """Answers 200 to any method and path, and records (method, raw path) of each request."""
+    seen: list[tuple[str, str]] = []
+
+    async def anything(request: web.Request) -> web.Response:
+        seen.append((request.method, request.raw_path))
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", anything)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}", seen
+    await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("method", "raw_path", "status", "kind"),
+    [
+        ("GET", b"/v1/../admin", 400, "bad_path"),
+        ("POST", b"/v1/../admin", 400, "bad_path"),
+        ("POST", b"/v1/%2e%2e/admin", 400, "bad_path"),
+        ("POST", b"/v1/%2E%2E/admin", 400, "bad_path"),
+        ("POST", b"/v1/.%2e/x", 400, "bad_path"),
+        ("POST", b"/v1/./completions", 400, "bad_path"),
+        ("POST", b"/v1/completions/../../admin", 400, "bad_path"),
+        ("POST", b"/v1/a%2f..%2fadmin", 400, "bad_path"),
+        ("POST", b"/v1/load_lora_adapter", 404, "route_not_found"),
+        ("POST", b"/v1/unload_lora_adapter", 404, "route_not_found"),
+        ("GET", b"/v1/completions", 405, "method_not_allowed"),
+        ("DELETE", b"/v1/chat/completions", 405, "method_not_allowed"),
+        ("PUT", b"/v1/embeddings", 405, "method_not_allowed"),
+        ("POST", b"/v1/models", 405, "method_not_allowed"),
+    ],
+)
+async def test_paths_and_methods_outside_the_table_are_refused_never_forwarded(
+    recording_upstream: tuple[str, list[tuple[str, str]]],
+    method: str,
+    raw_path: bytes,
+    status: int,
+    kind: str,
+) -> None:
+    url, seen = recording_upstream
+    async with in_process("httptools", url) as router:
+        sent = await router.call({"type": "http.request", "body": b"{}"}, method=method,
+                                 raw_path=raw_path)  # fmt: skip
+    assert seen == []  # the upstream never saw it
+    start, body = sent
+    assert start["status"] == status
+    headers = dict(start["headers"])  # type: ignore[call-overload]
+    assert json.loads(body["body"])["error"]["type"] == kind  # type: ignore[arg-type]
+    if status == 405:
+        assert headers[b"allow"] in (b"POST", b"GET")
+    if method not in ("GET", "HEAD"):  # work requests: counted, at no endpoint, in no slot
+        assert router.sample(names.ROUTER_REQUESTS, endpoint="none", code=str(status)) == 1.0
+    assert router.dispatcher.inflight == 0
+    assert [v.inflight for v in router.dispatcher.pool.snapshot()] == [0]
+
+
+@pytest.mark.parametrize(
+    ("method", "raw_path"),
+    [
+        ("POST", b"/v1/completions"),
+        ("POST", b"/v1/chat/completions"),
+        ("GET", b"/v1/models"),
+        ("GET", b"/v1/responses/resp_1"),
+        ("POST", b"/v1/echo"),  # allowed by the flag (TEST_ROUTES)
+    ],
+)
+async def test_table_routes_are_forwarded_as_sent(
+    recording_upstream: tuple[str, list[tuple[str, str]]], method: str, raw_path: bytes
+) -> None:
+    url, seen = recording_upstream
+    async with in_process("httptools", url) as router:
+        sent = await router.call({"type": "http.request", "body": b"{}"}, method=method,
+                                 raw_path=raw_path)  # fmt: skip
+    assert sent[0]["status"] == 200
+    assert seen == [(method, raw_path.decode())]

@@ -115,6 +115,28 @@ async def post(session: aiohttp.ClientSession, router: Server, body: dict) -> tu
         return resp.status, await resp.read()
 
 
+async def raw_request(
+    server: Server, method: str, target: str, body: bytes = b""
+) -> tuple[int, dict[str, str], bytes]:
+    """One request written by hand, so the target reaches the router exactly as written
+    (HTTP clients resolve ``..`` in a URL before sending it)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(
+            f"{method} {target} HTTP/1.1\r\nHost: router\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), 30)  # to EOF: Connection: close
+    finally:
+        writer.close()
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}
+    return int(status_line.split()[1]), headers, payload
+
+
 def write_endpoints(path: Path, urls: list[str]) -> None:
     """Atomic replace, as the orchestrator does it."""
     tmp = path.with_suffix(".tmp")
@@ -425,3 +447,51 @@ async def test_hold_when_full_waits_for_an_endpoint_and_bounds_the_queue(
         code, _ = await held
         assert code == 200
     wait_for(lambda: all_idle(router, [emu]), SETTLE_S, what="idle")
+
+
+async def test_paths_and_methods_outside_openai_routes_never_reach_the_emulator(
+    procs: ProcessTracker,
+) -> None:
+    """Dot-segments (plain or encoded) are 400, paths outside vLLM's OpenAI routes 404,
+    other methods 405 with Allow: all answered by the router (its error body, counted at
+    endpoint "none"), none forwarded. ``--allow-route`` opens one path, and only it.
+    """
+    emu = start_emulator(procs)
+    router = start_router(procs, "--endpoints", emu.url)
+    body = json.dumps(completion_body(3)).encode()
+    refused = [
+        ("GET", "/v1/../admin", 400, "bad_path"),
+        ("POST", "/v1/%2e%2e/admin", 400, "bad_path"),
+        ("POST", "/v1/.%2E/completions", 400, "bad_path"),
+        ("POST", "/v1/completions/../../metrics", 400, "bad_path"),
+        ("POST", "/v1/load_lora_adapter", 404, "route_not_found"),
+        ("POST", "/v1/unload_lora_adapter", 404, "route_not_found"),
+        ("GET", "/v1/completions", 405, "method_not_allowed"),
+        ("DELETE", "/v1/models", 405, "method_not_allowed"),
+    ]
+    for method, target, code, kind in refused:
+        got, headers, payload = await raw_request(router, method, target, body)
+        assert (got, json.loads(payload)["error"]["type"]) == (code, kind), (method, target)
+        if code == 405:
+            assert headers["allow"] == ("POST" if target == "/v1/completions" else "GET")
+    code, _, payload = await raw_request(router, "POST", "/v1/completions", body)
+    assert code == 200 and json.loads(payload)["choices"]
+    text = metrics_text(router.url)
+    emu_label = emu.url.split("://")[1]
+    assert f'{names.ROUTER_REQUESTS}{{code="200",endpoint="{emu_label}"}} 1.0' in text
+    assert metric_sum(text, names.ROUTER_REQUESTS) == 1 + 6  # GETs are not counted
+    for status, n in (("400", 3), ("404", 2), ("405", 1)):
+        assert f'{names.ROUTER_REQUESTS}{{code="{status}",endpoint="none"}} {n}.0' in text
+    assert router_gauges_zero(router)
+
+    # Opened by the flag: forwarded (the emulator has no such route: its own 404).
+    opened = start_router(
+        procs, "--endpoints", emu.url, extra=("--allow-route", "POST:/v1/load_lora_adapter")
+    )
+    code, _, payload = await raw_request(opened, "POST", "/v1/load_lora_adapter", b"{}")
+    assert code == 404 and b"route_not_found" not in payload
+    text = metrics_text(opened.url)
+    assert f'{names.ROUTER_REQUESTS}{{code="404",endpoint="{emu_label}"}} 1.0' in text
+    code, _, _ = await raw_request(opened, "POST", "/v1/unload_lora_adapter", b"{}")
+    assert code == 404
+    assert 'code="404",endpoint="none"} 1.0' in metrics_text(opened.url)

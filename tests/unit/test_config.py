@@ -377,3 +377,26 @@ def test_a_service_link_value_in_a_known_variable_is_named_as_such(
         'INFLIGHT_ROUTER_PORT (or --port): must be an integer ≥ 0 and ≤ 65535, got "tcp://' in err
     )
     assert "enableServiceLinks: false" in err
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["post:/v1/load_lora_adapter,POST:/v1/x", '["post:/v1/load_lora_adapter", "POST:/v1/x"]'],
+)
+def test_a_repeatable_flag_takes_commas_or_json_from_the_env(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("INFLIGHT_ROUTER_ALLOW_ROUTE", value)
+    cfg = _router(parse("router", "--endpoints=")).router_config()
+    assert [str(r) for r in cfg.allow_routes] == ["POST:/v1/load_lora_adapter", "POST:/v1/x"]
+    cfg = _router(parse("router", "--endpoints=", "--allow-route", "GET:/v1/y")).router_config()
+    assert [str(r) for r in cfg.allow_routes] == ["GET:/v1/y"]  # the flag replaces the list
+
+
+def test_url_lists_take_commas_or_json_from_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFLIGHT_ROUTER_ENDPOINTS", '["http://127.0.0.1:1/", "http://127.0.0.1:2"]')
+    cfg = _router(parse("router")).router_config()
+    assert cfg.endpoints == ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    monkeypatch.setenv("INFLIGHT_SCALER_SOURCE", "direct")
+    monkeypatch.setenv("INFLIGHT_SCALER_ROUTER_URL", '["http://a:1", "http://b:2"]')
+    assert _scaler(parse("scaler")).router_urls == ["http://a:1", "http://b:2"]

@@ -38,6 +38,18 @@ def test_defaults_and_static_list() -> None:
     assert cfg.upstream_timeout_s is None
 
 
+def test_allow_route_is_repeatable_and_off_by_default() -> None:
+    assert from_args(parse("--endpoints", "")).allow_routes == ()
+    cfg = from_args(
+        parse("--endpoints", "", "--allow-route", "post:/v1/load_lora_adapter",
+              "--allow-route", "POST:/v1/unload_lora_adapter")
+    )  # fmt: skip
+    assert [str(r) for r in cfg.allow_routes] == [
+        "POST:/v1/load_lora_adapter",
+        "POST:/v1/unload_lora_adapter",
+    ]
+
+
 def test_log_level_in_any_case() -> None:
     assert from_args(parse("--endpoints", "", "--log-level", "INFO")).log_level == "info"
 
@@ -76,6 +88,9 @@ def test_exactly_one_source_is_required() -> None:
         (("--k8s-namespace", "llm"), "--k8s-service"),
         (("--endpoints", "", "--k8s-service", "vllm"), "--k8s-namespace"),
         (("--endpoints", "", "--log-level", "verbose"), "--log-level"),
+        (("--endpoints", "", "--allow-route", "/v1/load_lora_adapter"), "--allow-route"),
+        (("--endpoints", "", "--allow-route", "POST:/admin"), "--allow-route"),
+        (("--endpoints", "", "--allow-route", "POST:/v1/../admin"), "--allow-route"),
     ],
 )
 def test_bad_flags_are_named(argv: tuple[str, ...], flag: str) -> None:

@@ -1,4 +1,4 @@
-"""Slots and the hold queue (pure asyncio, no sockets)."""
+"""Slots, the hold queue and the admission that owns L (pure asyncio, no sockets)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,18 @@ import asyncio
 
 import pytest
 
-from router.dispatch import Dispatcher
-from router.errors import NoEndpoint, QueueFull, QueueTimeout
-from router.pool import Pool
+from router.dispatch import Admission, Dispatcher
+from router.errors import (
+    NoEndpoint,
+    NotDelivered,
+    QueueFull,
+    QueueTimeout,
+    RouterError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from router.pool import Endpoint, Pool
+from router.upstream import Refused, Reset
 
 A, B = "http://127.0.0.1:9001", "http://127.0.0.1:9002"
 
@@ -67,6 +76,18 @@ async def test_new_arrivals_do_not_overtake_held_requests() -> None:
     assert held.done() and not late.done()
     d.release(held.result())
     assert (await late) is ep
+
+
+async def test_try_acquire_never_overtakes_a_held_request() -> None:
+    d = dispatcher([A, B], hold=True, slots=1)
+    first, second = d.try_acquire(), d.try_acquire()
+    assert first is not None and second is not None and first is not second
+    assert d.try_acquire() is None  # full
+    held = asyncio.create_task(d.acquire())
+    await settle()
+    d.release(first)  # handed to the held request at once ...
+    assert d.try_acquire() is None  # ... so a newcomer finds nothing
+    assert (await held) is first
 
 
 async def test_scale_from_zero_an_endpoint_appearing_wakes_the_queue() -> None:
@@ -130,3 +151,241 @@ async def test_slot_handed_over_as_the_waiter_is_cancelled_is_passed_on() -> Non
 def test_bad_settings_name_the_flag(kw: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Dispatcher(Pool(4), **kw)
+
+
+# --- the admission: the one owner of L and the slot (every way out) ---------------------
+class UpstreamCalls:
+    """Stands in for the proxy's upstream call (``open``): pure asyncio, no sockets.
+
+    ``plan`` says what each call does, in order: a value to return, an exception to raise,
+    or "wait" (block until cancelled, as a request queued in vLLM does).
+    """
+
+    def __init__(self, d: Dispatcher, *plan: object) -> None:
+        self.d = d
+        self.plan = list(plan)
+        self.calls: list[str] = []
+        self.not_delivered: list[tuple[str, str]] = []
+        self.waiting = asyncio.Event()
+
+    async def open(self, ep: Endpoint) -> object:
+        self.calls.append(ep.url)
+        # While the upstream has the request, it is in L and holds its slot.
+        assert self.d.inflight >= 1 and ep.inflight >= 1
+        step = self.plan.pop(0)
+        if step == "wait":
+            self.waiting.set()
+            await asyncio.Event().wait()
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+    def refused(self, ep: Endpoint, exc: NotDelivered) -> None:
+        """What the proxy does: count it, mark the endpoint so the retry goes elsewhere."""
+        self.not_delivered.append((ep.url, exc.reason))
+        self.d.pool.mark_unhealthy(ep, now_s=0.0, backoff_s=60.0)
+
+    def admit(self) -> Admission[object]:
+        return self.d.admit(self.open, self.refused)
+
+
+def all_free(d: Dispatcher) -> bool:
+    """Nothing in L, nothing held in the queue, every slot given back."""
+    return d.inflight == 0 and d.queued == 0 and all(e.inflight == 0 for e in d.pool.endpoints())
+
+
+async def test_admit_normal_exit_counts_l_and_the_slot_inside_and_releases_after() -> None:
+    d = dispatcher([A], hold=False)
+    up = UpstreamCalls(d, "response")
+    async with up.admit() as ticket:
+        assert ticket.response == "response"
+        assert ticket.ep is not None and ticket.ep.url == A
+        assert d.inflight == 1 and ticket.ep.inflight == 1
+    assert all_free(d)
+    assert ticket.ep.url == A and not ticket.retried  # kept for the metrics' label
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        UpstreamUnavailable("upstream sent a reply that is not HTTP"),
+        UpstreamTimeout("no response headers in time"),
+    ],
+    ids=["upstream-error", "upstream-timeout"],
+)
+async def test_admit_upstream_error_or_timeout_before_the_response_releases(
+    error: RouterError,
+) -> None:
+    d = dispatcher([A], hold=False)
+    up = UpstreamCalls(d, error)
+    admission = up.admit()
+    with pytest.raises(type(error)):
+        async with admission:
+            raise AssertionError("the block must not run")
+    assert all_free(d)
+    assert admission.ep is not None and admission.ep.url == A  # it did reach A
+    assert up.not_delivered == []  # delivered, so not retried elsewhere
+
+
+@pytest.mark.parametrize(
+    "error",
+    [OSError("client connection lost"), RuntimeError("upstream broke mid-body")],
+    ids=["client-gone-mid-stream", "error-mid-stream"],
+)
+async def test_admit_error_inside_the_block_releases(error: Exception) -> None:
+    d = dispatcher([A], hold=False)
+    with pytest.raises(type(error)):
+        async with UpstreamCalls(d, "response").admit():
+            raise error
+    assert all_free(d)
+
+
+async def test_admit_queue_timeout_leaves_l_and_the_queue() -> None:
+    d = dispatcher([A], hold=True, slots=1, queue_timeout_s=0.01)
+    busy = await d.acquire()  # the only slot is taken
+    up = UpstreamCalls(d, "never")
+    with pytest.raises(QueueTimeout):
+        async with up.admit():
+            raise AssertionError("the block must not run")
+    assert d.inflight == 0 and d.queued == 0 and up.calls == []
+    d.release(busy)
+    assert all_free(d)
+
+
+async def test_admit_client_gone_before_the_first_byte_releases() -> None:
+    """Cancelled while the upstream has the request (queued in vLLM)."""
+    d = dispatcher([A], hold=False)
+    up = UpstreamCalls(d, "wait")
+
+    async def request() -> None:
+        async with up.admit():
+            raise AssertionError("the block must not run")
+
+    task = asyncio.create_task(request())
+    await up.waiting.wait()
+    assert d.inflight == 1 and d.pool.endpoints()[0].inflight == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert all_free(d)
+
+
+async def test_admit_cancelled_mid_stream_releases() -> None:
+    d = dispatcher([A], hold=False)
+    inside = asyncio.Event()
+
+    async def request() -> None:
+        async with UpstreamCalls(d, "response").admit():
+            inside.set()
+            await asyncio.Event().wait()  # relaying a long stream
+
+    task = asyncio.create_task(request())
+    await inside.wait()
+    assert d.inflight == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert all_free(d)
+
+
+async def test_admit_cancelled_while_held_in_the_queue_is_in_l_then_leaves() -> None:
+    d = dispatcher([A], hold=True, slots=1)
+    busy = await d.acquire()
+    up = UpstreamCalls(d, "response")
+
+    async def request() -> None:
+        async with up.admit():
+            raise AssertionError("the block must not run")
+
+    task = asyncio.create_task(request())
+    await settle()
+    assert d.inflight == 1 and d.queued == 1  # held requests count in L
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert d.inflight == 0 and d.queued == 0 and up.calls == []
+    d.release(busy)
+    assert all_free(d)
+
+
+async def test_admit_slot_handed_over_as_the_held_request_is_cancelled_is_passed_on() -> None:
+    d = dispatcher([A], hold=True, slots=1)
+    busy = await d.acquire()
+    first, second = UpstreamCalls(d, "one"), UpstreamCalls(d, "two")
+    got: list[object] = []
+
+    async def request(up: UpstreamCalls) -> None:
+        async with up.admit() as ticket:
+            got.append(ticket.response)
+
+    t1 = asyncio.create_task(request(first))
+    t2 = asyncio.create_task(request(second))
+    await settle()
+    d.release(busy)  # the slot is assigned to t1 ...
+    t1.cancel()  # ... which is cancelled before it could run
+    await asyncio.gather(t1, t2, return_exceptions=True)
+    assert got == ["two"] and first.calls == []
+    assert all_free(d)
+
+
+async def test_admit_retries_once_on_another_endpoint_when_not_delivered() -> None:
+    d = dispatcher([A, B], hold=False)
+    up = UpstreamCalls(d, Refused("refused"), "response")
+    async with up.admit() as ticket:
+        first, second = up.calls
+        assert first != second
+        assert ticket.ep is not None and ticket.ep.url == second
+        assert ticket.response == "response" and ticket.retried
+        # The first endpoint's slot was given back before the second was taken.
+        assert {e.url: e.inflight for e in d.pool.endpoints()} == {first: 0, second: 1}
+        assert d.inflight == 1
+    assert up.not_delivered == [(first, "connect")]
+    assert all_free(d)
+
+
+async def test_admit_not_delivered_twice_is_502_after_one_retry() -> None:
+    d = dispatcher([A, B], hold=False)
+    up = UpstreamCalls(d, Reset("reset"), Refused("refused"), "never")
+    admission = up.admit()
+    with pytest.raises(UpstreamUnavailable, match="retried once"):
+        async with admission:
+            raise AssertionError("the block must not run")
+    assert len(up.calls) == 2 and up.plan == ["never"]  # one retry, not more
+    assert up.not_delivered == [(up.calls[0], "reset"), (up.calls[1], "connect")]
+    assert admission.ep is not None and admission.ep.url == up.calls[1] and admission.retried
+    assert all_free(d)
+
+
+async def test_admit_retry_with_no_other_endpoint_is_no_endpoint() -> None:
+    d = dispatcher([A], hold=False)
+    up = UpstreamCalls(d, Refused("refused"), "never")
+    admission = up.admit()
+    with pytest.raises(NoEndpoint):
+        async with admission:
+            raise AssertionError("the block must not run")
+    assert admission.ep is None and admission.retried  # no endpoint has the request
+    assert all_free(d)
+
+
+async def test_admit_cancelled_during_the_retry_releases() -> None:
+    d = dispatcher([A, B], hold=False)
+    up = UpstreamCalls(d, Refused("refused"), "wait")
+
+    async def request() -> None:
+        async with up.admit():
+            raise AssertionError("the block must not run")
+
+    task = asyncio.create_task(request())
+    await up.waiting.wait()
+    assert d.inflight == 1 and sum(e.inflight for e in d.pool.endpoints()) == 1
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert all_free(d)
+
+
+async def test_admit_leaves_exactly_once() -> None:
+    d = dispatcher([A], hold=False)
+    admission = UpstreamCalls(d, "response").admit()
+    await admission.__aenter__()
+    await admission.__aexit__(None, None, None)
+    await admission.__aexit__(None, None, None)  # a second exit gives nothing back again
+    assert all_free(d)
