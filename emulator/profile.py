@@ -1,6 +1,6 @@
 """The timing profile of an emulated replica: how long a step takes, in wall seconds.
 
-One frozen value built once from the command line (``Profile.from_flags``) and handed to
+One frozen value built once from the settings (``emulator.cli.EmulatorSettings``) and handed to
 the engine. The reference profile is WORKLOAD.md's: 4 slots; a meeting-summary request
 (~3,000 prompt tokens, 300 output tokens) takes about 4.5 s of service at a full batch;
 start-up 30 s; the first requests run ≈1.6× slower (cold start). Every duration is
@@ -26,7 +26,16 @@ from dataclasses import dataclass
 
 
 class ProfileError(ValueError):
-    """A timing flag has a value the model cannot use; the message names the flag."""
+    """A timing flag has a value the model cannot use; the message names the flag.
+
+    ``field`` is the Profile field at fault and ``problem`` the rest of the message, so the
+    configuration layer (:mod:`inflight.config`) can name the flag and its variable.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"--{field.replace('_', '-')} {problem}")
+        self.field = field
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -49,31 +58,33 @@ class Profile:
     tick_ms: float = 10.0  # wall ms between wake-ups while tokens stream (not scaled)
 
     def __post_init__(self) -> None:
-        checks: list[tuple[bool, str]] = [
-            (self.max_num_seqs >= 1, "--max-num-seqs must be ≥ 1"),
-            (self.time_scale > 0, "--time-scale must be > 0"),
-            (self.startup_s >= 0, "--startup-s must be ≥ 0"),
-            (self.service_s > 0, "--service-s must be > 0"),
-            (self.reference_prompt_tokens >= 0, "--reference-prompt-tokens must be ≥ 0"),
-            (self.reference_output_tokens >= 1, "--reference-output-tokens must be ≥ 1"),
-            (self.prefill_ms_per_1k_tokens >= 0, "--prefill-ms-per-1k-tokens must be ≥ 0"),
-            (0 < self.step_base_fraction <= 1, "--step-base-fraction must be in (0, 1]"),
-            (self.cold_start_requests >= 0, "--cold-start-requests must be ≥ 0"),
-            (self.cold_start_factor >= 1, "--cold-start-factor must be ≥ 1"),
-            (self.default_max_tokens >= 1, "--default-max-tokens must be ≥ 1"),
-            (self.max_model_len >= 1, "--max-model-len must be ≥ 1"),
-            (self.kv_cache_tokens >= 1, "--kv-cache-tokens must be ≥ 1"),
-            (self.tick_ms > 0, "--tick-ms must be > 0"),
+        checks: list[tuple[bool, str, str]] = [
+            (self.max_num_seqs >= 1, "max_num_seqs", "must be ≥ 1"),
+            (self.time_scale > 0, "time_scale", "must be > 0"),
+            (self.startup_s >= 0, "startup_s", "must be ≥ 0"),
+            (self.service_s > 0, "service_s", "must be > 0"),
+            (self.reference_prompt_tokens >= 0, "reference_prompt_tokens", "must be ≥ 0"),
+            (self.reference_output_tokens >= 1, "reference_output_tokens", "must be ≥ 1"),
+            (self.prefill_ms_per_1k_tokens >= 0, "prefill_ms_per_1k_tokens", "must be ≥ 0"),
+            (0 < self.step_base_fraction <= 1, "step_base_fraction", "must be in (0, 1]"),
+            (self.cold_start_requests >= 0, "cold_start_requests", "must be ≥ 0"),
+            (self.cold_start_factor >= 1, "cold_start_factor", "must be ≥ 1"),
+            (self.default_max_tokens >= 1, "default_max_tokens", "must be ≥ 1"),
+            (self.max_model_len >= 1, "max_model_len", "must be ≥ 1"),
+            (self.kv_cache_tokens >= 1, "kv_cache_tokens", "must be ≥ 1"),
+            (self.tick_ms > 0, "tick_ms", "must be > 0"),
         ]
-        for ok, message in checks:
+        for ok, field, problem in checks:
             if not ok:
-                raise ProfileError(message)
+                value = getattr(self, field)
+                raise ProfileError(field, f"{problem}, got {value:g}")
         if self.step_full_s <= 0:
             raise ProfileError(
-                f"--service-s {self.service_s} is too short for --max-num-seqs "
+                "service_s",
+                f"{self.service_s:g} is too short for --max-num-seqs "
                 f"{self.max_num_seqs} prefills of --reference-prompt-tokens "
                 f"{self.reference_prompt_tokens} at --prefill-ms-per-1k-tokens "
-                f"{self.prefill_ms_per_1k_tokens}: no time is left for decoding"
+                f"{self.prefill_ms_per_1k_tokens:g}: no time is left for decoding",
             )
 
     def prefill_s(self, prompt_tokens: int) -> float:

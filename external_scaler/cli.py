@@ -8,15 +8,159 @@ stay inside ``run`` so ``inflight --help`` is fast.
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
 
 from external_scaler.limits import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_TRIGGERS,
     DEFAULT_TRIGGER_IDLE_S,
 )
-from inflight import ready
+from inflight import config, ready
+from inflight.config import Cli, ConfigError, FieldError
+
+#: Kept for callers of the old name: a bad flag, variable or combination.
+UsageError = ConfigError
+
+
+def _http_url(text: str) -> bool:
+    return text.strip().startswith(("http://", "https://"))
+
+
+class ScalerSettings(config.Settings):
+    """``inflight scaler``'s configuration: flags or ``INFLIGHT_SCALER_*`` variables."""
+
+    SUBCOMMAND = "scaler"
+
+    host: Annotated[str, Cli("listen address (default 127.0.0.1)")] = "127.0.0.1"
+    grpc_port: Annotated[
+        int, Field(ge=0, le=65535), Cli("gRPC port; 0 = any free one (printed)")
+    ] = 0
+    metrics_port: Annotated[
+        int,
+        Field(ge=0, le=65535),
+        Cli("port for GET /metrics and /health; 0 = any free one (printed)"),
+    ] = 0
+    ready_file: Annotated[Path | None, Cli(ready.HELP, metavar="READY_FILE")] = None
+    source: Annotated[
+        Literal["prometheus", "direct"] | None,
+        Cli("where L comes from (default: prometheus when --prometheus-url is given)"),
+    ] = None
+    prometheus_url: Annotated[
+        str | None, Cli("Prometheus base URL, e.g. http://127.0.0.1:9090")
+    ] = None
+    prometheus_bearer_token_file: Annotated[
+        str | None, Cli("file holding a bearer token for Prometheus (re-read when it changes)")
+    ] = None
+    router_url: Annotated[
+        str | None, Cli("--source direct: router base URL(s), comma-separated or a JSON array")
+    ] = None
+    poll_interval_s: Annotated[
+        float,
+        Field(ge=0.01),
+        Cli("--source direct: seconds between polls of the routers (default 0.5)"),
+    ] = 0.5
+    cache_ttl_s: Annotated[
+        float,
+        Field(ge=0.0),
+        Cli(
+            "reuse a Prometheus window for this long, so KEDA's 3 calls per poll cost one "
+            "query (default 1.0; 0 disables)"
+        ),
+    ] = 1.0
+    call_budget_s: Annotated[
+        float,
+        Field(ge=0.05),
+        Cli("most seconds a call may spend on its source (KEDA's deadline is 3 s)"),
+    ] = 2.5
+    stream_interval_s: Annotated[
+        float,
+        Field(ge=0.01),
+        Cli("StreamIsActive: seconds between activity checks (default 1.0)"),
+    ] = 1.0
+    max_streams: Annotated[
+        int,
+        Field(ge=1),
+        Cli(
+            "most StreamIsActive streams open at once; more are refused with "
+            f"RESOURCE_EXHAUSTED (default {DEFAULT_MAX_STREAMS})"
+        ),
+    ] = DEFAULT_MAX_STREAMS
+    max_triggers: Annotated[
+        int,
+        Field(ge=1),
+        Cli(
+            "most distinct trigger specs polled within --trigger-idle-s; a new one past "
+            f"it is refused with RESOURCE_EXHAUSTED (default {DEFAULT_MAX_TRIGGERS})"
+        ),
+    ] = DEFAULT_MAX_TRIGGERS
+    trigger_idle_s: Annotated[
+        float,
+        Field(ge=1.0),
+        Cli(
+            "seconds after its last call that a trigger still counts toward "
+            f"--max-triggers (default {DEFAULT_TRIGGER_IDLE_S:g}; KEDA polls every 30 s, "
+            "the HPA every 15 s)"
+        ),
+    ] = DEFAULT_TRIGGER_IDLE_S
+    tls_cert: Annotated[
+        str | None,
+        Cli(
+            "server certificate (PEM): serve gRPC over TLS; re-read when the file "
+            "changes (cert-manager rotation), no restart needed"
+        ),
+    ] = None
+    tls_key: Annotated[str | None, Cli("server private key (PEM), with --tls-cert")] = None
+    tls_client_ca: Annotated[
+        str | None, Cli("CA (PEM) that signs client certificates: require one (mutual TLS)")
+    ] = None
+    log_level: Annotated[str, Cli("logging level (default INFO)")] = "INFO"
+
+    @property
+    def source_name(self) -> str:
+        """``prometheus`` or ``direct`` (checked by the validator)."""
+        return self.source or "prometheus"
+
+    @property
+    def router_urls(self) -> list[str]:
+        """``router_url`` as a list: ``URL,URL`` or a JSON array."""
+        return [str(u).strip() for u in config.split_list(self.router_url or "")]
+
+    @model_validator(mode="after")
+    def _check(self) -> ScalerSettings:
+        named = self.named
+        if self.source is None and not self.prometheus_url:
+            raise FieldError(
+                None,
+                f"give --prometheus-url URL, or --source direct --router-url URL[,URL] "
+                f"(or {self.env_var('prometheus_url')}, {self.env_var('source')} and "
+                f"{self.env_var('router_url')})",
+            )
+        if self.source_name == "prometheus":
+            if not self.prometheus_url:
+                raise FieldError("prometheus_url", "is needed with --source prometheus")
+            if not _http_url(self.prometheus_url):
+                raise FieldError(
+                    "prometheus_url",
+                    f"must start with http:// or https://, got {self.prometheus_url!r}",
+                )
+        else:
+            try:
+                _ = self.router_urls
+            except ValueError as exc:
+                raise FieldError("router_url", str(exc)) from None
+            if not self.router_urls:
+                raise FieldError("router_url", "is needed with --source direct: URL[,URL]")
+            bad = [u for u in self.router_urls if not _http_url(u)]
+            if bad:
+                raise FieldError("router_url", f"not an http(s) URL: {bad[0]!r}")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise FieldError(None, f"{named('tls_cert')} and {named('tls_key')} go together")
+        if self.tls_client_ca and not self.tls_cert:
+            raise FieldError("tls_client_ca", "needs --tls-cert and --tls-key")
+        return self
 
 
 def register(subparsers: Any) -> None:
@@ -27,160 +171,51 @@ def register(subparsers: Any) -> None:
             "KEDA external scaler (externalscaler.ExternalScaler over gRPC). Reads L, the "
             "requests in flight, from Prometheus (or straight from the routers with "
             "--source direct) and returns the stabilized L so that HPA picks "
-            "ceil(L / (slotsPerReplica x targetSaturation)) replicas."
+            "ceil(L / (slotsPerReplica x targetSaturation)) replicas. Every flag can also "
+            "be set as INFLIGHT_SCALER_<FLAG> (e.g. INFLIGHT_SCALER_GRPC_PORT=9090); a flag "
+            "wins."
         ),
     )
-    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    parser.add_argument(
-        "--grpc-port", type=int, default=0, help="gRPC port; 0 = any free one (printed)"
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=0,
-        help="port for GET /metrics and /health; 0 = any free one (printed)",
-    )
-    ready.add_argument(parser)  # reports {"grpc": G, "metrics": M}
-    parser.add_argument(
-        "--source",
-        choices=("prometheus", "direct"),
-        default=None,
-        help="where L comes from (default: prometheus when --prometheus-url is given)",
-    )
-    parser.add_argument("--prometheus-url", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
-    parser.add_argument(
-        "--prometheus-bearer-token-file",
-        help="file holding a bearer token for Prometheus (re-read when it changes)",
-    )
-    parser.add_argument("--router-url", help="--source direct: router base URL(s), comma-separated")
-    parser.add_argument(
-        "--poll-interval-s",
-        type=float,
-        default=0.5,
-        help="--source direct: seconds between polls of the routers (default 0.5)",
-    )
-    parser.add_argument(
-        "--cache-ttl-s",
-        type=float,
-        default=1.0,
-        help="reuse a Prometheus window for this long, so KEDA's 3 calls per poll cost one "
-        "query (default 1.0; 0 disables)",
-    )
-    parser.add_argument(
-        "--call-budget-s",
-        type=float,
-        default=2.5,
-        help="most seconds a call may spend on its source (KEDA's deadline is 3 s)",
-    )
-    parser.add_argument(
-        "--stream-interval-s",
-        type=float,
-        default=1.0,
-        help="StreamIsActive: seconds between activity checks (default 1.0)",
-    )
-    parser.add_argument(
-        "--max-streams",
-        type=int,
-        default=DEFAULT_MAX_STREAMS,
-        help="most StreamIsActive streams open at once; more are refused with "
-        "RESOURCE_EXHAUSTED (default %(default)s)",
-    )
-    parser.add_argument(
-        "--max-triggers",
-        type=int,
-        default=DEFAULT_MAX_TRIGGERS,
-        help="most distinct trigger specs polled within --trigger-idle-s; a new one past "
-        "it is refused with RESOURCE_EXHAUSTED (default %(default)s)",
-    )
-    parser.add_argument(
-        "--trigger-idle-s",
-        type=float,
-        default=DEFAULT_TRIGGER_IDLE_S,
-        help="seconds after its last call that a trigger still counts toward "
-        "--max-triggers (default %(default)g; KEDA polls every 30 s, the HPA every 15 s)",
-    )
-    parser.add_argument(
-        "--tls-cert",
-        help="server certificate (PEM): serve gRPC over TLS; re-read when the file "
-        "changes (cert-manager rotation), no restart needed",
-    )
-    parser.add_argument("--tls-key", help="server private key (PEM), with --tls-cert")
-    parser.add_argument(
-        "--tls-client-ca",
-        help="CA (PEM) that signs client certificates: require one (mutual TLS)",
-    )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    config.add_flags(parser, ScalerSettings)  # --ready-file reports {"grpc": G, "metrics": M}
     parser.set_defaults(func=run)
 
 
-class UsageError(ValueError):
-    """A flag is missing or has a bad value; the message names it."""
+def settings_from_args(args: argparse.Namespace) -> ScalerSettings:
+    """Flags over ``INFLIGHT_SCALER_*`` over defaults; ConfigError names flag and variable."""
+    return config.load(ScalerSettings, args)
 
 
 def validate(args: argparse.Namespace) -> str:
-    """Check flag combinations; return the source name. Raises UsageError naming the flag."""
-    source = args.source or ("prometheus" if args.prometheus_url else None)
-    if source is None:
-        raise UsageError("give --prometheus-url URL, or --source direct --router-url URL[,URL]")
-    if source == "prometheus" and not args.prometheus_url:
-        raise UsageError("--source prometheus needs --prometheus-url URL")
-    if source == "prometheus" and not args.prometheus_url.startswith(("http://", "https://")):
-        raise UsageError(
-            f"--prometheus-url must start with http:// or https://, got {args.prometheus_url!r}"
-        )
-    if source == "direct":
-        urls = [u for u in (args.router_url or "").split(",") if u.strip()]
-        if not urls:
-            raise UsageError("--source direct needs --router-url URL[,URL]")
-        bad = [u for u in urls if not u.strip().startswith(("http://", "https://"))]
-        if bad:
-            raise UsageError(f"--router-url: not an http(s) URL: {bad[0]!r}")
-    for flag, value in (("--max-streams", args.max_streams), ("--max-triggers", args.max_triggers)):
-        if value < 1:
-            raise UsageError(f"{flag} must be ≥ 1, got {value}")
-    for flag, value in (("--grpc-port", args.grpc_port), ("--metrics-port", args.metrics_port)):
-        if not 0 <= value <= 65535:
-            raise UsageError(f"{flag} must be 0..65535, got {value}")
-    for flag, value, low in (
-        ("--poll-interval-s", args.poll_interval_s, 0.01),
-        ("--cache-ttl-s", args.cache_ttl_s, 0.0),
-        ("--call-budget-s", args.call_budget_s, 0.05),
-        ("--stream-interval-s", args.stream_interval_s, 0.01),
-        ("--trigger-idle-s", args.trigger_idle_s, 1.0),
-    ):
-        if not value >= low:
-            raise UsageError(f"{flag} must be ≥ {low:g}, got {value}")
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise UsageError("--tls-cert and --tls-key go together")
-    if args.tls_client_ca and not args.tls_cert:
-        raise UsageError("--tls-client-ca needs --tls-cert and --tls-key")
-    return str(source)
+    """The source name the flags (and environment) select; ConfigError names the fault."""
+    return settings_from_args(args).source_name
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     try:
-        source_name = validate(args)
-    except UsageError as exc:
-        print(f"inflight scaler: {exc}", file=sys.stderr)
-        return 2
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        return config.report(ScalerSettings, exc)
+    if config.wants_print(args):
+        return config.print_config(settings)
     import asyncio
 
+    from external_scaler.errors import ScalerError
     from inflight import logs
 
-    logs.configure(args.log_level)
-    from external_scaler.errors import ScalerError
-
+    logs.configure(settings.log_level)
     try:
-        return asyncio.run(_serve(args, source_name))
-    except (UsageError, ValueError, OSError, ScalerError) as exc:
+        return asyncio.run(_serve(settings))
+    except (ValueError, OSError, ScalerError) as exc:
         print(f"inflight scaler: {exc}", file=sys.stderr)
         return 2
 
 
-async def _serve(args: argparse.Namespace, source_name: str) -> int:
+async def _serve(settings: ScalerSettings) -> int:
+    """The wiring: reads ``settings`` only."""
     import asyncio
     import signal
-    from pathlib import Path
 
     import aiohttp
     from prometheus_client import CollectorRegistry
@@ -198,59 +233,60 @@ async def _serve(args: argparse.Namespace, source_name: str) -> int:
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=30))
     source: WindowSource
     try:
-        if source_name == "prometheus":
+        if settings.source_name == "prometheus":
             token = None
-            if args.prometheus_bearer_token_file:
-                token = BearerToken(Path(args.prometheus_bearer_token_file))
+            if settings.prometheus_bearer_token_file:
+                token = BearerToken(Path(settings.prometheus_bearer_token_file))
+            assert settings.prometheus_url is not None  # the validator checked it
             source = PrometheusSource(
-                args.prometheus_url,
+                settings.prometheus_url,
                 session,
                 metrics,
                 bearer_token=token,
-                cache_ttl_s=args.cache_ttl_s,
+                cache_ttl_s=settings.cache_ttl_s,
             )
-            where = f"Prometheus {args.prometheus_url}"
+            where = f"Prometheus {settings.prometheus_url}"
         else:
-            urls = [u.strip() for u in args.router_url.split(",") if u.strip()]
-            direct = DirectSource(urls, session, metrics, poll_interval_s=args.poll_interval_s)
+            urls = settings.router_urls
+            direct = DirectSource(urls, session, metrics, poll_interval_s=settings.poll_interval_s)
             direct.start()
             source = direct
             where = "routers " + ",".join(urls)
         tls = None
-        if args.tls_cert:
+        if settings.tls_cert and settings.tls_key:  # both or neither (the validator)
             tls = TlsFiles(
-                Path(args.tls_cert),
-                Path(args.tls_key),
-                Path(args.tls_client_ca) if args.tls_client_ca else None,
+                Path(settings.tls_cert),
+                Path(settings.tls_key),
+                Path(settings.tls_client_ca) if settings.tls_client_ca else None,
             )
         servicer = ExternalScalerServicer(
             source,
             metrics,
-            call_budget_s=args.call_budget_s,
-            stream_interval_s=args.stream_interval_s,
+            call_budget_s=settings.call_budget_s,
+            stream_interval_s=settings.stream_interval_s,
             limits=Limits(
-                max_streams=args.max_streams,
-                max_triggers=args.max_triggers,
-                trigger_idle_s=args.trigger_idle_s,
+                max_streams=settings.max_streams,
+                max_triggers=settings.max_triggers,
+                trigger_idle_s=settings.trigger_idle_s,
             ),
         )
         app = ScalerApp(
             servicer,
             registry,
-            host=args.host,
-            grpc_port=args.grpc_port,
-            metrics_port=args.metrics_port,
+            host=settings.host,
+            grpc_port=settings.grpc_port,
+            metrics_port=settings.metrics_port,
             tls=tls,
         )
         await app.start()
         mode = "plaintext" if tls is None else ("mTLS" if tls.client_ca else "TLS")
         print(
-            f"inflight scaler: gRPC on {args.host}:{app.grpc_port} ({mode}), "
-            f"metrics on http://{args.host}:{app.metrics_port}/metrics, L from {where}",
+            f"inflight scaler: gRPC on {settings.host}:{app.grpc_port} ({mode}), "
+            f"metrics on http://{settings.host}:{app.metrics_port}/metrics, L from {where}",
             flush=True,
         )
-        if args.ready_file is not None:
-            ready.write(args.ready_file, {"grpc": app.grpc_port, "metrics": app.metrics_port})
+        if settings.ready_file is not None:
+            ready.write(settings.ready_file, {"grpc": app.grpc_port, "metrics": app.metrics_port})
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

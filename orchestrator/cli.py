@@ -1,6 +1,7 @@
 """``inflight up``: the one wiring site of the single-machine stack.
 
-Parses and validates flags (errors name the flag), turns seed-time durations into real
+Reads :class:`UpSettings` (flags over ``INFLIGHT_UP_*`` variables over defaults, one
+validation, errors naming the flag and variable), turns seed-time durations into real
 seconds with ``--time-scale``, and runs :class:`orchestrator.stack.Stack` until Ctrl-C or
 SIGTERM. Heavy imports stay inside :func:`run` so ``inflight --help`` stays fast.
 """
@@ -11,9 +12,127 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from inflight.config import (
+    Cli,
+    ConfigError,
+    FieldError,
+    Settings,
+    add_flags,
+    load,
+    print_config,
+    report,
+    wants_print,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.stack import UpConfig
 
 DEFAULT_STATE_DIR = "state/up"
+
+#: Kept for callers of the old name: a bad flag, variable or combination.
+UsageError = ConfigError
+
+
+class UpSettings(Settings):
+    """``inflight up``'s configuration: flags or ``INFLIGHT_UP_*`` variables. Durations are
+    seed seconds (multiplied by --time-scale in :func:`build_config`)."""
+
+    SUBCOMMAND = "up"
+
+    state_dir: Annotated[str, Cli("state, logs and the replica timeline")] = DEFAULT_STATE_DIR
+    port: Annotated[int, Field(ge=0, le=65535), Cli("router port (0: a free port from the OS)")] = 0
+    time_scale: Annotated[float, Field(gt=0), Cli("multiplies every duration (0.1: 10x)")] = 1.0
+    policy: Annotated[
+        Literal["saturation", "qps"],
+        Cli("scaler policy (qps: the seed's flawed rule, a benchmark baseline)"),
+    ] = "saturation"
+    min_replicas: Annotated[int, Field(ge=0), Cli("KEDA minReplicaCount (0: scale to zero)")] = 1
+    max_replicas: Annotated[int, Cli("KEDA maxReplicaCount")] = 2
+    slots_per_replica: Annotated[int, Field(ge=1), Cli("vLLM --max-num-seqs per replica")] = 4
+    replicas: Annotated[
+        int | None,
+        Cli("replicas at start (default max(1, --min-replicas)); the count --no-autoscale keeps"),
+    ] = None
+    no_autoscale: Annotated[bool, Cli("keep --replicas fixed (for measurement)")] = False
+    polling_interval_s: Annotated[float, Field(gt=0), Cli("KEDA pollingInterval (IsActive)")] = 30.0
+    cooldown_s: Annotated[float, Field(gt=0), Cli("KEDA cooldownPeriod before zero")] = 300.0
+    hpa_sync_s: Annotated[float, Field(gt=0), Cli("HPA sync period: metric reads")] = 15.0
+    replica_cmd: Annotated[
+        str | None,
+        Cli(
+            "replica command with a {port} placeholder, e.g. "
+            "'vllm serve MODEL --port {port} --max-num-seqs 4' (default: the emulator)"
+        ),
+    ] = None
+    served_model_name: Annotated[str | None, Cli("model name of the default emulator replicas")] = (
+        None
+    )
+    no_prometheus: Annotated[
+        bool, Cli("do not start Prometheus even if installed (the scaler reads the router)")
+    ] = False
+    startup_timeout_s: Annotated[
+        float, Field(gt=0), Cli("real seconds a replica may take to answer /health")
+    ] = 900.0
+    log_level: Annotated[str, Cli("debug|info|warning|error")] = "info"
+
+    @property
+    def initial_replicas(self) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        return max(1, self.min_replicas)
+
+    @property
+    def replica_command(self) -> tuple[str, ...]:
+        """The replica command template (the emulator unless --replica-cmd)."""
+        if self.replica_cmd is not None:
+            return tuple(shlex.split(self.replica_cmd))
+        from emulator.cli import DEFAULT_MODEL
+
+        return (
+            sys.executable, "-m", "inflight", "emulator",
+            "--host", "127.0.0.1", "--port", "0", "--ready-file", "{ready_file}",
+            "--max-num-seqs", str(self.slots_per_replica),
+            "--time-scale", str(self.time_scale),
+            "--served-model-name", self.served_model_name or DEFAULT_MODEL,
+        )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _check(self) -> UpSettings:
+        from orchestrator.supervisor import check_replica_command
+
+        named = self.named
+        if self.max_replicas < max(1, self.min_replicas):
+            raise FieldError(
+                "max_replicas",
+                f"({self.max_replicas}) must be >= 1 and >= {named('min_replicas')} "
+                f"({self.min_replicas})",
+            )
+        if self.no_autoscale:
+            if self.replicas is None:
+                raise FieldError(
+                    None,
+                    f"--no-autoscale needs --replicas N, the frozen replica count "
+                    f"({self.env_var('no_autoscale')} needs {self.env_var('replicas')})",
+                )
+            if self.replicas < 1:
+                raise FieldError(
+                    "replicas", f"must be >= 1 with --no-autoscale, got {self.replicas}"
+                )
+        elif not self.min_replicas <= self.initial_replicas <= self.max_replicas:
+            raise FieldError(
+                "replicas",
+                f"({self.initial_replicas}) must lie within --min-replicas..--max-replicas "
+                f"({self.min_replicas}..{self.max_replicas})",
+            )
+        try:
+            check_replica_command(self.replica_command)
+        except ValueError as exc:  # shlex's, or the placeholder check's
+            raise FieldError("replica_cmd", str(exc).removeprefix("--replica-cmd ")) from None
+        return self
 
 
 def register(subparsers: Any) -> None:
@@ -24,144 +143,68 @@ def register(subparsers: Any) -> None:
             "Start replicas (the emulator by default), the router, Prometheus (when installed), "
             "the scaler and a local KEDA+HPA loop; print the router URL and stop everything on "
             "Ctrl-C or SIGTERM. Durations (--polling-interval-s, --cooldown-s, --hpa-sync-s) "
-            "are in seed seconds and multiplied by --time-scale, like every period of the stack."
+            "are in seed seconds and multiplied by --time-scale, like every period of the stack. "
+            "Every flag can also be set as INFLIGHT_UP_<FLAG> (e.g. INFLIGHT_UP_MAX_REPLICAS=4); "
+            "a flag wins."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    add = p.add_argument
-    add("--state-dir", default=DEFAULT_STATE_DIR, help="state, logs and the replica timeline")
-    add("--port", type=int, default=0, help="router port (0: a free port from the OS)")
-    add("--time-scale", type=float, default=1.0, help="multiplies every duration (0.1: 10x)")
-    add(
-        "--policy",
-        choices=("saturation", "qps"),
-        default="saturation",
-        help="scaler policy (qps: the seed's flawed rule, a benchmark baseline)",
-    )
-    add("--min-replicas", type=int, default=1, help="KEDA minReplicaCount (0: scale to zero)")
-    add("--max-replicas", type=int, default=2, help="KEDA maxReplicaCount")
-    add("--slots-per-replica", type=int, default=4, help="vLLM --max-num-seqs per replica")
-    add(
-        "--replicas",
-        type=int,
-        default=None,
-        help="replicas at start (default max(1, --min-replicas)); the count --no-autoscale keeps",
-    )
-    add("--no-autoscale", action="store_true", help="keep --replicas fixed (for measurement)")
-    add("--polling-interval-s", type=float, default=30.0, help="KEDA pollingInterval (IsActive)")
-    add("--cooldown-s", type=float, default=300.0, help="KEDA cooldownPeriod before zero")
-    add("--hpa-sync-s", type=float, default=15.0, help="HPA sync period: metric reads")
-    add(
-        "--replica-cmd",
-        default=None,
-        help="replica command with a {port} placeholder, e.g. "
-        "'vllm serve MODEL --port {port} --max-num-seqs 4' (default: the emulator)",
-    )
-    add("--served-model-name", default=None, help="model name of the default emulator replicas")
-    add(
-        "--no-prometheus",
-        action="store_true",
-        help="do not start Prometheus even if installed (the scaler reads the router)",
-    )
-    add(
-        "--startup-timeout-s",
-        type=float,
-        default=900.0,
-        help="real seconds a replica may take to answer /health",
-    )
-    add("--log-level", default="info", help="debug|info|warning|error")
+    add_flags(p, UpSettings)
     p.set_defaults(func=run)
 
 
-class UsageError(ValueError):
-    pass
+def settings_from_args(args: argparse.Namespace) -> UpSettings:
+    """Flags over ``INFLIGHT_UP_*`` over defaults; ConfigError names flag and variable."""
+    return load(UpSettings, args)
 
 
-def build_config(args: argparse.Namespace) -> Any:
-    """Validate flags into an UpConfig (raises UsageError naming the flag)."""
+def build_config(args: argparse.Namespace) -> UpConfig:
+    """The UpConfig the flags (and environment) describe; ConfigError names the fault."""
+    return up_config(settings_from_args(args))
+
+
+def up_config(settings: UpSettings) -> UpConfig:
+    """Settings → :class:`orchestrator.stack.UpConfig`: seed durations × time-scale, and
+    whether Prometheus runs (asked for and installed)."""
     from inflight.prom import find_prometheus
     from orchestrator.stack import UpConfig
-    from orchestrator.supervisor import SupervisorConfig, check_replica_command
+    from orchestrator.supervisor import SupervisorConfig
 
-    def positive(flag: str, value: float) -> float:
-        if not value > 0:
-            raise UsageError(f"{flag} must be > 0, got {value}")
-        return value
-
-    ts = positive("--time-scale", args.time_scale)
-    if args.min_replicas < 0:
-        raise UsageError(f"--min-replicas must be >= 0, got {args.min_replicas}")
-    if args.max_replicas < max(1, args.min_replicas):
-        raise UsageError(
-            f"--max-replicas ({args.max_replicas}) must be >= 1 and >= --min-replicas "
-            f"({args.min_replicas})"
-        )
-    if args.slots_per_replica < 1:
-        raise UsageError(f"--slots-per-replica must be >= 1, got {args.slots_per_replica}")
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be 0..65535, got {args.port}")
-    if args.no_autoscale:
-        if args.replicas is None:
-            raise UsageError("--no-autoscale needs --replicas N (the frozen replica count)")
-        if args.replicas < 1:
-            raise UsageError(f"--replicas must be >= 1 with --no-autoscale, got {args.replicas}")
-        initial = args.replicas
-    else:
-        initial = max(1, args.min_replicas) if args.replicas is None else args.replicas
-        if not args.min_replicas <= initial <= args.max_replicas:
-            raise UsageError(
-                f"--replicas ({initial}) must lie within --min-replicas..--max-replicas "
-                f"({args.min_replicas}..{args.max_replicas})"
-            )
-    if args.replica_cmd is not None:
-        try:
-            cmd = shlex.split(args.replica_cmd)
-        except ValueError as exc:
-            raise UsageError(f"--replica-cmd: {exc}") from exc
-    else:
-        from emulator.cli import DEFAULT_MODEL
-
-        cmd = [
-            sys.executable, "-m", "inflight", "emulator",
-            "--host", "127.0.0.1", "--port", "0", "--ready-file", "{ready_file}",
-            "--max-num-seqs", str(args.slots_per_replica),
-            "--time-scale", str(ts),
-            "--served-model-name", args.served_model_name or DEFAULT_MODEL,
-        ]  # fmt: skip
-    try:
-        check_replica_command(cmd)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    use_prometheus = not args.no_prometheus and find_prometheus() is not None
+    ts = settings.time_scale
     return UpConfig(
-        state_dir=Path(args.state_dir).resolve(),
-        replica_cmd=tuple(cmd),
-        router_port=args.port,
+        state_dir=Path(settings.state_dir).resolve(),
+        replica_cmd=settings.replica_command,
+        router_port=settings.port,
         time_scale=ts,
-        policy=args.policy,
-        slots_per_replica=args.slots_per_replica,
-        min_replicas=args.min_replicas,
-        max_replicas=args.max_replicas,
-        initial_replicas=initial,
-        autoscale=not args.no_autoscale,
-        hpa_sync_s=positive("--hpa-sync-s", args.hpa_sync_s) * ts,
-        polling_interval_s=positive("--polling-interval-s", args.polling_interval_s) * ts,
-        cooldown_s=positive("--cooldown-s", args.cooldown_s) * ts,
-        use_prometheus=use_prometheus,
-        supervisor=SupervisorConfig(
-            startup_timeout_s=positive("--startup-timeout-s", args.startup_timeout_s)
-        ),
-        startup_timeout_s=args.startup_timeout_s,
+        policy=settings.policy,
+        slots_per_replica=settings.slots_per_replica,
+        min_replicas=settings.min_replicas,
+        max_replicas=settings.max_replicas,
+        initial_replicas=settings.initial_replicas,
+        autoscale=not settings.no_autoscale,
+        hpa_sync_s=settings.hpa_sync_s * ts,
+        polling_interval_s=settings.polling_interval_s * ts,
+        cooldown_s=settings.cooldown_s * ts,
+        use_prometheus=not settings.no_prometheus and find_prometheus() is not None,
+        prometheus_wanted=not settings.no_prometheus,
+        supervisor=SupervisorConfig(startup_timeout_s=settings.startup_timeout_s),
+        startup_timeout_s=settings.startup_timeout_s,
+        log_level=settings.log_level,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = build_config(args)
-    except UsageError as exc:
-        print(f"inflight up: error: {exc}", file=sys.stderr)
-        return 2
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        return report(UpSettings, exc)
+    if wants_print(args):
+        return print_config(settings)
+    return serve(up_config(settings))
 
+
+def serve(config: UpConfig) -> int:
+    """The wiring: reads the UpConfig only."""
     import logging
     import signal
     import threading
@@ -171,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.stack import Stack, StackError
     from orchestrator.state import StateDirBusy
 
-    logs.configure(args.log_level)
+    logs.configure(config.log_level)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -180,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    if not config.use_prometheus and not args.no_prometheus and find_prometheus() is None:
+    if not config.use_prometheus and config.prometheus_wanted and find_prometheus() is None:
         print(
             "inflight up: prometheus is not installed; the scaler reads the router directly "
             "(install it: apt-get install -y --no-install-recommends prometheus)",

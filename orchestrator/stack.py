@@ -84,6 +84,8 @@ class UpConfig:
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
     startup_timeout_s: float = 900.0
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    log_level: str = "info"
+    prometheus_wanted: bool = True  # False: --no-prometheus (use_prometheus says if it runs)
 
     @property
     def scaler_metadata(self) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """``inflight router``: the one wiring site of the router.
 
-Parses and validates flags, builds the pool, dispatcher, registry, discovery source and
+Loads :class:`router.config.RouterSettings` (flags over ``INFLIGHT_ROUTER_*`` variables
+over defaults, validated once), builds the pool, dispatcher, registry, discovery source and
 health checker, and serves the app with uvicorn. Heavy imports stay inside :func:`run`
 so ``inflight --help`` stays fast.
 """
@@ -11,8 +12,9 @@ import argparse
 import sys
 from typing import Any
 
+from inflight import config as settings_io
 from inflight import ready
-from router.config import ConfigError, add_arguments, from_args
+from router.config import ConfigError, RouterConfig, RouterSettings, add_arguments
 
 
 def register(subparsers: Any) -> None:
@@ -22,21 +24,26 @@ def register(subparsers: Any) -> None:
         description=(
             "An OpenAI-compatible reverse proxy for /v1/* that sends each request to the "
             "ready replica with the fewest requests in flight and exports L (requests in "
-            "flight) at /metrics and /router/status."
+            "flight) at /metrics and /router/status. Every flag can also be set as "
+            "INFLIGHT_ROUTER_<FLAG> (e.g. INFLIGHT_ROUTER_SLOTS_PER_ENDPOINT=4); a flag wins."
         ),
     )
     add_arguments(parser)
-    ready.add_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = from_args(args)
+        settings = settings_io.load(RouterSettings, args)
     except ConfigError as exc:
-        print(f"inflight router: error: {exc}", file=sys.stderr)
-        return 2
+        return settings_io.report(RouterSettings, exc)
+    if settings_io.wants_print(args):
+        return settings_io.print_config(settings)
+    return serve(settings.router_config())
 
+
+def serve(config: RouterConfig) -> int:
+    """The wiring: reads ``config`` only."""
     import functools
 
     import uvicorn
@@ -110,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"inflight router: error: --port: {exc}", file=sys.stderr)
         return 1
     port = ready.bound_port(sock)
-    if args.ready_file is not None:
-        ready.write(args.ready_file, {"http": port})
+    if config.ready_file is not None:
+        ready.write(config.ready_file, {"http": port})
     server = uvicorn.Server(
         uvicorn.Config(
             app,

@@ -1,6 +1,8 @@
-"""The router's configuration: parsed once from the command line, validated, frozen.
+"""The router's configuration: flags or ``INFLIGHT_ROUTER_*`` variables, validated once.
 
-Every error names the flag at fault.
+:class:`RouterSettings` is the model (one field a flag, :mod:`inflight.config` does the
+rest: flag > environment > default, errors naming the flag and its variable);
+:class:`RouterConfig` is what the wiring reads, derived from it.
 """
 
 from __future__ import annotations
@@ -8,16 +10,22 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal, get_args
 
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+from inflight import config, ready
+from inflight.config import Cli, FieldError
 from router.routes import Route, RouteSpecError, parse_route
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # --upstream-client: router.upstream.build makes each.
-UPSTREAM_CLIENTS = ("httptools", "aiohttp")
+UpstreamClient = Literal["httptools", "aiohttp"]
+UPSTREAM_CLIENTS: tuple[str, ...] = get_args(UpstreamClient)
 
-
-class ConfigError(ValueError):
-    """A bad flag value; the message names the flag."""
+#: Kept for callers of the old name: a bad flag, variable or combination.
+ConfigError = config.ConfigError
 
 
 @dataclass(frozen=True)
@@ -48,149 +56,175 @@ class RouterConfig:
     upstream_client: str
     file_poll_s: float
     log_level: str
-    allow_routes: tuple[Route, ...]  # --allow-route: forwarded beside router.routes' table
+    allow_routes: tuple[Route, ...] = ()  # --allow-route: forwarded beside router.routes' table
+    ready_file: Path | None = None
+
+
+class RouterSettings(config.Settings):
+    """``inflight router``'s configuration: flags or ``INFLIGHT_ROUTER_*`` variables."""
+
+    SUBCOMMAND = "router"
+    REQUIRED_GROUPS = ("source",)
+
+    host: Annotated[str, Cli("listen address (default 127.0.0.1)")] = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535), Cli("listen port (default 8000)")] = 8000
+    ready_file: Annotated[Path | None, Cli(ready.HELP, metavar="READY_FILE")] = None
+    slots_per_endpoint: Annotated[
+        int,
+        Field(ge=1),
+        Cli("requests one replica runs at once: vLLM's --max-num-seqs (default 4)"),
+    ] = 4
+    endpoints: Annotated[
+        str | None,
+        Cli('static list: URL,URL or a JSON array ("" = zero endpoints)', group="source"),
+    ] = None
+    endpoints_file: Annotated[
+        Path | None,
+        Cli("JSON or YAML list of base URLs, re-read when it changes", group="source"),
+    ] = None
+    k8s_namespace: Annotated[
+        str | None, Cli("watch EndpointSlices in this namespace", group="source")
+    ] = None
+    k8s_service: Annotated[str | None, Cli("Service whose EndpointSlices to watch")] = None
+    k8s_port_name: Annotated[str | None, Cli("the EndpointSlice port to use, by name")] = None
+    hold_when_full: Annotated[
+        bool,
+        Cli("hold requests in a FIFO here when every slot is busy or no endpoint is ready"),
+    ] = False
+    max_queue: Annotated[int, Field(ge=0), Cli("held requests at most (503 beyond)")] = 1024
+    queue_timeout_s: Annotated[float, Field(gt=0), Cli("longest hold before 504 (seconds)")] = 300.0
+    max_body_bytes: Annotated[int, Field(ge=1), Cli("413 above this body size")] = 16 * 1024 * 1024
+    dispatch: Annotated[
+        Literal["least-outstanding", "random"],
+        Cli("endpoint choice (random only as a benchmark baseline)"),
+    ] = "least-outstanding"
+    health_interval_s: Annotated[float, Field(gt=0), Cli("active health checks")] = 2.0
+    health_timeout_s: Annotated[float, Field(gt=0), Cli("one health check")] = 2.0
+    unhealthy_backoff_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli("an endpoint that refused a connection gets no requests for this long"),
+    ] = 2.0
+    connect_timeout_s: Annotated[float, Field(gt=0), Cli("upstream connect")] = 5.0
+    upstream_timeout_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli("overall upstream limit per request, 0 = none (default)"),
+    ] = 0.0
+    upstream_client: Annotated[
+        UpstreamClient,
+        Cli(
+            "the /v1/* client: httptools (asyncio + llhttp, default, ~4x less CPU a "
+            "request) or aiohttp (ClientSession; the benchmark's peer)"
+        ),
+    ] = "httptools"
+    file_poll_s: Annotated[float, Field(gt=0), Cli("--endpoints-file poll period")] = 1.0
+    allow_route: Annotated[
+        list[str],
+        NoDecode,
+        Cli(
+            "also forward this method and path (repeatable; a {name} segment matches one "
+            "segment), e.g. POST:/v1/load_lora_adapter. Only vLLM's OpenAI routes are "
+            "forwarded otherwise: other paths get 404, other methods 405 (env: "
+            "comma-separated or a JSON array)",
+            metavar="METHOD:/v1/PATH",
+            repeat=True,
+        ),
+    ] = Field(default_factory=list)
+    log_level: Annotated[str, Cli("|".join(LOG_LEVELS))] = "warning"
+
+    _split_routes = field_validator("allow_route", mode="before")(config.split_list)
+
+    @field_validator("allow_route")
+    @classmethod
+    def _routes(cls, value: list[str]) -> list[str]:
+        for text in value:
+            try:
+                parse_route(text)
+            except RouteSpecError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        level = value.lower()  # logging and uvicorn would fail on it at startup
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be {'|'.join(LOG_LEVELS)}, got {value!r}")
+        return level
+
+    @property
+    def endpoint_urls(self) -> tuple[str, ...] | None:
+        """``endpoints`` (``URL,URL`` or a JSON array) normalized, checked by the validator;
+        None: another source."""
+        if self.endpoints is None:
+            return None
+        from router.pool import normalize_url
+
+        return tuple(normalize_url(str(u)) for u in config.split_list(self.endpoints))
+
+    @model_validator(mode="after")
+    def _check(self) -> RouterSettings:
+        named = self.named
+        sources = [f for f in ("endpoints", "endpoints_file", "k8s_namespace")
+                   if getattr(self, f) is not None]  # fmt: skip
+        if len(sources) > 1:  # a flag and a variable, or two variables
+            raise FieldError(
+                None, "give one endpoint source, not " + " and ".join(named(f) for f in sources)
+            )
+        try:
+            _ = self.endpoint_urls
+        except ValueError as exc:
+            raise FieldError("endpoints", str(exc)) from None
+        if self.k8s_namespace is not None:
+            if not self.k8s_service:
+                raise FieldError("k8s_service", "is needed with --k8s-namespace: NAME")
+        elif self.k8s_service or self.k8s_port_name:
+            raise FieldError(
+                None,
+                f"{named('k8s_service')}/{named('k8s_port_name')} need {named('k8s_namespace')}",
+            )
+        return self
+
+    def router_config(self) -> RouterConfig:
+        k8s = None
+        if self.k8s_namespace is not None and self.k8s_service:
+            k8s = K8sSource(self.k8s_namespace, self.k8s_service, self.k8s_port_name)
+        return RouterConfig(
+            host=self.host,
+            port=self.port,
+            slots_per_endpoint=self.slots_per_endpoint,
+            endpoints=self.endpoint_urls,
+            endpoints_file=self.endpoints_file,
+            k8s=k8s,
+            hold_when_full=self.hold_when_full,
+            max_queue=self.max_queue,
+            queue_timeout_s=self.queue_timeout_s,
+            max_body_bytes=self.max_body_bytes,
+            dispatch=self.dispatch,
+            health_interval_s=self.health_interval_s,
+            health_timeout_s=self.health_timeout_s,
+            unhealthy_backoff_s=self.unhealthy_backoff_s,
+            connect_timeout_s=self.connect_timeout_s,
+            upstream_timeout_s=self.upstream_timeout_s or None,
+            upstream_client=self.upstream_client,
+            file_poll_s=self.file_poll_s,
+            log_level=self.log_level,
+            allow_routes=tuple(parse_route(text) for text in self.allow_route),
+            ready_file=self.ready_file,
+        )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
-    p.add_argument(
-        "--slots-per-endpoint",
-        type=int,
-        default=4,
-        help="requests one replica runs at once: vLLM's --max-num-seqs (default 4)",
-    )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--endpoints", help='static list: URL,URL ("" = zero endpoints)')
-    src.add_argument(
-        "--endpoints-file",
-        type=Path,
-        help="JSON or YAML list of base URLs, re-read when it changes",
-    )
-    src.add_argument("--k8s-namespace", help="watch EndpointSlices in this namespace")
-    p.add_argument("--k8s-service", help="Service whose EndpointSlices to watch")
-    p.add_argument("--k8s-port-name", help="the EndpointSlice port to use, by name")
-    p.add_argument(
-        "--hold-when-full",
-        action="store_true",
-        help="hold requests in a FIFO here when every slot is busy or no endpoint is ready",
-    )
-    p.add_argument("--max-queue", type=int, default=1024, help="held requests at most (503 beyond)")
-    p.add_argument(
-        "--queue-timeout-s", type=float, default=300.0, help="longest hold before 504 (seconds)"
-    )
-    p.add_argument(
-        "--max-body-bytes", type=int, default=16 * 1024 * 1024, help="413 above this body size"
-    )
-    p.add_argument(
-        "--dispatch",
-        choices=("least-outstanding", "random"),
-        default="least-outstanding",
-        help="endpoint choice (random only as a benchmark baseline)",
-    )
-    p.add_argument("--health-interval-s", type=float, default=2.0, help="active health checks")
-    p.add_argument("--health-timeout-s", type=float, default=2.0, help="one health check")
-    p.add_argument(
-        "--unhealthy-backoff-s",
-        type=float,
-        default=2.0,
-        help="an endpoint that refused a connection gets no requests for this long",
-    )
-    p.add_argument("--connect-timeout-s", type=float, default=5.0, help="upstream connect")
-    p.add_argument(
-        "--upstream-timeout-s",
-        type=float,
-        default=0.0,
-        help="overall upstream limit per request, 0 = none (default)",
-    )
-    p.add_argument(
-        "--upstream-client",
-        choices=UPSTREAM_CLIENTS,
-        default="httptools",
-        help="the /v1/* client: httptools (asyncio + llhttp, default, ~4x less CPU a "
-        "request) or aiohttp (ClientSession; the benchmark's peer)",
-    )
-    p.add_argument("--file-poll-s", type=float, default=1.0, help="--endpoints-file poll period")
-    p.add_argument(
-        "--allow-route",
-        action="append",
-        default=[],
-        metavar="METHOD:/v1/PATH",
-        help="also forward this method and path (repeatable; a {name} segment matches one "
-        "segment), e.g. POST:/v1/load_lora_adapter. Only vLLM's OpenAI routes are forwarded "
-        "otherwise: other paths get 404, other methods 405",
-    )
-    p.add_argument("--log-level", default="warning", help="|".join(LOG_LEVELS))
+    """The router's flags (one a field of :class:`RouterSettings`) and --print-config."""
+    config.add_flags(p, RouterSettings)
 
 
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise ConfigError(f"{name} must be > 0, got {value}")
+def settings_from_args(args: argparse.Namespace) -> RouterSettings:
+    """Flags over ``INFLIGHT_ROUTER_*`` over defaults; ConfigError names flag and variable."""
+    return config.load(RouterSettings, args)
 
 
 def from_args(args: argparse.Namespace) -> RouterConfig:
-    """Validate the parsed flags; raise ConfigError naming the flag at fault."""
-    from router.sources import SourceError, parse_endpoints_flag  # yaml: keep --help fast
-
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be 0..65535, got {args.port}")
-    if args.slots_per_endpoint < 1:
-        raise ConfigError(f"--slots-per-endpoint must be ≥ 1, got {args.slots_per_endpoint}")
-    if args.max_queue < 0:
-        raise ConfigError(f"--max-queue must be ≥ 0, got {args.max_queue}")
-    if args.max_body_bytes < 1:
-        raise ConfigError(f"--max-body-bytes must be ≥ 1, got {args.max_body_bytes}")
-    for flag in (
-        "queue_timeout_s",
-        "health_interval_s",
-        "health_timeout_s",
-        "connect_timeout_s",
-        "file_poll_s",
-    ):
-        _positive("--" + flag.replace("_", "-"), getattr(args, flag))
-    if args.unhealthy_backoff_s < 0:
-        raise ConfigError(f"--unhealthy-backoff-s must be ≥ 0, got {args.unhealthy_backoff_s}")
-    if args.upstream_timeout_s < 0:
-        raise ConfigError(f"--upstream-timeout-s must be ≥ 0, got {args.upstream_timeout_s}")
-    log_level = args.log_level.lower()  # logging and uvicorn would fail on it at startup
-    if log_level not in LOG_LEVELS:
-        raise ConfigError(f"--log-level must be {'|'.join(LOG_LEVELS)}, got {args.log_level}")
-    try:
-        allow_routes = tuple(parse_route(text) for text in args.allow_route)
-    except RouteSpecError as exc:
-        raise ConfigError(f"--allow-route {exc}") from exc
-    endpoints: tuple[str, ...] | None = None
-    k8s: K8sSource | None = None
-    if args.endpoints is not None:
-        try:
-            endpoints = tuple(parse_endpoints_flag(args.endpoints))
-        except SourceError as exc:
-            raise ConfigError(str(exc)) from exc
-    if args.k8s_namespace is not None:
-        if not args.k8s_service:
-            raise ConfigError("--k8s-namespace needs --k8s-service NAME")
-        k8s = K8sSource(args.k8s_namespace, args.k8s_service, args.k8s_port_name)
-    elif args.k8s_service or args.k8s_port_name:
-        raise ConfigError("--k8s-service/--k8s-port-name need --k8s-namespace")
-    return RouterConfig(
-        host=args.host,
-        port=args.port,
-        slots_per_endpoint=args.slots_per_endpoint,
-        endpoints=endpoints,
-        endpoints_file=args.endpoints_file,
-        k8s=k8s,
-        hold_when_full=args.hold_when_full,
-        max_queue=args.max_queue,
-        queue_timeout_s=args.queue_timeout_s,
-        max_body_bytes=args.max_body_bytes,
-        dispatch=args.dispatch,
-        health_interval_s=args.health_interval_s,
-        health_timeout_s=args.health_timeout_s,
-        unhealthy_backoff_s=args.unhealthy_backoff_s,
-        connect_timeout_s=args.connect_timeout_s,
-        upstream_timeout_s=args.upstream_timeout_s or None,
-        upstream_client=args.upstream_client,
-        file_poll_s=args.file_poll_s,
-        log_level=log_level,
-        allow_routes=allow_routes,
-    )
+    """Validate the flags (and environment); raise ConfigError naming the flag at fault."""
+    return settings_from_args(args).router_config()

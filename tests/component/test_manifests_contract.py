@@ -3,9 +3,11 @@
 Every built kustomization (``kubectl kustomize``, see ``test_manifests_build.py``) is
 checked against the real thing, never against a copy of it:
 
-* container args parse with the real ``inflight`` parser (``inflight.cli.build_parser``)
-  and, for the router, its real config validation; the flags' values agree with the
-  ports, Services and ScaledObject beside them;
+* an inflight container's configuration is its ``args`` (the subcommand) plus the
+  ``INFLIGHT_<SUBCOMMAND>_*`` variables of its ``env`` and ``envFrom`` ConfigMaps, and
+  loads with the real parser and settings model (``inflight.config.load``: flags over
+  variables over defaults, one validation); the values agree with the ports, Services
+  and ScaledObject beside them; every pod turns Kubernetes service links off;
 * the ScaledObject's trigger metadata parses with the scaler's real metadata parser,
   uses only ``inflight.names`` META_* keys (and KEDA's own), points at the scaler
   Service's gRPC port, selects this stack's router, and its HPA behaviour, polling
@@ -14,9 +16,9 @@ checked against the real thing, never against a copy of it:
   EndpointSlices;
 * the metric names the ServiceMonitors keep and the PrometheusRule uses are the router's,
   scaler's and vLLM's names from ``inflight.names``;
-* the router, emulator and scaler started with the manifests' own args (host moved to
-  127.0.0.1, ports to 0: each reports the ports it got) answer the probe paths and serve,
-  at the scraped path, only metric names the ServiceMonitors keep.
+* the router, emulator and scaler started with the manifests' own args and environment
+  (host moved to 127.0.0.1, ports to 0: each reports the ports it got) answer the probe
+  paths and serve, at the scraped path, only metric names the ServiceMonitors keep.
 
 A container whose subcommand ``inflight`` does not have fails (every subcommand the
 manifests run has landed; a skip would hide a broken manifest).
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -36,7 +39,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from inflight import __version__, cli, names
+from inflight import __version__, cli, config, names
 from tests.component.test_manifests_build import KUSTOMIZATIONS, find, objects, one
 from tests.support import INFLIGHT, ProcessTracker, openssl, wait_for
 
@@ -90,6 +93,23 @@ def expanded_args(obj: Obj, container: Obj) -> list[str]:
     return [expand(a) for a in container.get("args", [])]
 
 
+def container_env(objs: list[Obj], obj: Obj, container: Obj) -> dict[str, str]:
+    """The container's variables as the kubelet sets them: ``envFrom`` ConfigMaps first,
+    then ``env`` (which wins); the namespace from the downward API."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        ref = source["configMapRef"]["name"]
+        maps = [c for c in find(objs, "ConfigMap") if c["metadata"]["name"] == ref]
+        assert len(maps) == 1, f"{container['name']}: envFrom names ConfigMap {ref}, not built"
+        env.update(maps[0].get("data", {}))
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[var["name"]] = obj["metadata"]["namespace"]
+    return env
+
+
 def parse_inflight(args: list[str]) -> argparse.Namespace:
     """Parse a container's args with the real ``inflight`` parser; fail with its message."""
     subcommand = args[0]
@@ -103,6 +123,43 @@ def parse_inflight(args: list[str]) -> argparse.Namespace:
             return cli.build_parser().parse_args(args)
     except SystemExit as exc:
         pytest.fail(f"`inflight {' '.join(args)}` is rejected (exit {exc.code}):\n{err.getvalue()}")
+
+
+def settings_model(subcommand: str) -> type[config.Settings]:
+    from emulator.cli import EmulatorSettings
+    from external_scaler.cli import ScalerSettings
+    from router.config import RouterSettings
+
+    models: dict[str, type[config.Settings]] = {
+        "emulator": EmulatorSettings,
+        "router": RouterSettings,
+        "scaler": ScalerSettings,
+    }
+    return models[subcommand]
+
+
+def load_settings(args: list[str], env: dict[str, str]) -> Any:
+    """The settings ``inflight <args>`` would run with under ``env`` (and nothing else of
+    this process's INFLIGHT_* variables), validated by the real model; fail with its
+    message."""
+    with pytest.MonkeyPatch.context() as mp:
+        for var in list(os.environ):
+            if var.upper().startswith("INFLIGHT_"):
+                mp.delenv(var)
+        for var, value in env.items():
+            mp.setenv(var, value)
+        namespace = parse_inflight(args)  # the parser reads the environment too
+        try:
+            return config.load(settings_model(args[0]), namespace)
+        except config.ConfigError as exc:
+            pytest.fail(f"`inflight {' '.join(args)}` with {env} is rejected: {exc}")
+
+
+def container_settings(objs: list[Obj], deployment: str) -> tuple[Obj, Obj, Any]:
+    """The Deployment, its container and the settings its inflight command loads."""
+    dep, container = deployment_container(objs, deployment)
+    settings = load_settings(expanded_args(dep, container), container_env(objs, dep, container))
+    return dep, container, settings
 
 
 def test_a_subcommand_inflight_lacks_fails_the_check_not_skips_it(
@@ -222,31 +279,53 @@ def test_every_inflight_container_runs_the_package_version(objs: list[Obj]) -> N
     assert images == {f"{IMAGE}:{__version__}"}
 
 
-def test_router_args_parse_and_agree(objs: list[Obj]) -> None:
-    dep, container = deployment_container(objs, "inflight-router")
-    args = parse_inflight(expanded_args(dep, container))
-    from router.config import from_args  # the router's own validation, beyond argparse
-
-    from_args(args)
-    assert args.command == "router"
-    assert args.host == "0.0.0.0", "listen on the pod IP, not loopback"
-    assert args.port == container_port(container, "http")
-    assert args.k8s_namespace == dep["metadata"]["namespace"]
-    service = one(objs, "Service", args.k8s_service)
+def test_router_settings_load_and_agree(objs: list[Obj]) -> None:
+    dep, container, settings = container_settings(objs, "inflight-router")
+    assert settings.host == "0.0.0.0", "listen on the pod IP, not loopback"
+    assert settings.port == container_port(container, "http")
+    assert settings.k8s_namespace == dep["metadata"]["namespace"]
+    service = one(objs, "Service", settings.k8s_service)
     port_names = [p.get("name") for p in service["spec"]["ports"]]
-    assert args.k8s_port_name in port_names, f"--k8s-port-name not a port of {args.k8s_service}"
+    assert settings.k8s_port_name in port_names, f"port not a port of {settings.k8s_service}"
     _so, meta = scaled_object(objs)
-    assert args.slots_per_endpoint == int(meta[names.META_SLOTS_PER_REPLICA])
+    assert settings.slots_per_endpoint == int(meta[names.META_SLOTS_PER_REPLICA])
+    assert settings.hold_when_full, "held requests must count in L while KEDA scales"
 
 
-def test_scaler_args_parse_and_agree(objs: list[Obj]) -> None:
-    dep, container = deployment_container(objs, "inflight-scaler")
-    args = parse_inflight(expanded_args(dep, container))
-    assert args.command == "scaler"
-    assert args.host == "0.0.0.0"
-    assert args.grpc_port == container_port(container, "grpc")
-    assert args.metrics_port == container_port(container, "metrics")
-    assert args.prometheus_url.startswith("http")
+def test_scaler_settings_load_and_agree(objs: list[Obj]) -> None:
+    _dep, container, settings = container_settings(objs, "inflight-scaler")
+    assert settings.host == "0.0.0.0"
+    assert settings.grpc_port == container_port(container, "grpc")
+    assert settings.metrics_port == container_port(container, "metrics")
+    assert settings.prometheus_url.startswith("http")
+
+
+def test_inflight_containers_are_configured_through_their_configmap(objs: list[Obj]) -> None:
+    """``args`` is the subcommand alone; every setting is an INFLIGHT_<SUBCOMMAND>_*
+    variable, from the container's ConfigMap (or the downward API for the namespace)."""
+    for dep in find(objs, "Deployment"):
+        for container in dep["spec"]["template"]["spec"]["containers"]:
+            if container["image"].split(":")[0] != IMAGE:
+                continue
+            args = container.get("args", [])
+            assert len(args) == 1, f"{container['name']}: flags in args {args}, not in env"
+            prefix = f"INFLIGHT_{args[0].upper()}_"
+            env = container_env(objs, dep, container)
+            assert container.get("envFrom"), f"{container['name']}: no ConfigMap"
+            assert all(var.startswith(prefix) for var in env), (
+                f"{container['name']}: variables {sorted(env)} outside {prefix}*"
+            )
+
+
+def test_every_pod_turns_service_links_off(objs: list[Obj]) -> None:
+    """The kubelet sets <SERVICE>_PORT=tcp://… for every Service in the namespace unless a
+    pod opts out: Service inflight-router would give the router INFLIGHT_ROUTER_PORT (read
+    as its --port), Service vllm gives vLLM VLLM_PORT (which vLLM refuses)."""
+    services = {s["metadata"]["name"].upper().replace("-", "_") for s in find(objs, "Service")}
+    assert {"INFLIGHT_ROUTER", "INFLIGHT_SCALER", "VLLM"} <= services  # why it matters
+    for dep in find(objs, "Deployment"):
+        spec = dep["spec"]["template"]["spec"]
+        assert spec.get("enableServiceLinks") is False, dep["metadata"]["name"]
 
 
 def test_replica_args_agree(objs: list[Obj]) -> None:
@@ -256,10 +335,10 @@ def test_replica_args_agree(objs: list[Obj]) -> None:
     slots = int(meta[names.META_SLOTS_PER_REPLICA])
     args = expanded_args(dep, container)
     if container["image"].split(":")[0] == IMAGE:
-        parsed = parse_inflight(args)
-        assert parsed.command == "emulator"
-        assert (parsed.host, parsed.port) == ("0.0.0.0", container_port(container, "http"))
-        assert parsed.max_num_seqs == slots
+        settings = load_settings(args, container_env(objs, dep, container))
+        assert args[0] == "emulator"
+        assert (settings.host, settings.port) == ("0.0.0.0", container_port(container, "http"))
+        assert settings.max_num_seqs == slots
     else:
         flags = flag_values(args)
         assert container["command"] == ["vllm", "serve"]
@@ -308,9 +387,8 @@ def test_scaledobject_points_at_the_scaler_and_the_replicas(objs: list[Obj]) -> 
         f"scalerAddress {meta['scalerAddress']} must name the Service in namespace {namespace}"
         " (KEDA runs in its own namespace)"
     )
-    dep, container = deployment_container(objs, "inflight-scaler")
-    grpc_port = parse_inflight(expanded_args(dep, container)).grpc_port
-    assert service_target(objs, service, int(port)) == grpc_port
+    _dep, _container, settings = container_settings(objs, "inflight-scaler")
+    assert service_target(objs, service, int(port)) == settings.grpc_port
     target = so["spec"]["scaleTargetRef"]
     assert (target["apiVersion"], target["kind"]) == ("apps/v1", "Deployment")
     one(objs, "Deployment", target["name"])
@@ -487,18 +565,13 @@ def test_prometheusrule_uses_only_kept_shared_names(objs: list[Obj]) -> None:
 # --- the real servers, started with the manifests' args ---------------------------------------
 
 
-def _local(args: list[str], ports: dict[str, int]) -> list[str]:
-    """Args moved to loopback: ``--host`` → 127.0.0.1, ``--<flag>`` → port (0: the server
-    picks one and reports it in its ready file, which ``procs.start`` reads)."""
-    out = []
-    for arg in args:
-        flag = arg.split("=", 1)[0]
-        if flag == "--host":
-            arg = "--host=127.0.0.1"
-        elif flag.lstrip("-") in ports:
-            arg = f"{flag}={ports[flag.lstrip('-')]}"
-        out.append(arg)
-    return out
+def _local(env: dict[str, str], subcommand: str, *ports: str) -> dict[str, str]:
+    """The manifests' variables moved to loopback: ``…_HOST`` → 127.0.0.1, each of
+    ``ports`` → 0 (the server picks one and reports it in its ready file, which
+    ``procs.start`` reads). Every other value is the manifests' own."""
+    prefix = f"INFLIGHT_{subcommand.upper()}_"
+    assert all(prefix + p.upper() in env for p in ("host", *ports)), sorted(env)
+    return {**env, prefix + "HOST": "127.0.0.1", **{prefix + p.upper(): "0" for p in ports}}
 
 
 def _scrape(url: str) -> set[str]:
@@ -532,13 +605,18 @@ def _get_ok(url: str) -> bool:
 
 def test_router_answers_its_probes_and_serves_kept_metrics(procs: ProcessTracker) -> None:
     objs = objects("base")
-    dep, container = deployment_container(objs, "inflight-router")
+    dep, container, _settings = container_settings(objs, "inflight-router")
     args = expanded_args(dep, container)
-    parse_inflight(args)
-    # No API server here: swap EndpointSlice discovery for an empty static list.
-    args = [a for a in args if not a.startswith("--k8s-")] + ["--endpoints="]
+    # No API server here: swap EndpointSlice discovery for an empty static list, set the
+    # way a ConfigMap would (an empty value is zero endpoints).
+    env = {
+        k: v
+        for k, v in _local(container_env(objs, dep, container), "router", "port").items()
+        if not k.startswith("INFLIGHT_ROUTER_K8S_")
+    }
+    env["INFLIGHT_ROUTER_ENDPOINTS"] = ""
     (path,) = _probe_paths(container)
-    server = procs.start([*INFLIGHT, *_local(args, {"port": 0})], name="router", ready_path=path)
+    server = procs.start([*INFLIGHT, *args], name="router", ready_path=path, env=env)
     samples = _scrape(server.url + "/metrics")
     keep = keep_regex(objs, "inflight-router")
     ours = {s for s in samples if s.startswith("router_")}
@@ -548,12 +626,11 @@ def test_router_answers_its_probes_and_serves_kept_metrics(procs: ProcessTracker
 
 def test_emulator_answers_its_probes_and_serves_kept_metrics(procs: ProcessTracker) -> None:
     objs = objects("overlays/emulator")
-    dep, container = deployment_container(objs, "vllm")
+    dep, container, _settings = container_settings(objs, "vllm")
     args = expanded_args(dep, container)
-    parse_inflight(args)
-    server = procs.start(
-        [*INFLIGHT, *_local(args, {"port": 0}), "--startup-s=0"], name="emulator", ready_path=None
-    )
+    env = _local(container_env(objs, dep, container), "emulator", "port")
+    env["INFLIGHT_EMULATOR_STARTUP_S"] = "0"
+    server = procs.start([*INFLIGHT, *args], name="emulator", ready_path=None, env=env)
     for path in sorted(_probe_paths(container)):
         url = server.url + path
         wait_for(lambda: _get_ok(url), timeout_s=30.0, what=f"emulator {path}")  # noqa: B023
@@ -566,15 +643,14 @@ def test_emulator_answers_its_probes_and_serves_kept_metrics(procs: ProcessTrack
 
 def test_scaler_answers_grpc_health_and_serves_kept_metrics(procs: ProcessTracker) -> None:
     objs = objects("base")
-    dep, container = deployment_container(objs, "inflight-scaler")
+    dep, container, settings = container_settings(objs, "inflight-scaler")
     args = expanded_args(dep, container)
     probe_port = container_port(container, container["readinessProbe"]["grpc"]["port"])
-    assert probe_port == parse_inflight(args).grpc_port, "the gRPC probe misses the gRPC port"
-    local = _local(args, {"grpc-port": 0, "metrics-port": 0})
+    assert probe_port == settings.grpc_port, "the gRPC probe misses the gRPC port"
+    env = _local(container_env(objs, dep, container), "scaler", "grpc_port", "metrics_port")
     # Nothing listens there: the scaler must still start and report itself serving.
-    local = [a for a in local if not a.startswith("--prometheus-url")]
-    local.append("--prometheus-url=http://127.0.0.1:9")
-    server = procs.start([*INFLIGHT, *local], name="scaler", ready_path="/metrics")
+    env["INFLIGHT_SCALER_PROMETHEUS_URL"] = "http://127.0.0.1:9"
+    server = procs.start([*INFLIGHT, *args], name="scaler", ready_path="/metrics", env=env)
     grpc_port = server.ports["grpc"]
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -604,26 +680,25 @@ KEDA_TLS_PARAMETERS = {"caCert", "tlsClientCert", "tlsClientKey"}
 
 def test_tls_is_on_at_both_ends_or_neither(objs: list[Obj]) -> None:
     so, _meta = scaled_object(objs)
-    dep, container = deployment_container(objs, "inflight-scaler")
-    args = parse_inflight(expanded_args(dep, container))
+    dep, container, settings = container_settings(objs, "inflight-scaler")
     auth = so["spec"]["triggers"][0].get("authenticationRef")
-    server_tls = args.tls_cert is not None
+    server_tls = settings.tls_cert is not None
     assert server_tls == (auth is not None), (
         "KEDA dials TLS only with a TriggerAuthentication; the scaler serves TLS only with "
-        f"--tls-cert: authenticationRef={auth}, --tls-cert={args.tls_cert}"
+        f"--tls-cert: authenticationRef={auth}, --tls-cert={settings.tls_cert}"
     )
     if not server_tls:
         return
     ta = one(objs, "TriggerAuthentication", auth["name"])
     assert {r["parameter"] for r in ta["spec"]["secretTargetRef"]} == KEDA_TLS_PARAMETERS
-    assert args.tls_key and args.tls_client_ca, "mutual TLS needs --tls-key and --tls-client-ca"
+    assert settings.tls_key and settings.tls_client_ca, "mutual TLS needs a key and a client CA"
     mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
     secrets = {
         v["name"]: v["secret"]["secretName"]
         for v in dep["spec"]["template"]["spec"]["volumes"]
         if "secret" in v
     }
-    for path in (args.tls_cert, args.tls_key, args.tls_client_ca):
+    for path in (settings.tls_cert, settings.tls_key, settings.tls_client_ca):
         assert any(
             path.startswith(mounts[name].rstrip("/") + "/") for name in secrets if name in mounts
         ), f"{path} is not in a mounted Secret"
@@ -658,19 +733,17 @@ def test_scaler_serves_mutual_tls_with_the_components_args(
     without, and answers the component's HTTP probes."""
     objs = objects("overlays/emulator-tls")
     _so, meta = scaled_object(objs)
-    dep, container = deployment_container(objs, "inflight-scaler")
+    dep, container, settings = container_settings(objs, "inflight-scaler")
     args = expanded_args(dep, container)
-    parse_inflight(args)
     host = meta["scalerAddress"].rpartition(":")[0]
     _make_certificates(tmp_path, host)
     (mount,) = [m["mountPath"] for m in container["volumeMounts"] if m["name"] == "tls"]
-    local = _local(args, {"grpc-port": 0, "metrics-port": 0})
-    local = [a.replace(mount.rstrip("/") + "/", f"{tmp_path}/") for a in local]
-    local = [a for a in local if not a.startswith("--prometheus-url")]
-    local.append("--prometheus-url=http://127.0.0.1:9")
+    env = _local(container_env(objs, dep, container), "scaler", "grpc_port", "metrics_port")
+    env = {k: v.replace(mount.rstrip("/") + "/", f"{tmp_path}/") for k, v in env.items()}
+    env["INFLIGHT_SCALER_PROMETHEUS_URL"] = "http://127.0.0.1:9"
     probe = container["readinessProbe"]["httpGet"]
-    assert container_port(container, probe["port"]) == parse_inflight(args).metrics_port
-    server = procs.start([*INFLIGHT, *local], name="scaler-tls", ready_path=probe["path"])
+    assert container_port(container, probe["port"]) == settings.metrics_port
+    server = procs.start([*INFLIGHT, *args], name="scaler-tls", ready_path=probe["path"], env=env)
     grpc_port = server.ports["grpc"]
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
