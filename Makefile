@@ -1,9 +1,13 @@
-# The README's two commands. Both set everything up first (scripts/setup.sh).
-.PHONY: up test
+# The README's commands. up and test set everything up first (scripts/setup.sh); image
+# builds the Dockerfile with podman (scripts/image.sh).
+.PHONY: up test image
 up:
 	scripts/up.sh $(ARGS)
 test:
 	scripts/test.sh $(ARGS)
+image:
+	scripts/image.sh $(ARGS)
+
 # Re-read vLLM's metric contract from a release wheel: make vllm-contract VLLM=0.33.0
 .PHONY: vllm-contract
 vllm-contract:

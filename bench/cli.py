@@ -11,6 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from inflight import extras
+
 DEFAULT_CONCURRENCY = "4,8,16,32,64"
 
 
@@ -224,6 +226,8 @@ def _chaos_parser(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if (missing := extras.require("bench", "inflight bench run")) is not None:
+        return missing
     from bench.run_cmd import main
 
     return main(args)
@@ -236,6 +240,8 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    if (missing := extras.require("bench", "inflight bench compare")) is not None:
+        return missing
     from bench.compare import main
 
     return main(args)

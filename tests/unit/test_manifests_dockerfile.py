@@ -1,11 +1,12 @@
 """The Dockerfile, checked for structure against the repository and the manifests.
 
-No Docker engine runs here, so the image cannot be built in the tests; instead this
-parses the Dockerfile and checks what a build would depend on: every file it copies
-exists and is not excluded by ``.dockerignore``, every package ``pyproject.toml``
-ships is copied, base images are pinned to the Python the project requires, the
-entrypoint is the ``inflight`` script, and the user and ports agree with the manifests'
-``securityContext`` and ``containerPort`` s.
+tests/integration/test_image.py builds and runs the image; this checks, without building,
+what a build depends on and what running it cannot show: every file it copies exists and
+is not excluded by ``.dockerignore``, every package ``pyproject.toml`` ships is copied, base
+images are pinned to the Python the project requires, the runtime stage installs the plain
+package (no extras) without keeping the wheels, the entrypoint is the ``inflight`` script,
+and the user and ports agree with the manifests' ``securityContext`` and
+``containerPort`` s.
 """
 
 from __future__ import annotations
@@ -184,6 +185,24 @@ def test_every_shipped_package_and_the_readme_are_copied(
         f"packages pyproject ships but the image lacks: {packages - copied}"
     )
     assert {"pyproject.toml", pyproject["project"]["readme"]} <= copied
+
+
+def test_runtime_installs_the_plain_package_without_keeping_the_wheels(
+    instructions: list[Instruction],
+) -> None:
+    build, final = stages(instructions)[0], stages(instructions)[-1]
+    assert "AS build" in build[0].args, "the first stage is not named build"
+    # A COPY of the wheels would stay in the image as a layer, whatever a later RUN removes.
+    assert not [i for i in final if i.keyword == "COPY" and "--from=" in i.args], (
+        "the runtime stage copies from the build stage; mount the wheels instead"
+    )
+    installs = [i.args for i in final if i.keyword == "RUN" and "pip install" in i.args]
+    assert len(installs) == 1, installs
+    assert "--mount=type=bind,from=build,source=/wheels,target=/wheels" in installs[0]
+    assert "--no-index" in installs[0]
+    # The plain package: the bench and dashboards extras stay out of the image.
+    wheel = re.search(r"(/wheels/inflight-\S*)", installs[0])
+    assert wheel and "[" not in wheel.group(1), installs[0]
 
 
 def test_entrypoint_is_the_inflight_script(
