@@ -69,13 +69,15 @@ class FaultError(RuntimeError):
 
 
 async def _replica_back(ctx: Ctx, ready_before: int, pgid: int, label: str) -> bool:
-    """The faulted replica is gone (process and router), as many ready as before it."""
+    """The faulted replica is gone (process and router), and as many are ready as before
+    it, or as the stack now wants if that is fewer: the load may have let the autoscaler
+    scale down meanwhile (whether that was right is judged apart, as wrong_scale_downs),
+    and waiting for the old count would then never end."""
     if group_alive(pgid):
         return False
     ready = await ctx.ready_endpoints()
-    return (
-        f"http://{label}" not in ready and len(ready) >= ready_before and await ctx.scaler_answers()
-    )
+    want = min(ready_before, max(1, _desired(ctx)))
+    return f"http://{label}" not in ready and len(ready) >= want and await ctx.scaler_answers()
 
 
 async def kill_replica(ctx: Ctx) -> Injected:
