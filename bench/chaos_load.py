@@ -21,9 +21,7 @@ import time
 import aiohttp
 
 from bench.chaos_model import ChaosRequest
-from bench.sse import SseCounter
-
-_TAIL_BYTES = 600
+from bench.loadgen import send_one
 
 
 async def stream_one(
@@ -34,32 +32,10 @@ async def stream_one(
     router: int,
     long: bool = False,
 ) -> ChaosRequest:
-    """POST one streaming completion; ok only with a 200 and a final ``[DONE]``."""
-    start = time.time()
-    counter = SseCounter()
-    tail = b""
-    try:
-        async with session.post(
-            url,
-            data=payload,
-            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-            timeout=aiohttp.ClientTimeout(total=timeout_s),
-        ) as resp:
-            if resp.status != 200:
-                text = (await resp.read())[:300].decode(errors="replace")
-                return ChaosRequest(
-                    start, time.time(), False, router, f"HTTP {resp.status}: {text}", long
-                )
-            async for chunk in resp.content.iter_any():
-                counter.feed(chunk)
-                tail = (tail + chunk)[-_TAIL_BYTES:]
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        error = f"{type(exc).__name__}: {exc} {tail.decode(errors='replace')}"
-        return ChaosRequest(start, time.time(), False, router, error, long)
-    if not counter.done:
-        error = f"stream ended without [DONE]: {tail.decode(errors='replace')}"
-        return ChaosRequest(start, time.time(), False, router, error, long)
-    return ChaosRequest(start, time.time(), True, router, "", long)
+    """POST one streaming completion (:func:`bench.loadgen.send_one`, the benchmark's own
+    sender); ok only with a 200 and a final ``[DONE]``."""
+    record = await send_one(session, url, payload, timeout_s)
+    return ChaosRequest(record.start_t, record.end_t, record.ok, router, record.error, long)
 
 
 class OpenLoop:

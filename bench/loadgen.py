@@ -46,13 +46,23 @@ class LevelPlan:
             raise ValueError(f"--requests must be >= 1, got {self.requests}")
 
 
+# How much of a failed stream's last bytes its error keeps: the router's SSE error event
+# names the endpoint at fault (the fault run attributes failures with it).
+_TAIL_BYTES = 600
+
+
 async def send_one(
     session: aiohttp.ClientSession, url: str, payload: bytes, timeout_s: float
 ) -> RequestRecord:
-    """POST one streaming request; time the first data event and the last byte."""
+    """POST one streaming request; time the first data event and the last byte.
+
+    A failure's ``error`` is the status and body, or the exception and the stream's last
+    bytes, or "stream ended without [DONE]" and those bytes.
+    """
     start = time.time()
     first: float | None = None
     counter = SseCounter()
+    tail = b""
     try:
         async with session.post(
             url,
@@ -61,7 +71,7 @@ async def send_one(
             timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as resp:
             if resp.status != 200:
-                text = (await resp.read())[:200].decode(errors="replace")
+                text = (await resp.read())[:300].decode(errors="replace")
                 return RequestRecord(
                     start, time.time(), None, 0, False, f"HTTP {resp.status}: {text}"
                 )
@@ -69,13 +79,16 @@ async def send_one(
                 if first is None and b"data:" in chunk:
                     first = time.time()
                 counter.feed(chunk)
+                tail = (tail + chunk)[-_TAIL_BYTES:]
         end = time.time()
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        return RequestRecord(start, time.time(), first, 0, False, f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        if tail:
+            error += f" {tail.decode(errors='replace')}"
+        return RequestRecord(start, time.time(), first, 0, False, error)
     if not counter.done:
-        return RequestRecord(
-            start, end, first, counter.output_tokens(), False, "stream ended without [DONE]"
-        )
+        error = f"stream ended without [DONE]: {tail.decode(errors='replace')}"
+        return RequestRecord(start, end, first, counter.output_tokens(), False, error)
     return RequestRecord(start, end, first, counter.output_tokens(), True)
 
 
