@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from external_scaler.errors import MetadataError
-from external_scaler.policy import POLICIES, PolicyName, PolicySpec
+from external_scaler.policy import POLICIES, SAMPLE_GAP_SCRAPES, PolicyName, PolicySpec
 from external_scaler.selector import parse_selector
 from inflight import names
 
@@ -149,6 +149,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             time_scale=time_scale,
             hpa_scale_up_tolerance=up_tol,
             hpa_scale_down_tolerance=down_tol,
+            max_sample_gap_s=SAMPLE_GAP_SCRAPES * scrape_interval_s,
         ),
         scrape_interval_s=scrape_interval_s,
     )

@@ -36,7 +36,7 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import Final, Literal
 
 from inflight.hpa_math import HPA_TOLERANCE, replicas_for_average_value
@@ -52,6 +52,11 @@ QPS_DOWN_THRESHOLD: Final = 0.05
 # Values are rounded to this many decimals before ceil(), so a mean that is 8.0000000001
 # by floating-point accident does not ask for a third replica.
 _DECIMALS: Final = 6
+
+
+# L's samples may be this many scrape intervals apart (or old) before the window stops
+# being a record of L: the source's staleness limit and the policy's gap limit.
+SAMPLE_GAP_SCRAPES: Final = 3
 
 
 class NoSamples(ValueError):
@@ -85,6 +90,10 @@ class PolicySpec:
     # set): only for predicting the count the HPA derives, never for the value.
     hpa_scale_up_tolerance: float = HPA_TOLERANCE
     hpa_scale_down_tolerance: float = HPA_TOLERANCE
+    # The longest gap (wall s) between samples of L, or between the window's ends and its
+    # nearest sample, that still lets the window decide a scale-down. Metadata sets
+    # SAMPLE_GAP_SCRAPES x ``scrapeIntervalSeconds``; infinite: never checked.
+    max_sample_gap_s: float = math.inf
 
     @property
     def target(self) -> float:
@@ -213,6 +222,16 @@ def decide(
         )
     if not active and value > 0:
         reason = f"inactive: {value:g} <= activationInflight {spec.activation_inflight:g}"
+    gap = _largest_gap(times, now_s - down_s - up_s, now_s)
+    if gap > spec.max_sample_gap_s and (ready_replicas is None or desired < ready_replicas):
+        # The window is not a record of L over its span (a Prometheus outage or restart,
+        # a history that starts inside the window): its maximum may miss the peak, so it
+        # may not remove replicas. Scaling up, or holding, on it is safe.
+        raise NoSamples(
+            f"the window of L has a {gap:.1f} s gap (over the {spec.max_sample_gap_s:g} s "
+            f"allowed): no scale-down from {'?' if ready_replicas is None else ready_replicas}"
+            f" to {desired} replicas on partial data"
+        )
     return Decision(
         policy="saturation",
         value=value,
@@ -306,6 +325,18 @@ def latest(samples: Sequence[Sample], at_s: float) -> float | None:
         if sample.t_s <= at_s and (best is None or sample.t_s >= best.t_s):
             best = sample
     return None if best is None else best.value
+
+
+def _largest_gap(times: Sequence[float], start_s: float, end_s: float) -> float:
+    """The longest stretch of [start, end] with no sample (``times`` sorted, within it).
+
+    >>> _largest_gap([1.0, 2.0, 6.0], 0.0, 7.0)
+    4.0
+    >>> _largest_gap([5.0], 0.0, 6.0)  # a history that starts inside the window
+    5.0
+    """
+    edges = [start_s, *times, end_s]
+    return max(b - a for a, b in pairwise(edges))
 
 
 def _in_span(samples: Sequence[Sample], start_s: float, end_s: float) -> list[Sample]:

@@ -259,6 +259,7 @@ def _window(data: dict[str, Any], query: RangeQuery, start_s: float, end_s: floa
             f"{', '.join(down)} (a removed target stops counting once Prometheus drops it)"
         )
     sampled = one(SIGNAL_SAMPLED)
+    inflight = _observed_steps(inflight, sampled, query.max_sample_age_s)
     if sampled and sampled[-1].t_s >= at_end:
         age_s = end_s - sampled[-1].value
         if age_s > query.max_sample_age_s:
@@ -272,6 +273,24 @@ def _window(data: dict[str, Any], query: RangeQuery, start_s: float, end_s: floa
         inflight=inflight,
         arrivals_total=counter_total(samples for _, samples in series.get(SIGNAL_ARRIVALS, [])),
         ready_replicas=one(SIGNAL_READY),
+    )
+
+
+def _observed_steps(
+    inflight: tuple[Sample, ...], sampled: tuple[Sample, ...], max_age_s: float
+) -> tuple[Sample, ...]:
+    """L's steps less those Prometheus filled from a sample over ``max_age_s`` old.
+
+    A target that stopped being scraped without a staleness marker (Prometheus itself
+    down, then restarted) leaves its last sample standing for up to 5 minutes: the steps
+    of that stretch repeat it. They are not observations of L, so they are dropped; the
+    policy then sees the gap and will not scale down on the window.
+    """
+    if not sampled:
+        return inflight
+    newest_at = {s.t_s: s.value for s in sampled}
+    return tuple(
+        s for s in inflight if s.t_s not in newest_at or s.t_s - newest_at[s.t_s] <= max_age_s
     )
 
 

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from external_scaler.metadata import ScalerSpec
+from external_scaler.policy import SAMPLE_GAP_SCRAPES
 from inflight import names
 
 SIGNAL_LABEL = "signal"
@@ -29,7 +30,7 @@ SIGNAL_DOWN, SIGNAL_SAMPLED = "down", "sampled"
 # ``scrapeIntervalSeconds`` metadata key): one interval is normal, a second allows a slow
 # or jittered scrape, a third the rule/query delay. Older, and Prometheus is filling steps
 # from a series that stopped (up to its 5-minute lookback), so the answer is UNAVAILABLE.
-MAX_SAMPLE_AGE_SCRAPES = 3
+MAX_SAMPLE_AGE_SCRAPES = SAMPLE_GAP_SCRAPES  # the policy's gap limit: one number
 
 # Prometheus refuses range queries over 11,000 points per series.
 MAX_POINTS = 10_000

@@ -279,3 +279,42 @@ def test_evaluate_dispatches_on_policy() -> None:
     assert (qps.policy, qps.desired_replicas) == ("qps", 1)  # 0 arrivals, L 8: down, floor 1
     with pytest.raises(NoSamples, match="ready"):
         evaluate(Window(inflight=window.inflight), QPS, 1000.0)
+
+
+# --- a window with a gap (Prometheus down, then back) may scale up, never down ---------
+GAPPY = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, max_sample_gap_s=3.0)
+
+
+def _series(ranges: list[tuple[float, float, float]]) -> list[Sample]:
+    """One sample a second over each (start, end, value)."""
+    return [Sample(float(t), v) for a, b, v in ranges for t in range(int(a), int(b) + 1)]
+
+
+def test_a_gap_in_the_window_refuses_a_scale_down() -> None:
+    """L was 3 before a 40 s outage and 3 after it; during it nobody knows (the chaos run
+    saw 13 on 12 slots there). The window's max (3) would scale 3 replicas down to 1."""
+    samples = _series([(930, 950, 3.0), (990, 1000, 3.0)])
+    with pytest.raises(NoSamples, match=r"40\.0 s gap.*no scale-down from 3 to 1"):
+        decide(samples, GAPPY, 1000.0, ready_replicas=3)
+    # The same samples without a gap limit: the scale-down the fault run caught.
+    assert decide(samples, SPEC, 1000.0, ready_replicas=3).desired_replicas == 1
+
+
+def test_a_gap_in_the_window_still_scales_up_and_holds() -> None:
+    samples = _series([(930, 950, 3.0), (990, 1000, 12.0)])
+    assert decide(samples, GAPPY, 1000.0, ready_replicas=2).desired_replicas == 3  # up
+    assert decide(samples, GAPPY, 1000.0, ready_replicas=3).desired_replicas == 3  # hold
+
+
+def test_a_history_that_starts_inside_the_window_refuses_a_scale_down() -> None:
+    """Prometheus restarted with no data: 10 s of samples for a 70 s window."""
+    samples = _series([(990, 1000, 0.0)])
+    with pytest.raises(NoSamples, match="no scale-down from 2 to 0"):
+        decide(samples, GAPPY, 1000.0, ready_replicas=2)
+    with pytest.raises(NoSamples, match=r"no scale-down from \? to 0"):
+        decide(samples, GAPPY, 1000.0)  # unknown replica count: no direction, no trust
+
+
+def test_a_whole_window_within_the_gap_limit_scales_down() -> None:
+    samples = [Sample(930.0 + 2.5 * i, 3.0) for i in range(29)]  # every 2.5 s, limit 3
+    assert decide(samples, GAPPY, 1000.0, ready_replicas=3).desired_replicas == 1

@@ -214,3 +214,20 @@ def test_parse_router_metrics() -> None:
 def test_router_text_without_l_is_an_error() -> None:
     with pytest.raises(SourceError, match=names.ROUTER_INFLIGHT):
         parse_router_metrics(f"# TYPE {names.ROUTER_RETRIES} counter\n{names.ROUTER_RETRIES} 1\n")
+
+
+def test_steps_prometheus_filled_from_an_old_sample_are_dropped() -> None:
+    """Prometheus down from 960 to 990 (killed: no staleness marker): its restart fills
+    those steps from the sample of 960. They are not observations of L; the policy then
+    sees a 30 s gap (and will not scale down on it)."""
+    q = range_query(parse_metadata({names.META_SCRAPE_INTERVAL_S: "1"}))  # 3 s allowed
+    steps = range(950, 1001)
+    newest = {t: (t if t <= 960 or t >= 990 else 960) for t in steps}
+    data = _matrix(
+        {
+            "inflight": [(float(t), "3") for t in steps],
+            "sampled": [(float(t), str(newest[t])) for t in steps],
+        }
+    )
+    kept = [s.t_s for s in _window(data, q, 928.0, 1000.0).inflight]
+    assert kept == [float(t) for t in steps if t <= 963 or t >= 990]
