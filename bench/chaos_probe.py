@@ -2,7 +2,7 @@
 scaler's answer, and which process group is which (from ``children.json`` and /proc).
 
 Processes are found by PID and process group only (``children.json`` names each group
-the stack started; :func:`orchestrator.ports.listening_ports` maps a replica's group to
+the stack started; :func:`inflight.ports.listening_ports` maps a replica's group to
 its port), never by pattern.
 """
 
@@ -16,8 +16,8 @@ import aiohttp
 
 from bench import proctree
 from inflight import names
+from inflight.ports import listening_ports
 from inflight.procs import group_alive, live_processes
-from orchestrator.ports import listening_ports
 from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
 from orchestrator.state import CHILDREN
 

@@ -1,5 +1,5 @@
 """What a stack started, read from ``/proc``: descendants and their CPU (their listening
-ports: :func:`orchestrator.ports.ports_of`).
+ports: :func:`inflight.ports.ports_of`).
 
 ``inflight up`` puts every replica in its own process group, so its processes are found by
 walking parent PIDs from its PID, not by group. The bench snapshots the tree while the

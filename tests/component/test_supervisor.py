@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
+from inflight.ports import listening_ports
 from inflight.procs import http_ok, pid_alive, port_is_free
-from orchestrator.ports import listening_ports
 from orchestrator.supervisor import (
     ReplicaPhase,
     Supervisor,

@@ -18,10 +18,10 @@ import pytest
 from bench.proctree import descendants
 from emulator.cli import DEFAULT_MODEL
 from inflight.cli import build_parser
+from inflight.ports import ports_of
 from inflight.procs import live_processes, pid_alive, port_is_free
 from orchestrator import orphans
 from orchestrator.cli import build_config
-from orchestrator.ports import ports_of
 from orchestrator.stack import Stack, StackError
 from orchestrator.state import read_jsonl, read_stack, read_timeline
 from tests.support import INFLIGHT, PYTHON, wait_for
