@@ -16,17 +16,25 @@ from inflight import extras
 DEFAULT_CONCURRENCY = "4,8,16,32,64"
 
 
-def concurrency_list(text: str) -> list[int]:
-    """``"4,8,16"`` → [4, 8, 16]; errors name the flag."""
+def positive_int_list(text: str) -> list[int]:
+    """``"4,8,16"`` → [4, 8, 16]; every value ≥ 1, at least one."""
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(
-            f"--concurrency: expected comma-separated integers, got {text!r}"
+            f"expected comma-separated integers, got {text!r}"
         ) from exc
     if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"--concurrency: every level must be >= 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"every value must be >= 1, got {text!r}")
     return values
+
+
+def concurrency_list(text: str) -> list[int]:
+    """``"4,8,16"`` → [4, 8, 16]; errors name the flag (also read outside argparse)."""
+    try:
+        return positive_int_list(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"--concurrency: {exc}") from None
 
 
 def positive_float(text: str) -> float:

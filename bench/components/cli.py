@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.cli import positive_float
+from bench.cli import positive_float, positive_int_list
 
 ROUTER_SCENARIOS = ("capacity", "latency", "streaming", "balance")
 
@@ -42,19 +42,6 @@ def non_negative_float(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
     return value
-
-
-def positive_int_list(text: str) -> list[int]:
-    """``"4,8,16"`` → [4, 8, 16]; every value ≥ 1, at least one."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from exc
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"every value must be >= 1, got {text!r}")
-    return values
 
 
 def choice_list(choices: Sequence[str]) -> Callable[[str], list[str]]:
