@@ -12,19 +12,25 @@ import aiohttp
 from aiohttp import web
 
 from bench.loadgen import send_one
+from bench.model import RequestRecord
 
 
-async def _serve(
+async def _send_to(
     handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-) -> tuple[web.AppRunner, str]:
+) -> RequestRecord:
+    """Serve ``handler`` on a loopback port, send one request to it with ``send_one``."""
     app = web.Application()
     app.router.add_post("/v1/completions", handler)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    return runner, f"http://127.0.0.1:{port}/v1/completions"
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1/completions"
+        async with aiohttp.ClientSession() as session:
+            return await send_one(session, url, b"{}", timeout_s=10)
+    finally:
+        await runner.cleanup()
 
 
 async def test_a_stream_cut_without_done_keeps_the_routers_error_event() -> None:
@@ -36,12 +42,7 @@ async def test_a_stream_cut_without_done_keeps_the_routers_error_event() -> None
         await resp.write_eof()
         return resp
 
-    runner, url = await _serve(handler)
-    try:
-        async with aiohttp.ClientSession() as session:
-            record = await send_one(session, url, b"{}", timeout_s=10)
-    finally:
-        await runner.cleanup()
+    record = await _send_to(handler)
     assert not record.ok
     assert record.error.startswith("stream ended without [DONE]")
     assert "upstream 127.0.0.1:4242 failed" in record.error
@@ -56,12 +57,7 @@ async def test_a_complete_stream_is_ok_with_no_error() -> None:
         await resp.write_eof()
         return resp
 
-    runner, url = await _serve(handler)
-    try:
-        async with aiohttp.ClientSession() as session:
-            record = await send_one(session, url, b"{}", timeout_s=10)
-    finally:
-        await runner.cleanup()
+    record = await _send_to(handler)
     assert record.ok and record.error == ""
 
 
@@ -69,11 +65,6 @@ async def test_an_error_status_keeps_the_body() -> None:
     async def handler(request: web.Request) -> web.Response:
         return web.json_response({"error": {"message": "upstream 127.0.0.1:4242"}}, status=502)
 
-    runner, url = await _serve(handler)
-    try:
-        async with aiohttp.ClientSession() as session:
-            record = await send_one(session, url, b"{}", timeout_s=10)
-    finally:
-        await runner.cleanup()
+    record = await _send_to(handler)
     assert not record.ok
     assert record.error.startswith("HTTP 502") and "127.0.0.1:4242" in record.error
