@@ -223,3 +223,47 @@ def openssl(*args: str, cwd: Path) -> None:
         pytest.fail("openssl not found: install Debian's openssl to run the TLS tests")
     proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, f"openssl {' '.join(args)}:\n{proc.stderr}"
+
+
+class ClosedLoop:
+    """``workers`` clients on ``url``, each sending its next completion when the previous
+    one ends, until the ``with`` block exits. ``codes`` holds every answer's status; a
+    worker whose request fails at the connection (a killed router) records the error in
+    ``errors`` and stops, the others go on."""
+
+    def __init__(self, url: str, workers: int, body: dict[str, object]) -> None:
+        self.url = url
+        self.workers = workers
+        self.body = body
+        self.stop = threading.Event()
+        self.codes: list[int] = []
+        self.errors: list[str] = []
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    async def _run(self) -> None:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+
+            async def worker() -> None:
+                while not self.stop.is_set():
+                    try:
+                        async with session.post(
+                            self.url + "/v1/completions", json=self.body
+                        ) as resp:
+                            await resp.read()
+                            self.codes.append(resp.status)
+                    except aiohttp.ClientError as exc:
+                        self.errors.append(repr(exc))
+                        return
+
+            await asyncio.gather(*(worker() for _ in range(self.workers)))
+
+    def __enter__(self) -> ClosedLoop:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "load generator did not stop"

@@ -9,15 +9,12 @@ exactly as KEDA calls them (GetMetricSpec → GetMetrics → IsActive).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
-import aiohttp
 import grpc
 import pytest
 
@@ -26,46 +23,15 @@ from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from inflight import names
 from inflight.prom import PrometheusServer
 from tests.conftest import PrometheusFactory
-from tests.support import ProcessTracker, Server, wait_for
+from tests.support import ClosedLoop, ProcessTracker, Server, wait_for
 
 MODEL = "scaler-test-model"
+BODY = {"model": MODEL, "prompt": "summarize the meeting", "max_tokens": 300}
 TIME_SCALE = "0.1"
 SCRAPE_S = 0.5
 META = {"timeScale": TIME_SCALE, "slotsPerReplica": "4"}  # scale-up 1 s, scale-down 6 s
 DOWN_S = 6.0
 WORKERS = 6
-
-
-class ClosedLoop:
-    """``workers`` clients, each sending its next request when the previous one ends."""
-
-    def __init__(self, url: str, workers: int) -> None:
-        self.url = url
-        self.workers = workers
-        self.stop = threading.Event()
-        self.codes: list[int] = []
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-
-    async def _run(self) -> None:
-        body = {"model": MODEL, "prompt": "summarize the meeting", "max_tokens": 300}
-        async with aiohttp.ClientSession() as session:
-
-            async def worker() -> None:
-                while not self.stop.is_set():
-                    async with session.post(self.url + "/v1/completions", json=body) as resp:
-                        await resp.read()
-                        self.codes.append(resp.status)
-
-            await asyncio.gather(*(worker() for _ in range(self.workers)))
-
-    def __enter__(self) -> ClosedLoop:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=60)
-        assert not self.thread.is_alive(), "load generator did not stop"
 
 
 def start_emulator(procs: ProcessTracker, name: str) -> Server:
@@ -155,7 +121,7 @@ def test_scaler_follows_the_routers_l_through_prometheus(stack) -> None:
     wait_for(lambda: value(direct) == 0.0, timeout_s=60, what="the direct source to answer 0")
     assert keda_poll(stub, META) == (4.0, 0.0, False)
 
-    with ClosedLoop(router.url, WORKERS) as load:
+    with ClosedLoop(router.url, WORKERS, BODY) as load:
         # L = 6 on 2 replicas x 4 slots: the value follows L, HPA derives ceil(6/4) = 2.
         wait_for(lambda: value(stub) == float(WORKERS), timeout_s=60, what="value to reach L=6")
         target, got, active = keda_poll(stub, META) or (0.0, 0.0, False)
@@ -173,6 +139,7 @@ def test_scaler_follows_the_routers_l_through_prometheus(stack) -> None:
         wait_for(lambda: value(stub, policy="qps") == 12.0, timeout_s=60,
                  what="qps baseline to ask for 3 replicas")  # fmt: skip
     assert load.codes and set(load.codes) == {200}
+    assert not load.errors, load.errors
 
     wait_for(lambda: prometheus_l(prometheus) == 0.0, timeout_s=60, what="Prometheus to see L=0")
     load_stopped = time.monotonic()
