@@ -36,7 +36,7 @@ from bench.chaos_faults import FAULTS, FaultError, Injected
 from bench.chaos_load import OpenLoop
 from bench.chaos_model import FaultWindow, Sample, bar_failures, fault_report, scale_downs
 from bench.chaos_report import chaos_json, chaos_markdown
-from bench.results import ResultFileExists, dumps, write_new
+from bench.results import ResultFileExists, dumps, new_out_dir, write_new
 from bench.stack import Policy, Stack, StackError
 from bench.workload import Workload, meeting_transcript
 from inflight.procs import ManagedProcess
@@ -257,13 +257,7 @@ async def _run(args: argparse.Namespace, stack: Stack, faults: list[str]) -> dic
 def main(args: argparse.Namespace) -> int:
     try:
         faults = parse_faults(args.faults)
-        out: Path = args.out_dir
-        if out.exists() and any(out.iterdir()) and not args.force:
-            raise ResultFileExists(
-                f"--out-dir {out} exists and is not empty; results are never overwritten: "
-                "choose a new folder or pass --force"
-            )
-        out.mkdir(parents=True, exist_ok=True)
+        out = new_out_dir(args.out_dir, "results", args.force)
         state_dir: Path = args.state_dir or Path("state") / "bench" / f"{out.name}-chaos"
     except (ValueError, ResultFileExists) as exc:
         print(f"inflight bench chaos: {exc}", file=sys.stderr)

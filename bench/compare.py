@@ -30,7 +30,7 @@ from typing import Any
 
 from bench import cpu, proctree
 from bench.repro import reproduced, reproduction_checks
-from bench.results import ResultFileExists, RunResult, dumps, write_new
+from bench.results import ResultFileExists, RunResult, dumps, new_out_dir, write_new
 from bench.run_cmd import BenchError, sweep_to_result
 from bench.stack import Policy, Stack, StackError, parse_policies
 from bench.sweep import Level, sweep_levels
@@ -129,13 +129,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         policies = parse_policies(args.policies)
         time_scale = args.time_scale or DEFAULT_TIME_SCALE
-        out: Path = args.out_dir
-        if out.exists() and any(out.iterdir()) and not args.force:
-            raise ResultFileExists(
-                f"--out-dir {out} exists and is not empty; comparisons are never overwritten: "
-                "choose a new folder (put the date in it) or pass --force"
-            )
-        out.mkdir(parents=True, exist_ok=True)
+        out = new_out_dir(args.out_dir, "comparisons", args.force)
         state_root: Path = args.state_root or Path("state") / "bench" / out.name
         levels = list(sweep_levels(args.concurrency, args.requests, args.max_tokens))
         slow = slowing_level(

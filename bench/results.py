@@ -42,6 +42,20 @@ def check_writable(paths: Iterable[Path | None], force: bool) -> None:
             raise ResultFileExists(f"{path} is a directory, not a results file")
 
 
+def new_out_dir(out: Path, what: str, force: bool) -> Path:
+    """Create ``--out-dir`` ``out``; refuse one that holds anything unless ``force``.
+
+    ``what`` names what would be overwritten ("results", "comparisons").
+    """
+    if out.exists() and any(out.iterdir()) and not force:
+        raise ResultFileExists(
+            f"--out-dir {out} exists and is not empty; {what} are never overwritten: "
+            "choose a new folder (put the date in it) or pass --force"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def write_new(path: Path, text: str, force: bool) -> Path:
     """Write ``text`` to ``path``; refuse an existing file unless ``force`` (atomic either way)."""
     path.parent.mkdir(parents=True, exist_ok=True)
