@@ -293,3 +293,90 @@ def test_wakeup_granularity_never_changes_the_timeline(outputs: list[int], wake_
         return [s.finished_s or 0.0 for s in seqs]
 
     assert run(wake_s) == pytest.approx(run(None), abs=1e-9)
+
+
+# --- the fast path (Engine._skip_plain_steps): identical to replaying step by step ----------
+
+
+class _Recorder:
+    """Every observer call, in order, values exact."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+
+    def admitted(self, queue_s: float, prompt_tokens: int) -> None:
+        self.calls.append(("admitted", queue_s, prompt_tokens))
+
+    def tokens(self, count: int, itl_s: float, itl_count: int) -> None:
+        self.calls.append(("tokens", count, itl_s, itl_count))
+
+    def first_token(self, ttft_s: float) -> None:
+        self.calls.append(("first_token", ttft_s))
+
+    def finished(self, reason: str, e2e_s: float) -> None:
+        self.calls.append(("finished", reason, e2e_s))
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["submit", "submit", "submit", "advance", "abort", "stream"]),
+        st.floats(min_value=0.0, max_value=3.0),  # gap before the op, s
+        st.integers(min_value=0, max_value=4000),  # prompt tokens
+        st.integers(min_value=1, max_value=400),  # output tokens
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _replay(
+    ops: list[tuple[str, float, int, int]], fast: bool, observed: bool
+) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]], list[float | None]]:
+    """Run ``ops`` on one engine; return the sequences' fields, observer calls, wake hints."""
+    recorder = _Recorder()
+    profile = Profile(startup_s=0.0, cold_start_requests=3)
+    engine = Engine(profile, fast_path=fast)
+    if observed:
+        engine.observer = recorder
+    seqs: list[Sequence] = []
+    hints: list[float | None] = []
+    now = 0.0
+    for i, (op, gap, prompt, output) in enumerate(ops):
+        now += gap
+        if op in ("submit", "stream"):
+            seq = Sequence(prompt, output, arrival_s=now, stream=op == "stream")
+            seqs.append(seq)
+            engine.submit(seq, now)
+        elif op == "abort" and seqs:
+            engine.abort(seqs[i % len(seqs)], now)
+        else:
+            engine.advance(now)
+        hints.append(engine.next_finish_s())
+    engine.advance(now + 10_000.0)
+    fields = [
+        (s.tokens, s.admitted_s, s.first_token_s, s.last_token_s, s.finished_s, s.finished_reason)
+        for s in seqs
+    ]
+    return fields, recorder.calls, hints
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=_OPS, observed=st.booleans())
+def test_fast_path_is_identical_to_step_by_step(
+    ops: list[tuple[str, float, int, int]], observed: bool
+) -> None:
+    # Bit-identical: every time, token count and observer call, not approximately equal.
+    assert _replay(ops, fast=True, observed=observed) == _replay(ops, fast=False, observed=observed)
+
+
+def test_fast_path_skips_steps_but_lands_on_the_same_instant() -> None:
+    fast, slow = Engine(REF), Engine(REF, fast_path=False)
+    for engine in (fast, slow):
+        for _ in range(4):
+            engine.submit(ref_seq(), 0.0)
+    for now in (0.5, 1.7, 3.2, 4.49, 4.51, 9.0):
+        fast.advance(now)
+        slow.advance(now)
+        assert fast.step_end_s == slow.step_end_s
+        assert [s.tokens for s in fast.running] == [s.tokens for s in slow.running]
+    assert all(s.finished_s == pytest.approx(4.5) for s in fast.running) or not fast.running
