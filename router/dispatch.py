@@ -24,7 +24,7 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from router.errors import NoEndpoint, NotDelivered, QueueFull, QueueTimeout, UpstreamUnavailable
 from router.pool import Endpoint, Pool
@@ -36,6 +36,14 @@ Opener = Callable[[Endpoint], Awaitable[R]]
 # Told of each endpoint that did not take the request (the proxy counts it and marks the
 # endpoint unhealthy, so the retry goes elsewhere).
 OnNotDelivered = Callable[[Endpoint, NotDelivered], None]
+
+
+class Waiter(Protocol):
+    """A held request: an ``asyncio.Future[Endpoint]`` live, a plain object in ``sim/``."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Endpoint, /) -> None: ...
 
 
 class Dispatcher:
@@ -57,7 +65,7 @@ class Dispatcher:
         self.max_queue = max_queue
         self.queue_timeout_s = queue_timeout_s
         self.inflight = 0  # L: accepted and not finished, held ones included
-        self._waiters: deque[asyncio.Future[Endpoint]] = deque()
+        self._waiters: deque[Waiter] = deque()
 
     @property
     def queued(self) -> int:
@@ -90,10 +98,8 @@ class Dispatcher:
             return ep
         if not self.hold_when_full:
             raise NoEndpoint("no ready endpoint")
-        if len(self._waiters) >= self.max_queue:
-            raise QueueFull(f"router queue is full ({self.max_queue} requests held)")
         fut: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        self.hold(fut)
         try:
             async with asyncio.timeout(self.queue_timeout_s):
                 return await fut
@@ -104,13 +110,28 @@ class Dispatcher:
                 self.release(fut.result())
             else:
                 fut.cancel()
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(fut)
+                self.unhold(fut)
             if isinstance(exc, TimeoutError):
                 raise QueueTimeout(
                     f"no slot freed within --queue-timeout-s={self.queue_timeout_s:g} s"
                 ) from None
             raise
+
+    def hold(self, waiter: Waiter) -> None:
+        """Queue ``waiter`` (FIFO) for the next free slot; QueueFull at ``max_queue``.
+
+        ``acquire``'s holding step, apart so the simulator (``sim/``), whose waiters are
+        not asyncio futures, holds requests by the same rule: :meth:`pump` hands the slot
+        over with ``waiter.set_result(ep)``.
+        """
+        if len(self._waiters) >= self.max_queue:
+            raise QueueFull(f"router queue is full ({self.max_queue} requests held)")
+        self._waiters.append(waiter)
+
+    def unhold(self, waiter: Waiter) -> None:
+        """Take a waiter that gave up (timeout, client gone) out of the queue, if there."""
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(waiter)
 
     def release(self, ep: Endpoint) -> None:
         """Give back a slot taken by ``acquire`` (call exactly once, in a ``finally``)."""

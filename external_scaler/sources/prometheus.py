@@ -179,7 +179,7 @@ class PrometheusSource:
         finally:
             self.metrics.query_duration.observe(time.perf_counter() - began)
         payload = _decode(body, status, self.base_url)
-        window = _window(payload, query, start_s, end_s)
+        window = window_from_matrix(payload, query, start_s, end_s)
         return Observed(window=window, end_s=end_s)
 
 
@@ -210,8 +210,15 @@ def _decode(body: str, status: int, base_url: str) -> dict[str, Any]:
     return data
 
 
-def _window(data: dict[str, Any], query: RangeQuery, start_s: float, end_s: float) -> Window:
+def window_from_matrix(
+    data: dict[str, Any], query: RangeQuery, start_s: float, end_s: float
+) -> Window:
     """The policy's window from the range query's series; SourceError when L is not whole.
+
+    Pure (it logs a partial L, nothing else): ``data`` is the ``data`` of Prometheus'
+    ``query_range`` answer (``resultType: matrix``). The simulator (``sim/``) evaluates
+    the same range query on its simulated scrapes and hands the matrix to this function,
+    so simulated and live windows are built by one piece of code.
 
     Refused, in this order: no sample of L; L's newest step long before ``end_s`` (its
     series were marked stale); a target that feeds L down at ``end_s`` (the sum would be
