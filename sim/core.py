@@ -1,0 +1,370 @@
+"""One simulated run: planned requests in, outcomes, timeline and decisions out.
+
+The loop is an event queue (``sim.events``) in seed seconds, ``t = 0`` being the first
+instant of the workload. Before it, from ``-warmup_s``, the stack runs idle at its first
+replica count, as ``inflight up`` does while the bench waits for it (Prometheus has a
+history, the autoscaler has started). Events:
+
+* a request arrives at its planned ``t_s`` (router: a slot, or held; ``sim.router``);
+* a replica wakes when its engine's next sequence finishes (``Engine.next_finish_s``);
+  finished sequences end their requests and free their slots;
+* Prometheus scrapes every ``scrape_interval_s`` (``sim.scrapes``);
+* the control plane ticks when due (KEDA polls, HPA syncs: ``Autoscaler.tick``);
+* a starting replica passes its health check ``startup_s`` after it started
+  (``sim.fleet``).
+
+The run ends when every request has ended, or ``drain_s`` after the workload's end; what is
+still open then is ``unfinished``, as the live bench counts it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from emulator.engine import Sequence as EngineSeq
+from emulator.profile import Profile
+from orchestrator import hpa
+from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
+from orchestrator.keda import KedaSpec
+from orchestrator.stack import SCRAPE_INTERVAL_S, scaler_metadata
+from orchestrator.state import DecisionRecord
+from router.errors import QueueFull, QueueTimeout
+from router.pool import Endpoint
+from sim import scrapes as S
+from sim.events import EventQueue
+from sim.fleet import Fleet, SimReplica
+from sim.router import MAX_QUEUE, QUEUE_TIMEOUT_S, Held, SimRouter
+from sim.scaler import SimScaler
+
+# `inflight up`'s defaults (orchestrator/cli.py UpSettings), seed seconds.
+HPA_SYNC_S = 15.0
+POLLING_INTERVAL_S = 30.0
+COOLDOWN_S = 300.0
+
+# Event priorities at one instant: requests and replicas first, then the scrape, then
+# the control plane (it reads what the scrape just recorded).
+_P_WORK, _P_SCRAPE, _P_CONTROL = 0, 1, 2
+
+# Policies the scaler decides (KEDA external trigger + HPA).
+SCALER_POLICIES = ("saturation", "qps")
+
+
+class Planned(Protocol):
+    """One planned request (``bench.trace.PlannedRequest``)."""
+
+    @property
+    def t_s(self) -> float: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def max_tokens(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """A run's stack: policy, replicas, replica profile and the control plane's periods.
+
+    ``policy``: ``saturation``, ``qps`` or ``fixed:N``. ``scaler_metadata``: overrides of
+    the trigger metadata ``inflight up`` sends (``orchestrator.stack.scaler_metadata``).
+    Every duration in seed seconds (the simulator runs at time-scale 1).
+    """
+
+    policy: str = "saturation"
+    min_replicas: int = 1
+    max_replicas: int = 2
+    startup_s: float = 30.0
+    profile: Profile = field(default_factory=Profile)
+    scaler_metadata: Mapping[str, str] = field(default_factory=dict)
+    scrape_interval_s: float = SCRAPE_INTERVAL_S
+    hpa_sync_s: float = HPA_SYNC_S
+    polling_interval_s: float = POLLING_INTERVAL_S
+    cooldown_s: float = COOLDOWN_S
+    max_queue: int = MAX_QUEUE
+    queue_timeout_s: float = QUEUE_TIMEOUT_S
+    drain_s: float = 600.0
+    warmup_s: float = 120.0
+    seed: int = 0  # the router's tie-breaking among equally loaded replicas
+
+    def __post_init__(self) -> None:
+        if self.min_replicas < 0:
+            raise ValueError(f"--min-replicas must be ≥ 0, got {self.min_replicas}")
+        if self.max_replicas < max(1, self.min_replicas):
+            raise ValueError(
+                f"--max-replicas must be ≥ max(1, --min-replicas), got {self.max_replicas}"
+            )
+        if self.startup_s < 0:
+            raise ValueError(f"--startup-s must be ≥ 0, got {self.startup_s}")
+        fixed = fixed_replicas(self.policy)
+        if fixed is None and self.policy not in SCALER_POLICIES:
+            raise ValueError(
+                f"--policy {self.policy!r}: expected one of "
+                f"{', '.join(SCALER_POLICIES)} or fixed:N"
+            )
+
+    @property
+    def replica_profile(self) -> Profile:
+        """The emulator's profile at time-scale 1 with this run's start-up."""
+        from dataclasses import replace
+
+        return replace(self.profile, time_scale=1.0, startup_s=self.startup_s)
+
+    def metadata(self) -> dict[str, str]:
+        """The trigger metadata: ``inflight up``'s at time-scale 1, then the overrides."""
+        base = scaler_metadata(self.profile.max_num_seqs, 1.0, self.policy)
+        base.update(self.scaler_metadata)
+        return base
+
+
+def fixed_replicas(policy: str) -> int | None:
+    """``fixed:N`` → N; None for another policy. ValueError for a bad N."""
+    if not policy.startswith("fixed:"):
+        return None
+    text = policy.split(":", 1)[1]
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"--policy {policy!r}: fixed:N needs an integer N ≥ 1") from None
+    if n < 1:
+        raise ValueError(f"--policy {policy!r}: fixed:N needs an integer N ≥ 1")
+    return n
+
+
+@dataclass
+class RequestResult:
+    """One request's fate, seed seconds from the workload's start."""
+
+    sent_s: float
+    prompt_tokens: int
+    max_tokens: int
+    dispatched_s: float | None = None
+    first_s: float | None = None
+    end_s: float | None = None
+    output_tokens: int = 0
+    ok: bool = False
+    cause: str | None = None  # http_503 (queue full), http_504 (queue timeout), unfinished
+
+
+@dataclass
+class SimResult:
+    config: SimConfig
+    requests: list[RequestResult]
+    timeline: list[dict[str, float]]  # {"t", "desired", "live", "ready", "inflight"}
+    decisions: list[DecisionRecord]
+    end_s: float  # the workload's end (replica-seconds are counted over [0, end_s])
+    finished_s: float  # when the run stopped
+    l_integral: float  # ∫ L dt over [0, finished_s] (router L, for Little's Law)
+
+    def points(self, key: str) -> list[tuple[float, int]]:
+        return [(p["t"], int(p[key])) for p in self.timeline]
+
+
+class Simulation:
+    """Build with a config and the planned requests; :meth:`run` once."""
+
+    def __init__(self, config: SimConfig, planned: Sequence[Planned], end_s: float) -> None:
+        self.config = config
+        self.end_s = end_s
+        self.events = EventQueue(-config.warmup_s)
+        self.router = SimRouter(
+            config.profile.max_num_seqs,
+            random.Random(config.seed),
+            max_queue=config.max_queue,
+            queue_timeout_s=config.queue_timeout_s,
+        )
+        self.scrapes = S.Scrapes()
+        self.fleet = Fleet(config.replica_profile, self.events, self.router, self._changed)
+        self.timeline: list[dict[str, float]] = []
+        self.decisions: list[DecisionRecord] = []
+        self.results = [RequestResult(p.t_s, p.prompt_tokens, p.max_tokens) for p in planned]
+        self._open = 0  # requests arrived and not ended
+        self._pending = len(self.results)  # requests not ended (arrived or not)
+        self._by_seq: dict[EngineSeq, tuple[RequestResult, Endpoint]] = {}
+        self._l_integral = 0.0
+        self._l_last_s = 0.0
+        self.autoscaler: Autoscaler | None = None
+        fixed = fixed_replicas(config.policy)
+        first = fixed if fixed is not None else max(1, config.min_replicas)
+        self.fleet.start_ready(first)
+        if fixed is None:
+            self._start_autoscaler()
+
+    # --- control plane -----------------------------------------------------------------
+    def _start_autoscaler(self) -> None:
+        c = self.config
+        scaler = SimScaler(c.metadata(), self.scrapes, lambda: self.events.now_s)
+        self.scaler = scaler
+        self.autoscaler = Autoscaler(
+            scaler=scaler,
+            config=AutoscaleConfig(
+                hpa=hpa.HpaSpec(
+                    min_replicas=max(1, c.min_replicas),
+                    max_replicas=c.max_replicas,
+                    behavior=hpa.SHIPPED_BEHAVIOR,
+                ),
+                keda=KedaSpec(c.min_replicas, c.cooldown_s),
+                hpa_sync_s=c.hpa_sync_s,
+                polling_interval_s=c.polling_interval_s,
+            ),
+            get_replicas=lambda: self.fleet.desired,
+            set_replicas=self.fleet.set_desired,
+            observe=self._observe,
+            record=self.decisions.append,
+            wall_clock=lambda: self.events.now_s,
+        )
+        self.autoscaler.start(self.events.now_s)
+        self._schedule_control()
+
+    def _schedule_control(self) -> None:
+        a = self.autoscaler
+        assert a is not None
+        self.events.at(min(a.next_hpa_s, a.next_keda_s), self._control, _P_CONTROL)
+
+    def _control(self) -> None:
+        assert self.autoscaler is not None
+        self.autoscaler.tick(self.events.now_s)
+        self._schedule_control()
+
+    def _observe(self) -> Observation:
+        return Observation(
+            float(self.router.inflight), self.router.ready_endpoints(), self.router.pool.slots
+        )
+
+    # --- Prometheus --------------------------------------------------------------------
+    def _scrape(self) -> None:
+        now = self.events.now_s
+        for r in list(self.fleet.replicas.values()):
+            self._wake(r, now)
+        ready = [r for r in self.fleet.replicas.values() if r.ready_s is not None]
+        self.scrapes.scrape(
+            now,
+            {
+                S.INFLIGHT: float(self.router.inflight),
+                S.QUEUED: float(self.router.queued),
+                S.RECEIVED: float(self.router.received),
+                S.READY: float(self.router.ready_endpoints()),
+                S.VLLM_WAITING: float(sum(r.engine.num_waiting for r in ready)),
+                S.VLLM_RUNNING: float(sum(r.engine.num_running for r in ready)),
+            },
+        )
+        self.events.at(now + self.config.scrape_interval_s, self._scrape, _P_SCRAPE)
+
+    # --- requests ----------------------------------------------------------------------
+    def _arrive(self, res: RequestResult) -> None:
+        self._account_l()
+        self._open += 1
+
+        def on_slot(ep: Endpoint) -> None:
+            self._dispatch(res, ep)
+
+        try:
+            held = self.router.arrive(on_slot)
+        except QueueFull:
+            self._end(res, ok=False, cause=f"http_{QueueFull.status}")
+            return
+        if held is not None:
+            timeout_s = self.events.now_s + self.config.queue_timeout_s
+            self.events.at(timeout_s, lambda: self._queue_timeout(res, held))
+
+    def _queue_timeout(self, res: RequestResult, held: Held) -> None:
+        self._account_l()
+        if self.router.give_up(held):
+            self._end(res, ok=False, cause=f"http_{QueueTimeout.status}")
+
+    def _dispatch(self, res: RequestResult, ep: Endpoint) -> None:
+        now = self.events.now_s
+        res.dispatched_s = now
+        replica = self.fleet.replica_of(ep)
+        seq = EngineSeq(res.prompt_tokens, res.max_tokens, arrival_s=now)
+        self._by_seq[seq] = (res, ep)
+        replica.engine.submit(seq, now)
+        self._schedule_wake(replica)
+
+    def _schedule_wake(self, r: SimReplica) -> None:
+        at_s = r.engine.next_finish_s()
+        if at_s is None or at_s == r.wake_s:
+            return
+        r.wake_token += 1
+        r.wake_s = at_s
+        token = r.wake_token
+        self.events.at(max(at_s, self.events.now_s), lambda: self._on_wake(r, token))
+
+    def _on_wake(self, r: SimReplica, token: int) -> None:
+        if token != r.wake_token:
+            return
+        r.wake_s = None
+        self._wake(r, self.events.now_s)
+
+    def _wake(self, r: SimReplica, now_s: float) -> None:
+        finished = r.engine.advance(now_s)
+        if finished:
+            self._account_l()
+        for seq in finished:
+            res, ep = self._by_seq.pop(seq)
+            res.first_s = seq.first_token_s
+            res.output_tokens = seq.tokens
+            self.router.finish(ep)
+            self._end(res, ok=True, cause=None, end_s=seq.finished_s)
+            self.fleet.check_drained(r)
+        self._schedule_wake(r)
+
+    def _end(self, res: RequestResult, ok: bool, cause: str | None, end_s: float | None = None) -> None:
+        res.ok = ok
+        res.cause = cause
+        res.end_s = self.events.now_s if end_s is None else end_s
+        self._open -= 1
+        self._pending -= 1
+
+    # --- bookkeeping -------------------------------------------------------------------
+    def _account_l(self) -> None:
+        """∫ L dt from 0 to now, updated before every change of L."""
+        now = self.events.now_s
+        if now > self._l_last_s:
+            self._l_integral += self.router.inflight * (now - self._l_last_s)
+            self._l_last_s = now
+
+    def _changed(self) -> None:
+        point = {
+            "t": self.events.now_s,
+            "desired": self.fleet.desired,
+            "live": self.fleet.live,
+            "ready": self.fleet.ready,
+        }
+        if self.timeline and self.timeline[-1]["t"] == point["t"]:
+            self.timeline[-1] = point
+        elif not self.timeline or any(self.timeline[-1][k] != point[k] for k in point if k != "t"):
+            self.timeline.append(point)
+
+    # --- run ---------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        events = self.events
+        self._changed()
+        events.at(events.now_s, self._scrape, _P_SCRAPE)
+        for res in self.results:
+            events.at(res.sent_s, lambda res=res: self._arrive(res))
+        stop_s = self.end_s + self.config.drain_s
+        events.run_until(stop_s, stop=lambda: self._pending == 0 and events.now_s >= self.end_s)
+        finished_s = events.now_s
+        self._account_l()
+        for res in self.results:
+            if res.end_s is None:
+                res.cause = "unfinished"
+        return SimResult(
+            config=self.config,
+            requests=self.results,
+            timeline=self.timeline,
+            decisions=self.decisions,
+            end_s=self.end_s,
+            finished_s=finished_s,
+            l_integral=self._l_integral,
+        )
+
+
+def simulate(config: SimConfig, planned: Sequence[Planned], end_s: float | None = None) -> SimResult:
+    """Run ``planned`` through the stack ``config`` describes; ``end_s`` defaults to the
+    last send time."""
+    if end_s is None:
+        end_s = max((p.t_s for p in planned), default=0.0)
+    return Simulation(config, planned, end_s).run()

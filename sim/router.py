@@ -1,0 +1,115 @@
+"""The router in virtual time: the live router's pool and dispatcher, minus HTTP.
+
+``inflight up`` runs the router with ``--hold-when-full``: a request takes a slot on the
+least-loaded ready replica (``router.pool.Pool.choose``), or waits in the router's FIFO
+until one frees (``router.dispatch.Dispatcher.hold``/``pump``), bounded by ``--max-queue``
+and ``--queue-timeout-s``. Both are the live objects; what this module adds is only what
+the router's HTTP layer does around them: count the request in L and in the received
+counter when it arrives, and take it out of L when its response ends or it is refused
+(``router.dispatch.Admission`` does that live; it is an ``async with`` and cannot run
+without an event loop).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from router.dispatch import Dispatcher
+from router.errors import QueueFull
+from router.pool import READY, Endpoint, Pool
+from router.sources import apply
+
+# Defaults of ``inflight router`` (router/config.py), which ``inflight up`` keeps.
+MAX_QUEUE = 1024
+QUEUE_TIMEOUT_S = 300.0
+
+
+class Held:
+    """A request held in the router's FIFO: the dispatcher's ``Waiter``.
+
+    ``pump`` hands it a slot with :meth:`set_result`; the simulator dispatches it then.
+    """
+
+    __slots__ = ("_done", "on_slot")
+
+    def __init__(self, on_slot: Callable[[Endpoint], None]) -> None:
+        self._done = False
+        self.on_slot = on_slot
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, result: Endpoint, /) -> None:
+        self._done = True
+        self.on_slot(result)
+
+    def cancel(self) -> None:
+        self._done = True
+
+
+class SimRouter:
+    """One router: ``arrive`` → a slot now, or held; ``finish`` gives the slot back."""
+
+    def __init__(
+        self,
+        slots: int,
+        rng: random.Random,
+        max_queue: int = MAX_QUEUE,
+        queue_timeout_s: float = QUEUE_TIMEOUT_S,
+    ) -> None:
+        self.pool = Pool(slots, rng=rng)
+        self.dispatcher = Dispatcher(
+            self.pool, hold_when_full=True, max_queue=max_queue, queue_timeout_s=queue_timeout_s
+        )
+        self.received = 0  # router_requests_received_total
+
+    @property
+    def inflight(self) -> int:
+        return self.dispatcher.inflight
+
+    @property
+    def queued(self) -> int:
+        return self.dispatcher.queued
+
+    def ready_endpoints(self) -> int:
+        return self.pool.count_by_state()[READY]
+
+    def set_endpoints(self, urls: Sequence[str]) -> None:
+        """The endpoint file changed: the router applies it and pumps held requests."""
+        apply(self.dispatcher, urls)
+
+    def arrive(self, on_slot: Callable[[Endpoint], None]) -> Held | None:
+        """A work request arrives: into L; a slot at once (``on_slot`` called now) or held.
+
+        Returns the :class:`Held` ticket when held; raises QueueFull (503; already out of
+        L again) when the FIFO is full.
+        """
+        d = self.dispatcher
+        self.received += 1
+        d.inflight += 1
+        ep = d.try_acquire()
+        if ep is not None:
+            on_slot(ep)
+            return None
+        held = Held(on_slot)
+        try:
+            d.hold(held)
+        except QueueFull:
+            d.inflight -= 1
+            raise
+        return held
+
+    def give_up(self, held: Held) -> bool:
+        """A held request timed out (504): out of the FIFO and of L; False if it had a slot."""
+        if held.done():
+            return False
+        held.cancel()
+        self.dispatcher.unhold(held)
+        self.dispatcher.inflight -= 1
+        return True
+
+    def finish(self, ep: Endpoint) -> None:
+        """A response ended: the slot goes back (held requests take it), out of L."""
+        self.dispatcher.release(ep)
+        self.dispatcher.inflight -= 1
