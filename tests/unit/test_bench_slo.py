@@ -172,3 +172,10 @@ def test_run_measures_adds_replica_seconds_and_desired_churn_in_the_window() -> 
     # desired at the start is 4 (carried in): 4→5, 5→3; the 8 at t=300 is after the end
     assert (m["changes"], m["reversals"]) == (2, 1)
     assert m["slo_attainment"] == pytest.approx(2 / 6)
+
+
+def test_an_ok_request_without_a_first_token_time_is_judged_on_its_end() -> None:
+    # loadgen always sees the "data: [DONE]" event of an OK stream; if none was timed, the
+    # first token came at the end at the latest
+    fast, slow = Outcome(0.0, None, 1.5, 0, True), Outcome(0.0, None, 2.5, 0, True)
+    assert slo_measures([fast, slow], SPEC)["misses"] == {"slo_ttft": 1}
