@@ -102,12 +102,15 @@ class Engine:
         return min(1.0, used / self.profile.kv_cache_tokens)
 
     def next_finish_s(self) -> float | None:
-        """The wall time by which the next sequence finishes, or None when idle.
+        """A wall time by which the next sequence finishes (never after it), None when idle.
 
         Until a sequence finishes or is aborted the running set, hence the step duration,
-        stays fixed, so this is exact; admissions only make it early (harmless: the caller
-        wakes, advances and asks again). Aborts and submissions go through the caller,
-        which asks again after them.
+        stays fixed. A waiting sequence that the next step admits (a free slot) may finish
+        before every running one (a short answer joining long ones), so it is counted too,
+        at the current decode step, which its admission can only lengthen. Admissions
+        therefore only make the answer early (harmless: the caller wakes, advances and asks
+        again), never late. Aborts and submissions go through the caller, which asks again
+        after them.
         """
         if self.step_end_s is None:
             return None
@@ -115,7 +118,12 @@ class Engine:
             return self.step_end_s + _EPS_S
         remaining = min(s.output_tokens - s.tokens for s in self.running)
         steady_s = self._decode_step_s(self.running)
-        return self.step_end_s + (remaining - 1) * steady_s + _EPS_S
+        at_s = self.step_end_s + (remaining - 1) * steady_s
+        free = self.profile.max_num_seqs - len(self.running)
+        for seq, _ in zip(self.waiting, range(free), strict=False):
+            # Admitted when this step ends, finished ``output_tokens`` steps later.
+            at_s = min(at_s, self.step_end_s + seq.output_tokens * steady_s)
+        return at_s + _EPS_S
 
     def wants_steps(self) -> bool:
         """True when a streaming sequence runs or will be admitted at the next step."""

@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("up", "orchestrator.cli"),
     ("bench", "bench.cli"),
     ("dashboards", "dashboards.cli"),
+    ("sim", "sim.cli"),
 )
 
 

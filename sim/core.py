@@ -100,8 +100,7 @@ class SimConfig:
         fixed = fixed_replicas(self.policy)
         if fixed is None and self.policy not in SCALER_POLICIES:
             raise ValueError(
-                f"--policy {self.policy!r}: expected one of "
-                f"{', '.join(SCALER_POLICIES)} or fixed:N"
+                f"--policy {self.policy!r}: expected one of {', '.join(SCALER_POLICIES)} or fixed:N"
             )
 
     @property
@@ -277,6 +276,9 @@ class Simulation:
         now = self.events.now_s
         res.dispatched_s = now
         replica = self.fleet.replica_of(ep)
+        # Bring the replica to now first (its finished requests end, as the emulator's
+        # server advances before it submits): submit's own advance would drop them.
+        self._wake(replica, now)
         seq = EngineSeq(res.prompt_tokens, res.max_tokens, arrival_s=now)
         self._by_seq[seq] = (res, ep)
         replica.engine.submit(seq, now)
@@ -310,7 +312,9 @@ class Simulation:
             self.fleet.check_drained(r)
         self._schedule_wake(r)
 
-    def _end(self, res: RequestResult, ok: bool, cause: str | None, end_s: float | None = None) -> None:
+    def _end(
+        self, res: RequestResult, ok: bool, cause: str | None, end_s: float | None = None
+    ) -> None:
         res.ok = ok
         res.cause = cause
         res.end_s = self.events.now_s if end_s is None else end_s
@@ -362,7 +366,9 @@ class Simulation:
         )
 
 
-def simulate(config: SimConfig, planned: Sequence[Planned], end_s: float | None = None) -> SimResult:
+def simulate(
+    config: SimConfig, planned: Sequence[Planned], end_s: float | None = None
+) -> SimResult:
     """Run ``planned`` through the stack ``config`` describes; ``end_s`` defaults to the
     last send time."""
     if end_s is None:

@@ -18,6 +18,7 @@ series of the query is always empty and the counter never resets.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +89,7 @@ class Scrapes:
         times = self.times_s[lo:hi]
         vals = self.values[name][lo:hi]
         increase = 0.0
-        for a, b in zip(vals, vals[1:], strict=False):
+        for a, b in itertools.pairwise(vals):
             increase += b - a if b >= a else b  # a drop is a counter reset
         first_t, last_t = times[0], times[-1]
         range_start, range_end = t_s - range_s, t_s
@@ -112,7 +113,7 @@ class Scrapes:
         the ready endpoints, and ``sampled`` (``min(timestamp(L))``: the newest sample's
         own time). Steps are ``start + i × step`` as Prometheus takes them (whole ms).
         """
-        steps = int(math.floor((end_s - start_s) / query.step_s + 1e-9)) + 1
+        steps = math.floor((end_s - start_s) / query.step_s + 1e-9) + 1
         names = ((SIGNAL_INFLIGHT, INFLIGHT), (SIGNAL_ARRIVALS, RECEIVED), (SIGNAL_READY, READY))
         series: dict[str, list[list[float]]] = {signal: [] for signal, _ in names}
         sampled: list[list[float]] = []

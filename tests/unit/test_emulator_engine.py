@@ -380,3 +380,28 @@ def test_fast_path_skips_steps_but_lands_on_the_same_instant() -> None:
         assert fast.step_end_s == slow.step_end_s
         assert [s.tokens for s in fast.running] == [s.tokens for s in slow.running]
     assert all(s.finished_s == pytest.approx(4.5) for s in fast.running) or not fast.running
+
+
+def test_next_finish_counts_a_short_request_waiting_for_the_next_step() -> None:
+    # A 300-token request runs; a 20-token one arrives mid-step and is admitted at the next
+    # step: it finishes long before the running one, so the wake-up hint must not be later
+    # than its finish (the emulator answered it late before: its timer slept until the
+    # long one's end).
+    engine = Engine(REF)
+    long = ref_seq()
+    engine.submit(long, 0.0)
+    short = Sequence(prompt_tokens=100, output_tokens=20, arrival_s=0.001)
+    engine.submit(short, 0.001)
+    hint = engine.next_finish_s()
+    assert hint is not None
+    engine.advance(10.0)
+    assert short.finished_s is not None and long.finished_s is not None
+    assert short.finished_s < long.finished_s
+    assert hint >= engine_step_floor(short)
+    assert hint <= short.finished_s + 1e-6
+
+
+def engine_step_floor(seq: Sequence) -> float:
+    """The hint may be early, but not before the sequence was even admitted."""
+    assert seq.admitted_s is not None
+    return seq.admitted_s
