@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from emulator.engine import Sequence as EngineSeq
@@ -347,7 +348,7 @@ class Simulation:
         self._changed()
         events.at(events.now_s, self._scrape, _P_SCRAPE)
         for res in self.results:
-            events.at(res.sent_s, lambda res=res: self._arrive(res))
+            events.at(res.sent_s, partial(self._arrive, res))
         stop_s = self.end_s + self.config.drain_s
         events.run_until(stop_s, stop=lambda: self._pending == 0 and events.now_s >= self.end_s)
         finished_s = events.now_s

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from emulator.engine import Engine
 from emulator.profile import Profile
@@ -103,7 +104,7 @@ class Fleet:
                     self.check_drained(r)
         for _ in range(-surplus):
             r = self._new(now_s)
-            self.events.at(now_s + self.profile.startup_wall_s, lambda r=r: self._health_ok(r))
+            self.events.at(now_s + self.profile.startup_wall_s, partial(self._health_ok, r))
         self.on_change()
 
     def _health_ok(self, r: SimReplica) -> None:

@@ -1,0 +1,117 @@
+"""``inflight sim run|compare``: files written, figures present, bad input named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.trace import PlannedRequest, write_trace
+from inflight.cli import available_subcommands
+from sim.cli import main, parse_policy, parse_scaler_metadata
+
+SMALL = ["--arrivals", "poisson:0:2,120:2", "--min-replicas", "1", "--max-replicas", "3"]
+
+
+def test_sim_is_an_inflight_subcommand() -> None:
+    assert "sim" in available_subcommands()
+
+
+def test_run_writes_the_run_files(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert main(["sim", "run", *SMALL, "--policy", "saturation", "--out-dir", str(out)]) == 0
+    body = json.loads((out / "run.json").read_text())
+    m = body["measures"]
+    assert body["simulated"] is True
+    assert m["requests_sent"] == len((out / "requests.jsonl").read_text().splitlines()) > 100
+    for key in ("slo_attainment", "ttft_s", "tpot_s", "e2e_s", "replica_seconds", "changes"):
+        assert key in m
+    assert m["littles_law"]["ratio"] == pytest.approx(1.0, abs=1e-3)
+    timeline = [json.loads(line) for line in (out / "timeline.jsonl").read_text().splitlines()]
+    assert {"t", "desired", "live", "ready"} <= set(timeline[0])
+    assert (out / "decisions.jsonl").read_text()  # the autoscaler decided
+
+
+def test_run_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    args = ["sim", "run", *SMALL, "--policy", "fixed:2", "--out-dir", str(out)]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "--out-dir" in capsys.readouterr().err
+
+
+def test_the_same_seed_writes_the_same_run(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        assert main(["sim", "run", *SMALL, "--seed", "7", "--out-dir", str(out)]) == 0
+    for name in ("timeline.jsonl", "decisions.jsonl", "requests.jsonl"):
+        assert (a / name).read_text() == (b / name).read_text()
+
+
+def test_compare_writes_the_comparison(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    policies = "fixed:3,saturation,saturation[targetSaturation=0.5],qps"
+    args = ["sim", "compare", *SMALL, "--policies", policies, "--seeds", "1,2"]
+    assert main([*args, "--out-dir", str(out)]) == 0
+    body = json.loads((out / "comparison.json").read_text())
+    assert body["static_policy"] == "fixed:3"
+    assert set(body["runs"]) == set(policies.split(","))
+    assert set(body["runs"]["saturation"]) == {"1", "2"}
+    summary = body["summary"]
+    assert summary["fixed:3"]["replica_seconds_ratio_mean"] == pytest.approx(1.0)
+    assert summary["saturation"]["replica_seconds_ratio_mean"] < 1.0
+    assert any(s["pareto"] for s in summary.values())
+    assert "| saturation[targetSaturation=0.5] |" in (out / "comparison.md").read_text()
+
+
+def test_a_trace_replays_its_requests(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    write_trace(trace, [PlannedRequest(float(i), 1000, 50) for i in range(20)])
+    out = tmp_path / "run"
+    assert (
+        main(["sim", "run", "--trace", str(trace), "--policy", "fixed:1", "--out-dir", str(out)])
+        == 0
+    )
+    m = json.loads((out / "run.json").read_text())["measures"]
+    assert m["requests_sent"] == 20 and m["requests_ok"] == 20
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--scenario", "nope"], "--scenario"),
+        (["--arrivals", "poisson:0:1"], "--arrivals"),
+        (["--scenario", "ramp", "--arrivals", "poisson:0:1,10:1"], "exactly one"),
+        (["--scenario", "ramp", "--prompt-tokens", "lognormal:x:1"], "--prompt-tokens"),
+        (["--scenario", "ramp", "--policy", "kpa-typo"], "--policy"),
+        (["--scenario", "ramp", "--scaler-metadata", "bogusKey=1"], "bogusKey"),
+        (["--scenario", "ramp", "--scaler-metadata", "targetSaturation=x"], "targetSaturation"),
+        (["--scenario", "ramp", "--min-replicas", "5", "--max-replicas", "2"], "--max-replicas"),
+        (["--scenario", "ramp", "--slo-ttft-s", "0"], "--slo-ttft-s"),
+    ],
+)
+def test_bad_input_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], needle: str
+) -> None:
+    assert main(["sim", "run", *extra, "--out-dir", str(tmp_path / "x")]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()  # nothing written for a bad command
+
+
+def test_a_bad_trace_line_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"t": 0, "prompt_tokens": 10, "max_tokens": 5}\n{"t": "x"}\n')
+    assert main(["sim", "run", "--trace", str(trace), "--out-dir", str(tmp_path / "o")]) == 2
+    assert f"{trace}:2" in capsys.readouterr().err
+
+
+def test_policy_variants_and_metadata_parse() -> None:
+    assert parse_policy("saturation[targetSaturation=0.8;scaleDownWindowSeconds=120]") == (
+        "saturation",
+        {"targetSaturation": "0.8", "scaleDownWindowSeconds": "120"},
+    )
+    assert parse_policy("fixed:8") == ("fixed:8", {})
+    assert parse_scaler_metadata("targetSaturation=0.7") == {"targetSaturation": "0.7"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_scaler_metadata("targetSaturation")

@@ -1,0 +1,113 @@
+"""Prometheus in virtual time: instant and range evaluation, rate(), and the scaler's window."""
+
+from __future__ import annotations
+
+import pytest
+
+from external_scaler.metadata import parse_metadata
+from external_scaler.policy import Sample
+from external_scaler.sources.prometheus import window_from_matrix
+from external_scaler.sources.promql import range_query
+from inflight import names
+from orchestrator.scaler_client import ScalerUnavailable
+from orchestrator.stack import scaler_metadata
+from sim import scrapes as S
+from sim.scaler import SimScaler
+
+
+def _scrapes(values: list[tuple[float, float]]) -> S.Scrapes:
+    """Scrapes at the given times with L = value, ready 2, received = 10 × t."""
+    s = S.Scrapes()
+    for t, v in values:
+        s.scrape(
+            t,
+            {
+                S.INFLIGHT: v,
+                S.QUEUED: 0.0,
+                S.RECEIVED: 10.0 * t,
+                S.READY: 2.0,
+                S.VLLM_WAITING: 0.0,
+                S.VLLM_RUNNING: v,
+            },
+        )
+    return s
+
+
+def test_instant_reads_the_newest_sample_within_the_lookback() -> None:
+    s = _scrapes([(0.0, 1.0), (5.0, 2.0), (10.0, 3.0)])
+    assert s.instant(S.INFLIGHT, 4.999) == 1.0
+    assert s.instant(S.INFLIGHT, 5.0) == 2.0  # a sample at T is read at T
+    assert s.instant(S.INFLIGHT, -1.0) is None
+    assert s.instant(S.INFLIGHT, 10.0 + S.LOOKBACK_DELTA_S) is None  # 5 minutes: gone
+    assert s.instant(S.INFLIGHT, 10.0 + S.LOOKBACK_DELTA_S - 0.001) == 3.0
+
+
+def test_scrapes_must_move_forward() -> None:
+    s = _scrapes([(5.0, 1.0)])
+    with pytest.raises(ValueError, match="not after"):
+        s.scrape(5.0, dict.fromkeys(S.SERIES, 0.0))
+
+
+@pytest.mark.parametrize(
+    ("at_s", "expected"),
+    [
+        (60.0, 10.0),  # samples 0..60 every 5 s, +50 each: no extrapolation needed
+        (62.0, 10.0),  # samples 5..60: extrapolated by 3 s and 2 s to the range's ends
+    ],
+)
+def test_rate_extrapolates_as_prometheus_does(at_s: float, expected: float) -> None:
+    s = _scrapes([(5.0 * i, 0.0) for i in range(13)])
+    assert s.rate(S.RECEIVED, at_s, 60.0) == pytest.approx(expected)
+
+
+def test_rate_does_not_extrapolate_a_counter_below_zero() -> None:
+    # Counter 10 × t sampled at 20..60 over a 60 s range ending at 60: the 20 s before the
+    # first sample would extrapolate to -100 before 0 requests; Prometheus stops at zero
+    # (durationToZero = 40 × 200/400 = 20 s, = the gap, so the full 20 s still counts),
+    # then adds at most half an interval where the gap exceeds 1.1 intervals: 2.5 s.
+    s = _scrapes([(20.0 + 5.0 * i, 0.0) for i in range(9)])
+    # increase 400 over 40 s sampled; start gap 20 > 5.5 → + 2.5 s; end gap 0 → 42.5 s
+    assert s.rate(S.RECEIVED, 60.0, 60.0) == pytest.approx(400 * (42.5 / 40.0) / 60.0)
+    assert s.rate(S.RECEIVED, 20.0, 60.0) is None  # one sample: no rate
+
+
+def test_range_matrix_gives_the_scalers_window() -> None:
+    # L stepped every 5 s; the scaler's range query (step 1 s) sees the last sample at
+    # every step, and the window it builds is the live one's.
+    s = _scrapes([(float(t), float(t // 5)) for t in range(0, 101, 5)])
+    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation"))
+    query = range_query(spec)
+    start, end = query.bounds(100.4)
+    assert end == 100.0
+    window = window_from_matrix(s.matrix(query, start, end), query, start, end)
+    assert window.inflight[-1] == Sample(100.0, 20.0)
+    assert Sample(99.0, 19.0) in window.inflight  # step 99 reads the sample at 95
+    assert window.ready_replicas[-1].value == 2.0
+    assert window.arrivals_total[-1].value - window.arrivals_total[0].value == pytest.approx(
+        10.0 * (100.0 - 25.0)  # the counter's increase over the steps that have a sample
+    )
+
+
+def test_sim_scaler_answers_unavailable_on_a_gap_and_decides_on_a_full_window() -> None:
+    clock = [0.0]
+    s = _scrapes([(float(t), 9.0) for t in range(0, 41, 5)])
+    metadata = scaler_metadata(4, 1.0, "saturation")
+    scaler = SimScaler(metadata, s, lambda: clock[0])
+    assert scaler.metric_spec().target == 4.0
+    clock[0] = 40.0
+    # 70 s window but history only from 0: a gap; scaling *down* from 2 is refused
+    s2 = _scrapes([(float(t), 1.0) for t in range(0, 41, 5)])
+    with pytest.raises(ScalerUnavailable, match="UNAVAILABLE"):
+        SimScaler(metadata, s2, lambda: clock[0]).metric_value("inflight")
+    # 9 in flight on 2 ready at 4 slots: scale up to 3, allowed on a partial window
+    assert scaler.metric_value("inflight") == 9.0
+    assert scaler.is_active()
+    assert scaler.decisions[-1].desired_replicas == 3
+
+
+def test_sim_scaler_rejects_bad_metadata_naming_the_key() -> None:
+    from external_scaler.errors import MetadataError
+
+    bad = {**scaler_metadata(4, 1.0, "saturation"), names.META_TARGET_SATURATION: "x"}
+    with pytest.raises(MetadataError, match=names.META_TARGET_SATURATION):
+        SimScaler(bad, S.Scrapes(), lambda: 0.0)
