@@ -30,6 +30,7 @@ from emulator.profile import Profile
 from orchestrator import hpa
 from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from orchestrator.keda import KedaSpec
+from orchestrator.scaler_client import ScalerUnavailable
 from orchestrator.stack import SCRAPE_INTERVAL_S, scaler_metadata
 from orchestrator.state import DecisionRecord
 from router.errors import QueueFull, QueueTimeout
@@ -44,6 +45,8 @@ from sim.scaler import SimScaler
 HPA_SYNC_S = 15.0
 POLLING_INTERVAL_S = 30.0
 COOLDOWN_S = 300.0
+# The scaler's StreamIsActive check period at time-scale 1 (orchestrator/stack.py).
+STREAM_INTERVAL_S = 1.0
 
 # Event priorities at one instant: requests and replicas first, then the scrape, then
 # the control plane (it reads what the scrape just recorded).
@@ -83,6 +86,7 @@ class SimConfig:
     hpa_sync_s: float = HPA_SYNC_S
     polling_interval_s: float = POLLING_INTERVAL_S
     cooldown_s: float = COOLDOWN_S
+    stream_interval_s: float = STREAM_INTERVAL_S
     max_queue: int = MAX_QUEUE
     queue_timeout_s: float = QUEUE_TIMEOUT_S
     drain_s: float = 600.0
@@ -216,6 +220,30 @@ class Simulation:
         )
         self.autoscaler.start(self.events.now_s)
         self._schedule_control()
+        if c.min_replicas == 0:
+            self._was_active = False
+            self.events.at(self.events.now_s, self._stream_is_active, _P_CONTROL)
+
+    def _stream_is_active(self) -> None:
+        """The scaler's StreamIsActive: push ``true`` on the idle → active edge.
+
+        As ``ExternalScalerServicer._stream`` does every ``stream_interval_s``: a refused
+        decision leaves the state as it was. KEDA scales from zero on the push at once
+        (the local loop at its next tick): the push is handled now.
+        """
+        assert self.autoscaler is not None
+        try:
+            active = self.scaler.decide().active
+        except ScalerUnavailable:
+            pass
+        else:
+            if active and not self._was_active:
+                self.autoscaler.activate()
+                self.autoscaler.tick(self.events.now_s)
+            self._was_active = active
+        self.events.at(
+            self.events.now_s + self.config.stream_interval_s, self._stream_is_active, _P_CONTROL
+        )
 
     def _schedule_control(self) -> None:
         a = self.autoscaler

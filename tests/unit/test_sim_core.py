@@ -158,3 +158,19 @@ def test_bad_fixed_policy_names_the_flag(text: str) -> None:
 def test_bad_config_names_the_flag(kwargs: dict[str, object], flag: str) -> None:
     with pytest.raises(ValueError, match=flag):
         SimConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_scale_to_zero_and_back_on_stream_is_active() -> None:
+    # min 0: idle past KEDA's 300 s cooldown → 0 replicas; the first requests at 400 s are
+    # held by the router, the next scrape shows them in L, StreamIsActive pushes true
+    # within a second and KEDA activates at once (not at its next 30 s poll).
+    planned = [PlannedRequest(400.0 + 0.5 * i, 1000, 50) for i in range(40)]
+    config = SimConfig(policy="saturation", min_replicas=0, max_replicas=2, startup_s=30.0)
+    result = simulate(config, planned, end_s=420.0)
+    zero = [p for p in result.timeline if p["desired"] == 0]
+    assert zero and 0.0 < zero[0]["t"] < 400.0
+    up = next(p for p in result.timeline if p["t"] >= 400.0 and p["desired"] >= 1)
+    assert up["t"] <= 400.0 + config.scrape_interval_s + 2 * config.stream_interval_s
+    assert all(r.ok for r in result.requests)  # held, then served once a replica is ready
+    first_served = min(r.first_s for r in result.requests if r.first_s is not None)
+    assert first_served >= up["t"] + config.startup_s
