@@ -30,7 +30,8 @@ from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
 from inflight import names
 from sim import report
-from sim.core import SCALER_POLICIES, SimConfig, fixed_replicas, simulate
+from sim.core import SCALER_POLICIES, SimConfig, fixed_replicas, policy_names, simulate
+from sim.peers import catalog
 
 # Without a scenario: `inflight up`'s replica defaults and the reference start-up.
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS, DEFAULT_STARTUP_S = 1, 2, 30.0
@@ -216,7 +217,7 @@ def _compare(a: argparse.Namespace) -> int:
     w = workload(a)
     slo = _slo(a)
     seeds = _seeds(a.seeds)
-    texts = [p for p in (a.policies or f"fixed:{w.max_replicas},saturation,qps").split(",") if p]
+    texts = [p for p in (a.policies or default_policies(w.max_replicas)).split(",") if p]
     policies = [parse_policy(p) for p in texts]
     static = next(
         (
@@ -255,6 +256,12 @@ def _compare(a: argparse.Namespace) -> int:
     write_new(out / "comparison.md", markdown, a.force)
     print(markdown)
     return 0
+
+
+def default_policies(max_replicas: int) -> str:
+    """The static maximum, ours, the peers (those in this build), the seed's rule: the
+    order of ``inflight bench compare --scenario``."""
+    return ",".join([f"fixed:{max_replicas}", "saturation", *catalog(), "qps"])
 
 
 def _pct(v: float | None) -> str:
@@ -315,7 +322,7 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--policy",
         default="saturation",
-        help=f"{', '.join(SCALER_POLICIES)} or fixed:N",
+        help=f"{', '.join(policy_names())} or fixed:N",
     )
     run.add_argument(
         "--scaler-metadata",
@@ -329,7 +336,7 @@ def register(subparsers: Any) -> None:
     cmp.add_argument(
         "--policies",
         help="comma-separated; saturation[KEY=VALUE;...] for a variant "
-        "(default fixed:MAX,saturation,qps)",
+        f"(default {default_policies(0).replace('fixed:0', 'fixed:MAX')})",
     )
     cmp.set_defaults(func=_guarded(_compare))
 

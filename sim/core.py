@@ -19,6 +19,7 @@ still open then is ``unfinished``, as the live bench counts it.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +34,9 @@ from orchestrator.keda import KedaSpec
 from orchestrator.scaler_client import ScalerUnavailable
 from orchestrator.stack import SCRAPE_INTERVAL_S, scaler_metadata
 from orchestrator.state import DecisionRecord
-from router.errors import QueueFull, QueueTimeout
+from router.errors import NoEndpoint, QueueFull, QueueTimeout
 from router.pool import Endpoint
+from sim import peers
 from sim import scrapes as S
 from sim.events import EventQueue
 from sim.fleet import Fleet, SimReplica
@@ -103,9 +105,9 @@ class SimConfig:
         if self.startup_s < 0:
             raise ValueError(f"--startup-s must be ≥ 0, got {self.startup_s}")
         fixed = fixed_replicas(self.policy)
-        if fixed is None and self.policy not in SCALER_POLICIES:
+        if fixed is None and self.policy not in policy_names():
             raise ValueError(
-                f"--policy {self.policy!r}: expected one of {', '.join(SCALER_POLICIES)} or fixed:N"
+                f"--policy {self.policy!r}: expected one of {', '.join(policy_names())} or fixed:N"
             )
 
     @property
@@ -120,6 +122,11 @@ class SimConfig:
         base = scaler_metadata(self.profile.max_num_seqs, 1.0, self.policy)
         base.update(self.scaler_metadata)
         return base
+
+
+def policy_names() -> tuple[str, ...]:
+    """Every control plane the simulator runs: the scaler's policies, then the peers."""
+    return (*SCALER_POLICIES, *peers.catalog())
 
 
 def fixed_replicas(policy: str) -> int | None:
@@ -172,11 +179,13 @@ class Simulation:
         self.config = config
         self.end_s = end_s
         self.events = EventQueue(-config.warmup_s)
+        self.peer = peers.catalog().get(config.policy)
         self.router = SimRouter(
             config.profile.max_num_seqs,
             random.Random(config.seed),
             max_queue=config.max_queue,
             queue_timeout_s=config.queue_timeout_s,
+            hold_when_full=True if self.peer is None else self.peer.router_hold,
         )
         self.scrapes = S.Scrapes()
         self.fleet = Fleet(config.replica_profile, self.events, self.router, self._changed)
@@ -192,7 +201,9 @@ class Simulation:
         fixed = fixed_replicas(config.policy)
         first = fixed if fixed is not None else max(1, config.min_replicas)
         self.fleet.start_ready(first)
-        if fixed is None:
+        if self.peer is not None:
+            self._start_peer()
+        elif fixed is None:
             self._start_autoscaler()
 
     # --- control plane -----------------------------------------------------------------
@@ -245,6 +256,38 @@ class Simulation:
             self.events.now_s + self.config.stream_interval_s, self._stream_is_active, _P_CONTROL
         )
 
+    def _start_peer(self) -> None:
+        """The peer's loop, built as ``inflight up --policy NAME`` builds it (time-scale 1)."""
+        from orchestrator.peers.base import PeerIO
+        from orchestrator.peers.catalog import PeerSettings
+
+        c = self.config
+        assert self.peer is not None
+        io = PeerIO(
+            read=peers.reader(self.scrapes, lambda: self.events.now_s, c.scrape_interval_s),
+            get_replicas=lambda: self.fleet.desired,
+            ready_replicas=lambda: self.fleet.ready,
+            set_replicas=self.fleet.set_desired,
+            observe=self._observe,
+            record=self.decisions.append,
+            wall_clock=lambda: self.events.now_s,
+        )
+        settings = PeerSettings(
+            time_scale=1.0,
+            slots_per_replica=c.profile.max_num_seqs,
+            min_replicas=c.min_replicas,
+            max_replicas=c.max_replicas,
+            hpa_sync_s=c.hpa_sync_s,
+        )
+        self.peer_loop = self.peer.build(settings, io)
+        self.peer_loop.start(self.events.now_s)
+        self.events.at(self.events.now_s + self.peer.tick_s, self._peer_tick, _P_CONTROL)
+
+    def _peer_tick(self) -> None:
+        assert self.peer is not None
+        self.peer_loop.tick(self.events.now_s)
+        self.events.at(self.events.now_s + self.peer.tick_s, self._peer_tick, _P_CONTROL)
+
     def _schedule_control(self) -> None:
         a = self.autoscaler
         assert a is not None
@@ -273,7 +316,9 @@ class Simulation:
                 S.QUEUED: float(self.router.queued),
                 S.RECEIVED: float(self.router.received),
                 S.READY: float(self.router.ready_endpoints()),
-                S.VLLM_WAITING: float(sum(r.engine.num_waiting for r in ready)),
+                S.VLLM_WAITING: float(sum(r.engine.num_waiting for r in ready))
+                if ready
+                else math.nan,
                 S.VLLM_RUNNING: float(sum(r.engine.num_running for r in ready)),
             },
         )
@@ -289,8 +334,8 @@ class Simulation:
 
         try:
             held = self.router.arrive(on_slot)
-        except QueueFull:
-            self._end(res, ok=False, cause=f"http_{QueueFull.status}")
+        except (QueueFull, NoEndpoint) as exc:
+            self._end(res, ok=False, cause=f"http_{exc.status}")
             return
         if held is not None:
             timeout_s = self.events.now_s + self.config.queue_timeout_s

@@ -1,11 +1,14 @@
 """The router in virtual time: the live router's pool and dispatcher, minus HTTP.
 
-``inflight up`` runs the router with ``--hold-when-full``: a request takes a slot on the
-least-loaded ready replica (``router.pool.Pool.choose``), or waits in the router's FIFO
-until one frees (``router.dispatch.Dispatcher.hold``/``pump``), bounded by ``--max-queue``
-and ``--queue-timeout-s``. Both are the live objects; what this module adds is only what
-the router's HTTP layer does around them: count the request in L and in the received
-counter when it arrives, and take it out of L when its response ends or it is refused
+``inflight up`` runs the router with ``--hold-when-full`` (except for the peers whose own
+deployments queue in vLLM): a request takes a slot on the least-loaded ready replica
+(``router.pool.Pool.choose``), or waits in the router's FIFO until one frees
+(``router.dispatch.Dispatcher.hold``/``pump``), bounded by ``--max-queue`` and
+``--queue-timeout-s``. Without holding, it goes to the least-loaded ready replica even
+when every slot is busy (vLLM queues it), and fails (503) when none is ready. Pool and
+dispatcher are the live objects; what this module adds is only what the router's HTTP
+layer does around them: count the request in L and in the received counter when it
+arrives, and take it out of L when its response ends or it is refused
 (``router.dispatch.Admission`` does that live; it is an ``async with`` and cannot run
 without an event loop).
 """
@@ -16,7 +19,7 @@ import random
 from collections.abc import Callable, Sequence
 
 from router.dispatch import Dispatcher
-from router.errors import QueueFull
+from router.errors import NoEndpoint, QueueFull
 from router.pool import READY, Endpoint, Pool
 from router.sources import apply
 
@@ -57,10 +60,14 @@ class SimRouter:
         rng: random.Random,
         max_queue: int = MAX_QUEUE,
         queue_timeout_s: float = QUEUE_TIMEOUT_S,
+        hold_when_full: bool = True,
     ) -> None:
         self.pool = Pool(slots, rng=rng)
         self.dispatcher = Dispatcher(
-            self.pool, hold_when_full=True, max_queue=max_queue, queue_timeout_s=queue_timeout_s
+            self.pool,
+            hold_when_full=hold_when_full,
+            max_queue=max_queue,
+            queue_timeout_s=queue_timeout_s,
         )
         self.received = 0  # router_requests_received_total
 
@@ -82,8 +89,9 @@ class SimRouter:
     def arrive(self, on_slot: Callable[[Endpoint], None]) -> Held | None:
         """A work request arrives: into L; a slot at once (``on_slot`` called now) or held.
 
-        Returns the :class:`Held` ticket when held; raises QueueFull (503; already out of
-        L again) when the FIFO is full.
+        Returns the :class:`Held` ticket when held; raises QueueFull (503) when the FIFO
+        is full, NoEndpoint (503) when not holding and no replica is ready: either way the
+        request is already out of L again.
         """
         d = self.dispatcher
         self.received += 1
@@ -92,6 +100,9 @@ class SimRouter:
         if ep is not None:
             on_slot(ep)
             return None
+        if not d.hold_when_full:
+            d.inflight -= 1
+            raise NoEndpoint("no ready endpoint")
         held = Held(on_slot)
         try:
             d.hold(held)

@@ -42,7 +42,7 @@ INFLIGHT = "router_inflight_requests"
 QUEUED = "router_queued_requests"
 RECEIVED = "router_requests_received_total"
 READY = 'router_endpoints{state="ready"}'
-VLLM_WAITING = "sum(vllm:num_requests_waiting)"
+VLLM_WAITING = "sum(vllm:num_requests_waiting)"  # NaN when no replica is scraped
 VLLM_RUNNING = "sum(vllm:num_requests_running)"
 SERIES = (INFLIGHT, QUEUED, RECEIVED, READY, VLLM_WAITING, VLLM_RUNNING)
 
@@ -72,7 +72,10 @@ class Scrapes:
     def instant(self, name: str, t_s: float) -> float | None:
         """The series' value at ``t_s`` as an instant query reads it (None: no sample)."""
         i = self._index_at(t_s)
-        return None if i is None else self.values[name][i]
+        if i is None:
+            return None
+        value = self.values[name][i]
+        return None if math.isnan(value) else value  # NaN: no series (a sum over nothing)
 
     def rate(self, name: str, t_s: float, range_s: float) -> float | None:
         """``rate(name[range])`` at ``t_s``, as Prometheus 2.42 computes it (None: < 2 samples).
