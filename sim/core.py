@@ -47,6 +47,9 @@ from sim.scaler import SimScaler
 HPA_SYNC_S = 15.0
 POLLING_INTERVAL_S = 30.0
 COOLDOWN_S = 300.0
+# How often a peer's loop is ticked at most: finer than any of its own periods but Ray's
+# 0.1 s controller (ticked at its own period), which the loops assume they are called at.
+PEER_TICK_S = 0.5
 # The scaler's StreamIsActive check period at time-scale 1 (orchestrator/stack.py).
 STREAM_INTERVAL_S = 1.0
 
@@ -281,12 +284,15 @@ class Simulation:
         )
         self.peer_loop = self.peer.build(settings, io)
         self.peer_loop.start(self.events.now_s)
-        self.events.at(self.events.now_s + self.peer.tick_s, self._peer_tick, _P_CONTROL)
+        # The live stack ticks its loop every 50 ms wall; a loop keeps its own clocks
+        # (Knative's collector scrapes every second, decides every 2 s), so it must be
+        # ticked at least as often as its finest period: every PEER_TICK_S, or tick_s.
+        self._peer_period_s = min(self.peer.tick_s, PEER_TICK_S)
+        self.events.at(self.events.now_s + self._peer_period_s, self._peer_tick, _P_CONTROL)
 
     def _peer_tick(self) -> None:
-        assert self.peer is not None
         self.peer_loop.tick(self.events.now_s)
-        self.events.at(self.events.now_s + self.peer.tick_s, self._peer_tick, _P_CONTROL)
+        self.events.at(self.events.now_s + self._peer_period_s, self._peer_tick, _P_CONTROL)
 
     def _schedule_control(self) -> None:
         a = self.autoscaler
