@@ -137,7 +137,7 @@ class Stack:
         self.scaler_ports: tuple[int, int] = (0, 0)
         self.client: ScalerClient | None = None
         self.autoscaler: Autoscaler | None = None
-        self._last_point: tuple[int, int] | None = None
+        self._last_point: tuple[int, int, int] | None = None
         self._recorded_groups: tuple[int | None, ...] = ()
         self._members_recorded_s = 0.0
         self._published_targets: tuple[str, ...] | None = None
@@ -546,7 +546,7 @@ class Stack:
             self._members_recorded_s = now
 
     def _record_point(self, force: bool = False) -> None:
-        point = (self.supervisor.desired, self.supervisor.ready)
+        point = (self.supervisor.desired, self.supervisor.ready, self.supervisor.live)
         if force or point != self._last_point:
             self._last_point = point
             self.state.append_timeline(TimelinePoint(time.time(), *point))

@@ -11,8 +11,8 @@ import pytest
 
 from inflight.ports import listening_ports
 from inflight.procs import http_ok, pid_alive, port_is_free
+from orchestrator.lifecycle import ReplicaPhase
 from orchestrator.supervisor import (
-    ReplicaPhase,
     Supervisor,
     SupervisorConfig,
     check_replica_command,
@@ -107,7 +107,9 @@ def test_scale_down_drains_before_stopping(make_supervisor):
     sup.tick()
     assert victim.phase is ReplicaPhase.DRAINING
     assert victim.url not in endpoints(sup)
+    assert (sup.active, sup.live) == (1, 2), "a draining replica still exists"
     until(sup, lambda: victim not in sup.replicas, "the drained replica to be stopped")
+    assert victim.phase is ReplicaPhase.GONE and sup.live == 1
     assert asked and all(not in_file and alive for _, in_file, alive in asked)
     wait_for(lambda: not victim.process.alive(), what="victim group gone")
     assert not pid_alive(child), "the replica's worker child survived"
