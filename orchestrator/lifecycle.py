@@ -29,6 +29,17 @@ crashes 1, 2, 3 … delay 0.5, 1, 2, 4, 8, 16, 30, 30 s.
 
 On a scale-down (:func:`scale_plan`), starting replicas are cancelled first, newest first
 (they serve nothing yet), then ready ones are drained, newest first.
+
+Driving it (the shell or the simulator), each tick::
+
+    probes = {r.id: run(needed(r, now_s, config)) for r in replicas}
+    out = reconcile(replicas, probes, backoff, desired, now_s, config)
+    perform(out.actions); replicas, backoff = out.replicas, out.backoff
+    replicas += [new_replica(next_id(), port, now_s) for _ in range(out.start)]
+
+A virtual replica answers ``alive=True``, ``healthy=now_s - started_at_s >= startup_s``,
+``drained=`` "its router holds nothing on it", ``group_alive=False`` once terminated (it
+exits at SIGTERM), and leaves ``listening`` and the ready file unprobed (None).
 """
 
 from __future__ import annotations

@@ -572,8 +572,7 @@ class Stack:
             except ProcessError as exc:
                 problems.append(str(exc))
         problems += [f"still alive: {s}" for s in self.supervisor.stop_all()]
-        if self.supervisor.desired != self._last_point_desired():
-            self._record_point(force=True)
+        self._record_point()  # the last point: nothing wanted, nothing live
         for proc in procs:
             if proc.alive():
                 problems.append(f"still alive: {proc.label} (pgid {proc.pgid})")
@@ -593,9 +592,6 @@ class Stack:
         """Router, Prometheus and scaler (those started so far), in start order."""
         prom = self.prometheus.process if self.prometheus is not None else None
         return [p for p in (self.router, prom, self.scaler) if p is not None]
-
-    def _last_point_desired(self) -> int | None:
-        return None if self._last_point is None else self._last_point[0]
 
 
 def _inflight() -> list[str]:

@@ -365,3 +365,44 @@ def test_state_is_frozen():
         s.phase = R
     assert replace(s, port=1) != s
     assert isinstance(s, ReplicaState)
+
+
+# --- a virtual fleet, driven as the simulator drives it -----------------------------------------
+def test_a_virtual_fleet_scales_up_and_down_in_virtual_time():
+    """Start-up 100 s, ticks of 1 s: 3 wanted at 0 are ready at 100; down to 1 at 200 drains
+    the two newest, which stop once the (virtual) router holds nothing on them."""
+    startup_s, holding = 100.0, {2: 210.0, 3: 205.0}  # the router lets go at these times
+    replicas: tuple[ReplicaState, ...] = ()
+    backoff, next_id, terminated = Backoff(), 1, set()
+    ready_at, gone_at, live = {}, {}, []
+
+    def probe(r, now):
+        return Probes(
+            alive=True,
+            group_alive=r.id not in terminated,
+            healthy=now - r.started_at_s >= startup_s,
+            drained=now >= holding.get(r.id, 0.0),
+        )
+
+    for t in range(0, 301):
+        now = float(t)
+        desired = 3 if now < 200 else 1
+        probes = {r.id: probe(r, now) for r in replicas if needed(r, now, CFG)}
+        out = reconcile(replicas, probes, backoff, desired, now, CFG)
+        for a in out.actions:
+            if isinstance(a, Terminate):
+                terminated.add(a.replica_id)
+            elif isinstance(a, Ready):
+                ready_at[a.replica_id] = now
+            elif isinstance(a, Remove):
+                gone_at[a.replica_id] = now
+        replicas, backoff = out.replicas, out.backoff
+        for _ in range(out.start):
+            replicas += (new_replica(next_id, 8000 + next_id, now),)
+            next_id += 1
+        live.append(count(replicas, LIVE_PHASES))
+    assert ready_at == {1: 100.0, 2: 100.0, 3: 100.0}
+    assert gone_at == {3: 206.0, 2: 211.0}, "drained, then gone at the next tick"
+    assert [r.id for r in replicas] == [1] and backoff == Backoff()
+    assert next_id == 4, "no replica was started beyond the three"
+    assert (live[199], live[205], live[206], live[210], live[211]) == (3, 3, 2, 2, 1)
