@@ -285,12 +285,12 @@ class Supervisor:
         elif isinstance(action, Failed):
             code = r.process.poll()
             log.warning(
-                "replica %d (%s, pid %d) failed (%s%s); replacing it in %.1f s (crash %d in a row)",
+                "replica %d (%s, pid %d%s) failed (%s); replacing it in %.1f s (crash %d in a row)",
                 r.id,
                 r.url,
                 r.process.pid,
+                f", exit code {code}" if code is not None else "",
                 action.why,
-                f", code {code}" if code is not None else "",
                 action.delay_s,
                 action.crashes,
             )
