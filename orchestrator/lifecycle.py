@@ -24,7 +24,8 @@ A replica moves STARTING → READY → DRAINING → STOPPING → GONE:
 
 A failed replica goes straight to STOPPING (out of the endpoint file at once) and counts as
 a crash: replacements wait ``backoff_base_s × 2^(crashes-1)`` (at most ``backoff_max_s``);
-a replica READY for ``stable_s`` resets the count. Worked example (base 0.5 s, max 30 s):
+a replica that became READY after the last crash and stays READY for ``stable_s`` resets
+the count. Worked example (base 0.5 s, max 30 s):
 crashes 1, 2, 3 … delay 0.5, 1, 2, 4, 8, 16, 30, 30 s.
 
 On a scale-down (:func:`scale_plan`), starting replicas are cancelled first, newest first
@@ -356,25 +357,30 @@ def drain(
 # --- the back-off -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Backoff:
-    """Crashes in a row and the earliest time a replacement may start."""
+    """Crashes in a row, when the last one was, and the earliest time a replacement may
+    start."""
 
     crashes: int = 0
     restart_not_before_s: float = 0.0
+    last_crash_s: float | None = None
 
 
 def crashed(backoff: Backoff, now_s: float, config: LifecycleConfig) -> Backoff:
     """One more crash (a replica failed, or could not even be started)."""
     crashes = backoff.crashes + 1
-    return Backoff(crashes, now_s + config.backoff_s(crashes))
+    return Backoff(crashes, now_s + config.backoff_s(crashes), now_s)
 
 
 def settle(
     backoff: Backoff, replicas: Iterable[ReplicaState], now_s: float, config: LifecycleConfig
 ) -> Backoff:
-    """A replica READY for ``stable_s`` resets the crash count."""
+    """A replica that became READY after the last crash and has stayed READY for
+    ``stable_s`` resets the crash count. (A replica ready since before the crash proves
+    nothing: beside it, a replacement that keeps crashing must still back off.)"""
     if backoff.crashes and any(
         r.phase is ReplicaPhase.READY
         and r.ready_at_s is not None
+        and (backoff.last_crash_s is None or r.ready_at_s >= backoff.last_crash_s)
         and now_s - r.ready_at_s >= config.stable_s
         for r in replicas
     ):

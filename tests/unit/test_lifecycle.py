@@ -288,6 +288,16 @@ def test_backoff_resets_after_a_replica_is_ready_for_stable_s():
     assert b.restart_not_before_s == 16.5, "after a reset the delay starts from the base"
 
 
+def test_a_replica_ready_since_before_the_crash_does_not_reset_the_backoff():
+    """A crash loop beside a healthy old replica still backs off."""
+    old = ready(1, 8001, 0.0, 5.0)
+    b = crashed(crashed(Backoff(), 100.0, CFG), 101.0, CFG)
+    assert settle(b, [old], 500.0, CFG) == b
+    new = ready(2, 8002, 101.0, 101.0)
+    assert settle(b, [old, new], 110.9, CFG) == b
+    assert settle(b, [old, new], 111.0, CFG).crashes == 0
+
+
 # --- reconcile: the fleet in one tick -----------------------------------------------------------
 def test_reconcile_starts_what_is_missing():
     out = reconcile([], {}, Backoff(), 2, 0.0, CFG)
@@ -298,7 +308,7 @@ def test_reconcile_counts_a_failure_as_a_crash_and_backs_off_the_replacement():
     r = ready(1)
     out = reconcile([r], {1: Probes(alive=False)}, Backoff(), 1, 6.0, CFG)
     assert out.start == 0, "the replacement waits for the back-off"
-    assert out.backoff == Backoff(1, 6.5)
+    assert out.backoff == Backoff(1, 6.5, last_crash_s=6.0)
     assert out.actions[0] == Failed(1, "exited", crashes=1, delay_s=0.5)
     (stopping,) = out.replicas
     # Next tick: the group is gone; still within the back-off.
@@ -315,7 +325,7 @@ def test_reconcile_two_failures_in_one_tick_are_two_crashes():
     out = reconcile(replicas, {1: dead, 2: dead}, Backoff(), 2, 6.0, CFG)
     fails = [a for a in out.actions if isinstance(a, Failed)]
     assert [(f.crashes, f.delay_s) for f in fails] == [(1, 0.5), (2, 1.0)]
-    assert out.backoff == Backoff(2, 7.0)
+    assert out.backoff == Backoff(2, 7.0, last_crash_s=6.0)
 
 
 def test_reconcile_scales_down_after_stepping():
@@ -330,7 +340,7 @@ def test_reconcile_scales_down_after_stepping():
 
 
 def test_reconcile_resets_crashes_when_stable():
-    out = reconcile([ready(at=5.0)], {}, Backoff(3, 0.0), 1, 15.0, CFG)
+    out = reconcile([ready(at=5.0)], {}, Backoff(3, 0.0, last_crash_s=4.0), 1, 15.0, CFG)
     assert out.backoff.crashes == 0
 
 
