@@ -314,7 +314,7 @@ class Simulation:
         now = self.events.now_s
         for r in list(self.fleet.replicas.values()):
             self._wake(r, now)
-        ready = [r for r in self.fleet.replicas.values() if r.ready_s is not None]
+        ready = self.fleet.scraped()
         self.scrapes.scrape(
             now,
             {
@@ -389,7 +389,7 @@ class Simulation:
             res.output_tokens = seq.tokens
             self.router.finish(ep)
             self._end(res, ok=True, cause=None, end_s=seq.finished_s)
-            self.fleet.check_drained(r)
+            self.fleet.released(r)
         self._schedule_wake(r)
 
     def _end(
