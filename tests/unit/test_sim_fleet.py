@@ -1,0 +1,80 @@
+"""The simulated supervisor: orchestrator.lifecycle's decisions on virtual probes."""
+
+from __future__ import annotations
+
+import random
+
+from emulator.engine import Sequence
+from emulator.profile import Profile
+from orchestrator.lifecycle import ReplicaPhase
+from router.pool import Endpoint
+from sim.events import EventQueue
+from sim.fleet import Fleet
+from sim.router import SimRouter
+
+
+def _fleet(
+    startup_s: float = 30.0,
+) -> tuple[Fleet, EventQueue, SimRouter, list[tuple[float, int, int]]]:
+    events = EventQueue(0.0)
+    router = SimRouter(4, random.Random(0))
+    seen: list[tuple[float, int, int]] = []
+    fleet = Fleet(Profile(startup_s=startup_s), events, router, lambda: None)
+    fleet.on_change = lambda: seen.append((events.now_s, fleet.live, fleet.ready))
+    return fleet, events, router, seen
+
+
+def test_a_new_replica_is_ready_after_its_start_up_and_joins_the_router() -> None:
+    fleet, events, router = _fleet()
+    fleet.start_ready(1)
+    assert router.ready_endpoints() == 1
+    events.at(5.0, lambda: fleet.set_desired(2))
+    events.run_until(34.999)
+    assert (fleet.live, fleet.ready, router.ready_endpoints()) == (2, 1, 1)
+    events.run_until(35.0)
+    assert (fleet.live, fleet.ready, router.ready_endpoints()) == (2, 2, 2)
+
+
+def test_scale_down_cancels_a_starting_replica_first_then_drains_the_newest_ready() -> None:
+    fleet, events, router = _fleet()
+    fleet.start_ready(2)
+    events.at(1.0, lambda: fleet.set_desired(3))
+    events.run_until(2.0)
+    assert [s.phase for s in fleet.states].count(ReplicaPhase.STARTING) == 1
+    events.at(3.0, lambda: fleet.set_desired(2))
+    events.run_until(3.0)
+    assert (fleet.live, fleet.ready) == (2, 2)  # the starting one was cancelled and is gone
+    # A request on the newest ready replica keeps it draining (live) until it ends.
+    newest = max(fleet.replicas.values(), key=lambda r: r.id)
+    ep = router.pool.get(newest.url)
+    assert ep is not None
+    router.dispatcher.inflight += 1
+    router.pool.acquire(ep)
+    events.at(4.0, lambda: fleet.set_desired(1))
+    events.run_until(4.0)
+    assert fleet.phase(newest.id) is ReplicaPhase.DRAINING
+    assert (fleet.live, fleet.ready, router.ready_endpoints()) == (2, 1, 1)
+    events.at(9.0, lambda: _finish(fleet, router, ep))
+    events.run_until(9.0)
+    assert (fleet.live, fleet.ready) == (1, 1)
+    assert newest.id not in fleet.replicas
+
+
+def _finish(fleet: Fleet, router: SimRouter, ep: Endpoint) -> None:
+    router.finish(ep)
+    fleet.released(fleet.by_url[ep.url])
+
+
+def test_a_drain_that_never_ends_stops_at_the_deadline() -> None:
+    fleet, events, router = _fleet()
+    fleet.start_ready(2)
+    newest = max(fleet.replicas.values(), key=lambda r: r.id)
+    ep = router.pool.get(newest.url)
+    assert ep is not None
+    router.pool.acquire(ep)  # held forever
+    newest.engine.submit(Sequence(10, 10**6, 0.0), 0.0)
+    events.at(1.0, lambda: fleet.set_desired(1))
+    events.run_until(1.0 + fleet.config.drain_timeout_s - 0.001)
+    assert fleet.live == 2
+    events.run_until(1.0 + fleet.config.drain_timeout_s)
+    assert fleet.live == 1
