@@ -13,15 +13,10 @@ from sim.fleet import Fleet
 from sim.router import SimRouter
 
 
-def _fleet(
-    startup_s: float = 30.0,
-) -> tuple[Fleet, EventQueue, SimRouter, list[tuple[float, int, int]]]:
+def _fleet(startup_s: float = 30.0) -> tuple[Fleet, EventQueue, SimRouter]:
     events = EventQueue(0.0)
     router = SimRouter(4, random.Random(0))
-    seen: list[tuple[float, int, int]] = []
-    fleet = Fleet(Profile(startup_s=startup_s), events, router, lambda: None)
-    fleet.on_change = lambda: seen.append((events.now_s, fleet.live, fleet.ready))
-    return fleet, events, router, seen
+    return Fleet(Profile(startup_s=startup_s), events, router, lambda: None), events, router
 
 
 def test_a_new_replica_is_ready_after_its_start_up_and_joins_the_router() -> None:
