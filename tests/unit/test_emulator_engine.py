@@ -353,7 +353,7 @@ def _replay(
             engine.advance(now)
         hints.append(engine.next_finish_s())
     engine.advance(now + 10_000.0)
-    fields = [
+    fields: list[tuple[object, ...]] = [
         (s.tokens, s.admitted_s, s.first_token_s, s.last_token_s, s.finished_s, s.finished_reason)
         for s in seqs
     ]
