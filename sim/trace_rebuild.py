@@ -142,14 +142,14 @@ def histogram_buckets(cumulative: Mapping[float, float]) -> list[Bucket]:
     bound to the next (counters read at slightly different moments) gives that bucket 0.
 
     >>> histogram_buckets({10.0: 3, 20.0: 5, math.inf: 6})
-    [Bucket(lo=0.0, hi=10.0, weight=3), Bucket(lo=10.0, hi=20.0, weight=2), \
-Bucket(lo=20.0, hi=inf, weight=1)]
+    [Bucket(lo=0.0, hi=10.0, weight=3.0), Bucket(lo=10.0, hi=20.0, weight=2.0), \
+Bucket(lo=20.0, hi=inf, weight=1.0)]
     """
     out: list[Bucket] = []
     lo, below = 0.0, 0.0
     for le in sorted(cumulative):
         count = cumulative[le]
-        out.append(Bucket(lo, le, max(0.0, count - below)))
+        out.append(Bucket(lo, le, max(0.0, float(count) - below)))
         lo, below = le, max(below, count)
     return out
 
