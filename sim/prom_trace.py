@@ -153,7 +153,6 @@ class Options:
 def options_from_args(args: argparse.Namespace) -> Options:
     """Validate the flags; ValueError naming the flag."""
     from bench.lengths import parse_length
-
     from external_scaler.errors import MetadataError
     from external_scaler.selector import ACCEPTED_FORM, parse_selector
 
@@ -325,7 +324,6 @@ class Summary:
 def build(opts: Options, source: Source) -> tuple[list[Any], Summary]:
     """The trace's requests (``bench.trace.PlannedRequest``) and what they came from."""
     from bench.trace import PlannedRequest
-
     from sim import trace_rebuild as tr
 
     series = counter_series(source, opts)
