@@ -225,7 +225,7 @@ class Source:
             ) from None
         except OSError as exc:  # requests' errors are OSErrors: refused, timed out, DNS
             raise TraceFromPromError(f"cannot reach Prometheus at {self.url}: {exc}") from None
-        except ValueError as exc:  # an answer that is not Prometheus' JSON
+        except (ValueError, KeyError, TypeError) as exc:  # not Prometheus' JSON
             raise TraceFromPromError(
                 f"{self.url} did not answer like Prometheus' HTTP API: {exc}"
             ) from None
@@ -352,7 +352,7 @@ def build(opts: Options, source: Source) -> tuple[list[Any], Summary]:
         rebuilt = tr.rebuild(
             ordered, opts.start_s, opts.end_s, lengths[0], lengths[1], opts.seed, opts.time_scale
         )
-    except tr.RebuildError as exc:
+    except tr.NoArrivals as exc:
         raise TraceFromPromError(
             f"{exc}: {_selector_expr(COUNTER, opts.selector)} did not increase between "
             f"{_iso(opts.start_s)} and {_iso(opts.end_s)} ({len(series)} series); an empty "
@@ -403,11 +403,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    from sim.trace_rebuild import RebuildError
+
     source = Source(opts.url, opts.timeout_s)
     try:
         requests, summary = build(opts, source)
         write_new(opts.out, requests)
-    except TraceFromPromError as exc:
+    except (TraceFromPromError, RebuildError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     finally:

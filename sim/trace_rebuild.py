@@ -43,6 +43,10 @@ class RebuildError(ValueError):
     """The samples cannot give a trace (no arrivals, a malformed histogram)."""
 
 
+class NoArrivals(RebuildError):
+    """The window holds no arrival: an empty trace is not a trace of anything."""
+
+
 @dataclass(frozen=True)
 class Interval:
     """``count`` events happened in ``(start_s, end_s]`` (one series, two consecutive samples)."""
@@ -230,7 +234,7 @@ def rebuild(
     run at ``--time-scale S`` spends S wall seconds per seed second), then prompt lengths,
     then output lengths, all drawn from one ``random.Random(seed)`` in that order.
 
-    Raises :class:`RebuildError` when the window holds no arrival: an empty trace is not a
+    Raises :class:`NoArrivals` when the window holds no arrival: an empty trace is not a
     trace of anything.
     """
     if not end_s > start_s:
@@ -243,7 +247,7 @@ def rebuild(
         times.extend(place_arrivals(counter_intervals(samples).intervals, start_s, end_s, rng))
     times.sort()
     if not times:
-        raise RebuildError("no request arrived in the window")
+        raise NoArrivals("no request arrived in the window")
     prompts = prompt.draw(len(times), rng)
     outputs = output.draw(len(times), rng)
     rows = tuple(

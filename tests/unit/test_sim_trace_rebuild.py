@@ -11,6 +11,7 @@ from sim.trace_rebuild import (
     Bucket,
     Interval,
     Lengths,
+    NoArrivals,
     RebuildError,
     allocate,
     counter_intervals,
@@ -208,9 +209,9 @@ def test_rebuild_is_deterministic_for_a_seed() -> None:
 
 def test_an_empty_window_is_an_error_not_an_empty_trace() -> None:
     flat = [(0.0, 12.0), (1.0, 12.0), (2.0, 12.0)]
-    with pytest.raises(RebuildError, match="no request arrived"):
+    with pytest.raises(NoArrivals, match="no request arrived"):
         rebuild([flat], 0.0, 2.0, _const(1), _const(1), seed=0)
-    with pytest.raises(RebuildError, match="no request arrived"):
+    with pytest.raises(NoArrivals, match="no request arrived"):
         rebuild([], 0.0, 2.0, _const(1), _const(1), seed=0)
 
 
