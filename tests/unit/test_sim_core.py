@@ -118,9 +118,14 @@ def test_the_loop_reads_no_clock_and_a_1500_s_scenario_is_simulated(
     assert len(result.requests) > 3000
 
 
+# The one module of sim/ that does I/O by design: it reads a deployment's Prometheus
+# history (dates on its command line), offline; nothing of the simulation imports it.
+IO_MODULES = {"prom_trace.py"}
+
+
 def test_nothing_in_sim_imports_a_clock_or_sleeps() -> None:
     forbidden_modules = {"time", "datetime", "asyncio", "threading"}
-    for path in sorted(SIM_DIR.glob("*.py")):
+    for path in sorted(p for p in SIM_DIR.glob("*.py") if p.name not in IO_MODULES):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
