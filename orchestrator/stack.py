@@ -4,7 +4,11 @@ Start order (each waits for the previous one's readiness where it matters): repl
 processes, the router (fed through ``endpoints.json``), Prometheus when installed (file
 SD targets: router, ready replicas, scaler; scrape every 5 s × time-scale), the scaler
 (Prometheus source, or the direct router source without Prometheus), then — once the
-first replicas answer ``/health`` — the KEDA+HPA loop, and ``stack.json`` last.
+first replicas answer ``/health`` — the KEDA+HPA loop, and ``stack.json`` last. Under a
+peer's policy (``--policy kpa|ray|vllm-waiting|epp-queue|hpa-rps``) that peer's control
+plane (:mod:`orchestrator.peers`) replaces the KEDA+HPA loop on our scaler; it reads
+Prometheus. The scaler still runs, idle (nothing calls it), so ``stack.json``, restarts
+and its metrics are the same under every policy.
 
 :meth:`Stack.run` is the main loop: supervisor tick, autoscaler tick, timeline, and the
 core processes' keeper: a Prometheus or scaler that dies is restarted on the same ports
