@@ -132,7 +132,7 @@ class UpSettings(Settings):
     @property
     def scaler_overrides(self) -> tuple[tuple[str, str], ...]:
         """``--scaler-metadata`` as (key, value) pairs (validated by the model)."""
-        return _parse_metadata(self.scaler_metadata or "")
+        return _parse_metadata(self.scaler_metadata) if self.scaler_metadata else ()
 
     @model_validator(mode="after")
     def _check(self) -> UpSettings:
@@ -195,8 +195,8 @@ class UpSettings(Settings):
             )
 
     def _check_scaler_metadata(self) -> None:
-        if self.scaler_metadata is None:
-            return
+        if not self.scaler_metadata:
+            return  # none, or an empty value: no override
         from external_scaler.metadata import MetadataError, parse_metadata
         from inflight.names import METADATA_DEFAULTS
         from orchestrator.stack import scaler_metadata

@@ -99,7 +99,7 @@ def test_a_failed_read_is_unavailable_even_when_ignoring_nulls() -> None:
 
 @pytest.mark.parametrize(("threshold", "activation"), [(0.0, 0.0), (1.0, -1.0)])
 def test_bad_triggers_are_refused(threshold: float, activation: float) -> None:
-    with pytest.raises(ValueError, match="(?i)threshold"):
+    with pytest.raises(ValueError, match=r"(?i)threshold"):
         PromTriggerSpec("m", Signal.INFLIGHT, threshold, activation_threshold=activation)
 
 
