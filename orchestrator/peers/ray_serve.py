@@ -69,6 +69,9 @@ class RaySpec:
     control_loop_interval_s: float = 0.1
     metrics_record_interval_s: float = 0.5
     metrics_push_interval_s: float = 10.0
+    #: The controller drops a handle's metrics after max(2 × metrics_interval_s, 10 s)
+    #: without an update (``drop_stale_handle_metrics``): 2 push periods.
+    stale_after_pushes: float = 2.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
@@ -217,8 +220,10 @@ def _bounded(spec: RaySpec, replicas: int) -> int:
 class OngoingRequests:
     """The handle's metrics: L recorded every ``metrics_record_interval_s``; every
     ``metrics_push_interval_s`` the mean of the samples in the last
-    ``look_back_period_s`` is pushed to the controller, which decides on the last push
-    (0 before the first, as Ray's controller with no report)."""
+    ``look_back_period_s`` is pushed to the controller, which decides on the last push.
+    A push with no sample in its window (Prometheus unreadable) pushes nothing; with no
+    push for two periods the loop makes no decision (Ray's controller drops such stale
+    metrics; here no metrics means no data, not zero requests)."""
 
     def __init__(self, spec: RaySpec) -> None:
         self.spec = spec
@@ -280,6 +285,13 @@ class RayLoop:
             return False
         self.next_decide_s = _next(self.next_decide_s, self.spec.control_loop_interval_s, now_s)
         target = self.io.get_replicas()
+        fresh_s = self.spec.stale_after_pushes * self.spec.metrics_push_interval_s
+        pushed_at = self.metrics.pushed_at_s
+        if pushed_at is None or now_s - pushed_at > fresh_s:
+            # No metrics (Prometheus unreadable): no decision, said once per push period.
+            if pushed:
+                apply(self.io, None, None, target, f"{self.name}: no fresh metrics; no decision")
+            return pushed
         decision, self.state = ray_decide(
             self.spec, self.state, self.metrics.pushed, self.io.ready_replicas(), target, now_s
         )

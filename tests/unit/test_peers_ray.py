@@ -24,6 +24,7 @@ from orchestrator.peers.ray_serve import (
     scaling_factors,
 )
 from orchestrator.peers.signals import Signal
+from orchestrator.scaler_client import ScalerUnavailable
 from orchestrator.state import DecisionRecord
 
 TICKS_PER_S = 10  # round(1 / CONTROL_LOOP_INTERVAL_S)
@@ -209,8 +210,12 @@ class World:
     ready: int = 1
     records: list[DecisionRecord] = field(default_factory=list)
 
+    down: bool = False
+
     def read(self, signal: Signal) -> float:
         assert signal is Signal.INFLIGHT
+        if self.down:
+            raise ScalerUnavailable("prometheus at http://127.0.0.1:1 unreachable")
         return self.inflight
 
     def set(self, n: int) -> None:
@@ -245,3 +250,20 @@ def test_loop_scales_on_the_pushed_look_back_average_after_the_delay() -> None:
     assert world.desired == 4
     assert world.records and all(r.reason.startswith("ray: ") for r in world.records)
     assert any(r.desired == 4 and r.value == 8.0 for r in world.records)
+
+
+def test_loop_without_metrics_makes_no_decision() -> None:
+    world = World(inflight=0.0, desired=4, ready=4, down=True)
+    loop = RayLoop(RaySpec(min_replicas=1, max_replicas=8, downscale_delay_s=5.0), world.io())
+    loop.start(0.0)
+    t = 0.0
+    while t <= 60.0:
+        loop.tick(t)
+        t = round(t + 0.1, 6)
+    assert world.desired == 4  # 0 requests would have scaled down after 5 s
+    assert world.records and all("no fresh metrics" in r.reason for r in world.records)
+    world.down = False
+    while t <= 90.0:
+        loop.tick(t)
+        t = round(t + 0.1, 6)
+    assert world.desired == 1
