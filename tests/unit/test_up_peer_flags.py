@@ -7,10 +7,10 @@ import pytest
 
 from inflight.cli import build_parser
 from inflight.config import ConfigError
-from orchestrator.cli import build_config, settings_from_args
+from orchestrator.cli import UpSettings, build_config, settings_from_args
 
 
-def settings(*argv: str):  # type: ignore[no-untyped-def]
+def settings(*argv: str) -> UpSettings:
     return settings_from_args(build_parser().parse_args(["up", *argv]))
 
 
