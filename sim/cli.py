@@ -39,6 +39,11 @@ DEFAULT_SEED = 1
 DEFAULT_SEEDS = (1, 2, 3)
 
 
+# Trigger keys the simulator sets itself (from --policy, its time-scale 1 and the replica's
+# slots), as inflight up sets them from its flags.
+FROM_FLAGS = frozenset({names.META_POLICY, names.META_TIME_SCALE, names.META_SLOTS_PER_REPLICA})
+
+
 class UsageError(ValueError):
     """A bad flag value; the message names the flag."""
 
@@ -132,9 +137,11 @@ def parse_scaler_metadata(text: str | None, flag: str = "--scaler-metadata") -> 
         key = key.strip()
         if not eq or not key:
             raise UsageError(f"{flag}: expected KEY=VALUE, got {item!r}")
-        if key not in names.METADATA_DEFAULTS:
-            known = ", ".join(sorted(names.METADATA_DEFAULTS))
-            raise UsageError(f"{flag}: unknown key {key!r} (known: {known})")
+        if key not in names.METADATA_DEFAULTS or key in FROM_FLAGS:
+            known = ", ".join(k for k in names.METADATA_DEFAULTS if k not in FROM_FLAGS)
+            raise UsageError(f"{flag}: unknown key {key!r} (valid keys: {known})")
+        if key in out:
+            raise UsageError(f"{flag}: key {key!r} given twice")
         out[key] = value.strip()
     try:
         parse_metadata({**names.METADATA_DEFAULTS, **out})

@@ -122,9 +122,9 @@ class SimConfig:
 
     def metadata(self) -> dict[str, str]:
         """The trigger metadata: ``inflight up``'s at time-scale 1, then the overrides."""
-        base = scaler_metadata(self.profile.max_num_seqs, 1.0, self.policy)
-        base.update(self.scaler_metadata)
-        return base
+        return scaler_metadata(
+            self.profile.max_num_seqs, 1.0, self.policy, dict(self.scaler_metadata)
+        )
 
 
 def policy_names() -> tuple[str, ...]:
