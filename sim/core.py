@@ -170,6 +170,7 @@ class SimResult:
     end_s: float  # the workload's end (replica-seconds are counted over [0, end_s])
     finished_s: float  # when the run stopped
     l_integral: float  # ∫ L dt over [0, finished_s] (router L, for Little's Law)
+    inflight_samples: list[tuple[float, float]]  # L as Prometheus scraped it, from t = 0
 
     def points(self, key: str) -> list[tuple[float, int]]:
         return [(p["t"], int(p[key])) for p in self.timeline]
@@ -443,6 +444,11 @@ class Simulation:
             end_s=self.end_s,
             finished_s=finished_s,
             l_integral=self._l_integral,
+            inflight_samples=[
+                (t, v)
+                for t, v in zip(self.scrapes.times_s, self.scrapes.values[S.INFLIGHT], strict=True)
+                if t >= 0.0
+            ],
         )
 
 
