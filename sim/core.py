@@ -43,10 +43,11 @@ from sim.fleet import Fleet, SimReplica
 from sim.router import MAX_QUEUE, QUEUE_TIMEOUT_S, Held, SimRouter
 from sim.scaler import SimScaler
 
-# `inflight up`'s defaults (orchestrator/cli.py UpSettings), seed seconds.
-HPA_SYNC_S = 15.0
-POLLING_INTERVAL_S = 30.0
-COOLDOWN_S = 300.0
+# `inflight up`'s defaults (orchestrator/cli.py UpSettings: Kubernetes' and KEDA's own
+# defaults, orchestrator/hpa.py), seed seconds.
+HPA_SYNC_S = hpa.HPA_SYNC_PERIOD_S
+POLLING_INTERVAL_S = hpa.KEDA_POLLING_INTERVAL_S
+COOLDOWN_S = hpa.KEDA_COOLDOWN_PERIOD_S
 # How often a peer's loop is ticked at most: finer than any of its own periods but Ray's
 # 0.1 s controller (ticked at its own period), which the loops assume they are called at.
 PEER_TICK_S = 0.5

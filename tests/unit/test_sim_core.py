@@ -179,3 +179,15 @@ def test_scale_to_zero_and_back_on_stream_is_active() -> None:
     assert all(r.ok for r in result.requests)  # held, then served once a replica is ready
     first_served = min(r.first_s for r in result.requests if r.first_s is not None)
     assert first_served >= up["t"] + config.startup_s
+
+
+def test_the_control_planes_periods_are_inflight_ups_defaults() -> None:
+    from orchestrator.cli import UpSettings
+    from orchestrator.stack import SCRAPE_INTERVAL_S
+
+    fields = UpSettings.model_fields
+    c = SimConfig()
+    assert c.hpa_sync_s == fields["hpa_sync_s"].default
+    assert c.polling_interval_s == fields["polling_interval_s"].default
+    assert c.cooldown_s == fields["cooldown_s"].default
+    assert c.scrape_interval_s == SCRAPE_INTERVAL_S
