@@ -133,3 +133,56 @@ def timeseries_plot(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def pareto_plot(doc: Mapping[str, Any], path: Path, title: str = "") -> Path:
+    """Replica-seconds ratio (x, lower better) against SLO attainment (y, higher better),
+    one point per policy of an open-loop comparison (``bench.openloop_report``); the
+    Pareto front's points are filled and joined. Without a static-maximum run, x is
+    replica-seconds."""
+    plt = _pyplot()
+    x_key = doc.get("pareto_x", "replica_seconds_ratio")
+    fig, ax = plt.subplots(figsize=(7, 5))
+    front: list[tuple[float, float]] = []
+    for name, run in doc["runs"].items():
+        x, y = run.get(x_key), run.get("slo_attainment")
+        if x is None or y is None:
+            continue
+        on = bool(run.get("pareto"))
+        valid = run.get("valid", True)
+        ax.scatter(
+            [x],
+            [100 * y],
+            s=60,
+            marker="o" if valid else "x",
+            facecolors="tab:blue" if on else "none",
+            edgecolors="tab:blue",
+            color="tab:blue" if not valid else None,
+            zorder=3,
+        )
+        ax.annotate(
+            name + ("" if valid else " (INVALID)"),
+            (x, 100 * y),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=7,
+        )
+        if on:
+            front.append((x, 100 * y))
+    if front:
+        front.sort()
+        ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:blue", lw=1, alpha=0.6,
+                label="Pareto front")  # fmt: skip
+        ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel(
+        "replica-seconds ÷ static maximum's" if x_key == "replica_seconds_ratio"
+        else "replica-seconds (seed)"
+    )  # fmt: skip
+    ax.set_ylabel("SLO attainment (% of requests sent)")
+    ax.grid(True, alpha=0.3)
+    fig.suptitle(title or "cost against SLO attainment, one point per policy", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
