@@ -23,6 +23,7 @@ The aiohttp session is passed in by the wiring site (``bench.openloop_run``).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -108,7 +109,7 @@ async def run_open_loop(
         raise ValueError(f"--drain-s must be >= 0, got {drain_s}")
     if not requests:
         raise ValueError("no request to send")
-    if any(b.t_s < a.t_s for a, b in zip(requests, requests[1:], strict=False)):
+    if any(b.t_s < a.t_s for a, b in itertools.pairwise(requests)):
         raise ValueError("planned requests must be in order of t_s")
     last_s = requests[-1].t_s
     end = last_s if end_s is None else max(end_s, last_s)

@@ -27,6 +27,22 @@ SCHEMA = "inflight-bench-compare-openloop/1"
 _TOP = ("created_at", "command", "time_scale", "units", "wall_s", "source")
 _REQUIRED = ("created_at", "command", "time_scale", "max_replicas")
 
+# per-run keys copied when present
+PASS_THROUGH = (
+    "file",
+    "valid",
+    "invalid_reasons",
+    "notes",
+    "requests_ok",
+    "mean_replicas",
+    "replica_field",
+    "send_lag_s",
+    "router_sample_errors",
+    "cpu",
+    "stack",
+    "seeds",
+)
+
 # per-run keys the builder needs from run_measures (plus what the shell adds)
 _MEASURES = (
     "requests_sent",
@@ -56,9 +72,9 @@ def build_comparison(
     everything else (name, description, arrivals, lengths, seed, slo, min_replicas,
     startup_s, drain_s, ...) is kept under ``scenario``.
 
-    ``runs``: policy name → a dict holding at least the keys of ``run_measures`` and
-    optionally ``file``, ``valid``, ``invalid_reasons``, ``littles_law``, ``replica_field``,
-    ``cpu``, ``stack``, ``send_lag_s`` (copied through). Order is kept.
+    ``runs``: policy name → a dict holding at least the keys of ``run_measures``; the keys
+    of ``PASS_THROUGH`` are copied when present (a run's raw requests and samples are not:
+    they stay in its own file). Order is kept.
     """
     missing = [k for k in _REQUIRED if k not in scenario_meta]
     if missing:
@@ -74,7 +90,7 @@ def build_comparison(
         rs = run["replica_seconds"]
         ratio = rs / base_rs if base_rs else None
         out_runs[name] = {
-            **{k: v for k, v in run.items() if k not in _MEASURES},
+            **{k: run[k] for k in PASS_THROUGH if k in run},
             **{k: run[k] for k in _MEASURES},
             "replica_seconds_ratio": ratio,
             "littles_law": run.get("littles_law"),
