@@ -103,12 +103,12 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
         raise ValueError(
             f"give one of --scenario, --arrivals or --trace, got {' and '.join(sources) or 'none'}"
         )
+    _positive(args.slo_ttft_s, "--slo-ttft-s")
+    _positive(args.slo_tpot_s, "--slo-tpot-s")
     slo = SloSpec(
         ttft_s=DEFAULT_SLO.ttft_s if args.slo_ttft_s is None else args.slo_ttft_s,
         tpot_s=DEFAULT_SLO.tpot_s if args.slo_tpot_s is None else args.slo_tpot_s,
     )
-    _positive(args.slo_ttft_s, "--slo-ttft-s")
-    _positive(args.slo_tpot_s, "--slo-tpot-s")
     drain_s = DEFAULT_DRAIN_S if args.drain_s is None else args.drain_s
     if drain_s < 0:
         raise ValueError(f"--drain-s: must be >= 0, got {drain_s}")

@@ -23,7 +23,7 @@ from bench.openloop import OpenLoopRun, littles_law, replica_points, run_open_lo
 from bench.openloop_args import OpenLoopPlan
 from bench.progress import Bars
 from bench.run_cmd import discover_model
-from bench.slo import outcome_from_record, run_measures
+from bench.slo import outcome_from_record, run_measures, value_at
 from bench.stats import MAX_LITTLES_LAW_ERROR, percentile
 from orchestrator import state
 
@@ -103,7 +103,8 @@ def run_document(
         )
     if ll["l_router"] is None:
         reasons.append("no router sample during the run (Little's Law not checked)")
-    if frozen and len({n for t, n in desired if 0.0 <= t <= plan.end_s}) > 1:
+    held = {n for t, n in desired if 0.0 < t <= plan.end_s}
+    if desired and frozen and len(held | {value_at(desired, 0.0)}) > 1:
         reasons.append("the replica count changed during a fixed-replica run")
     if not timeline_rows:
         notes = ["no timeline.jsonl: replica-seconds are 0 (not run under inflight up)"]

@@ -150,16 +150,11 @@ def pareto_plot(doc: Mapping[str, Any], path: Path, title: str = "") -> Path:
             continue
         on = bool(run.get("pareto"))
         valid = run.get("valid", True)
-        ax.scatter(
-            [x],
-            [100 * y],
-            s=60,
-            marker="o" if valid else "x",
-            facecolors="tab:blue" if on else "none",
-            edgecolors="tab:blue",
-            color="tab:blue" if not valid else None,
-            zorder=3,
-        )
+        if valid:
+            ax.scatter([x], [100 * y], s=60, marker="o", edgecolors="tab:blue", zorder=3,
+                       facecolors="tab:blue" if on else "none")  # fmt: skip
+        else:
+            ax.scatter([x], [100 * y], s=60, marker="x", color="tab:red", zorder=3)
         ax.annotate(
             name + ("" if valid else " (INVALID)"),
             (x, 100 * y),
