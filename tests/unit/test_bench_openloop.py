@@ -4,6 +4,7 @@ the comparison builder and its Pareto front, the Markdown."""
 from __future__ import annotations
 
 import argparse
+import string
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,8 @@ def test_peers_and_saturation_variants_parse_with_safe_slugs() -> None:
     variant = ps[-1]
     assert variant.metadata == (("targetSaturation", "0.8"), ("scaleDownWindowSeconds", "120"))
     assert variant.slug == "saturation-targetSaturation0.8-scaleDownWindowSeconds120"
-    assert all(set(p.slug) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-               for p in ps)  # fmt: skip
+    safe = set(string.ascii_letters + string.digits + "._-")
+    assert all(set(p.slug) <= safe for p in ps)
     assert variant.up_args(8, 3) == [
         "--policy", "saturation", "--min-replicas", "3", "--replicas", "3", "--max-replicas",
         "8", "--scaler-metadata", "targetSaturation=0.8,scaleDownWindowSeconds=120",
