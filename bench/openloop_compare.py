@@ -11,7 +11,8 @@ ratio has its static-maximum baseline. It writes into a new ``--out-dir``:
   measures; ``bench.openloop_run``);
 * ``comparison.json`` / ``comparison.md``: :mod:`bench.openloop_report` (the simulator
   writes the same);
-* ``pareto.png``: replica-seconds ratio against SLO attainment, the front highlighted.
+* ``pareto.png``: replica-seconds ratio against SLO attainment, the front highlighted;
+* ``timeseries.png``: per policy, L, replicas (existing and desired) and arrivals.
 
 Default time-scale: :data:`OPEN_LOOP_TIME_SCALE` (why: its comment).
 """
@@ -146,13 +147,15 @@ def main(args: argparse.Namespace) -> int:
     write_new(out / "comparison.json", dumps(comparison), args.force)
     md = comparison_markdown(comparison, notes=notes)
     write_new(out / "comparison.md", md, args.force)
-    from bench.plots import pareto_plot
+    from bench.plots import openloop_timeseries_plot, pareto_plot
 
     pareto_plot(
         comparison,
         out / "pareto.png",
         title=f"{plan.name}: replica-seconds against SLO attainment · time-scale {time_scale}",
     )
+    openloop_timeseries_plot(runs, out / "timeseries.png", title=f"{plan.name}: L, replicas "
+                             f"and arrivals · time-scale {time_scale}")  # fmt: skip
     print(md)
     return 0 if all(d["valid"] for d in runs.values()) else 1
 

@@ -181,3 +181,56 @@ def pareto_plot(doc: Mapping[str, Any], path: Path, title: str = "") -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def openloop_timeseries_plot(
+    runs: Mapping[str, Mapping[str, Any]],
+    path: Path,
+    title: str = "",
+    slots_per_replica: int = 4,
+    rate_window_s: float = 30.0,
+) -> Path:
+    """One panel per open-loop run (``bench.openloop_run`` documents): L at the router,
+    slots of the replicas that exist (``live``, or ``ready`` in older timelines) and of
+    the desired count, and the arrival rate sent (right axis), over seed time."""
+    plt = _pyplot()
+    n = len(runs)
+    fig, axes = plt.subplots(n, 1, figsize=(11, 3.0 * n), squeeze=False, sharex=True)
+    for ax, (name, run) in zip(axes[:, 0], runs.items(), strict=True):
+        samples = run["router_samples"]
+        ax.plot([s[0] for s in samples], [s[1] for s in samples], lw=0.8, color="tab:blue",
+                label="L (router)", zorder=5)  # fmt: skip
+        tl = [p for p in run["timeline"] if p[0] >= 0] or run["timeline"][-1:]
+        field = run.get("replica_field", "live")
+        if tl:
+            ts = [0.0, *[p[0] for p in tl]]
+            start = [p for p in run["timeline"] if p[0] < 0][-1:] or tl[:1]
+            live = [start[0][2], *[p[2] for p in tl]]
+            desired = [start[0][1], *[p[1] for p in tl]]
+            ax.step(ts, [slots_per_replica * v for v in live], where="post", color="tab:gray",
+                    lw=3, alpha=0.5, label=f"{slots_per_replica} × {field} replicas")  # fmt: skip
+            ax.step(ts, [slots_per_replica * v for v in desired], where="post", color="tab:red",
+                    lw=1, ls="--", label=f"{slots_per_replica} × desired")  # fmt: skip
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("requests in flight")
+        ax.set_title(
+            f"{name}: SLO attainment {100 * (run.get('slo_attainment') or 0):.1f} %, "
+            f"{run.get('replica_seconds', 0):.0f} replica-s",
+            fontsize=9,
+        )
+        ax.legend(loc="upper left", fontsize=7)
+        sent = [r[4] for r in run["requests"]]
+        end_s = run.get("scenario", {}).get("duration_s") or (max(sent) if sent else 0.0)
+        if sent:
+            lam = rate_series(sent, 0.0, end_s, rate_window_s, rate_window_s / 6)
+            ax2 = ax.twinx()
+            ax2.plot([p[0] for p in lam], [p[1] for p in lam], color="tab:orange", lw=0.8)
+            ax2.set_ylim(bottom=0)
+            ax2.set_ylabel(f"arrivals/s ({rate_window_s:.0f} s window)", color="tab:orange")
+    axes[-1, 0].set_xlabel("seed seconds since the first request was due")
+    fig.suptitle(title or "open loop: L, replicas and arrivals over time")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

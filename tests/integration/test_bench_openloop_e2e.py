@@ -39,7 +39,7 @@ def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
     assert done.returncode in (0, 1), done.stderr[-3000:]  # 1: a run judged invalid
 
     assert {"fixed2.json", "saturation.json", "comparison.json", "comparison.md",
-            "pareto.png"} <= {p.name for p in out.iterdir()}  # fmt: skip
+            "pareto.png", "timeseries.png"} <= {p.name for p in out.iterdir()}  # fmt: skip
     doc = json.loads((out / "comparison.json").read_text())
     assert doc["schema"] == "inflight-bench-compare-openloop/1"
     assert doc["policies"] == ["fixed:2", "saturation"] and doc["time_scale"] == 0.05

@@ -312,3 +312,16 @@ def test_the_pareto_plot_is_written(tmp_path: Path) -> None:
                                   "x": _measures(5.0, 0.5, valid=False)})  # fmt: skip
     path = pareto_plot(doc, tmp_path / "p.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_open_loop_timeseries_plot_is_written(tmp_path: Path) -> None:
+    from bench.plots import openloop_timeseries_plot
+
+    sent = [_sent(0, 0.0, 3.0), _sent(1, 1.0, 3.0)]
+    samples = [RouterSample(T0 + t * S, 1, 0, 1) for t in range(10)]
+    rows = [{"t": T0 - 5.0, "desired": 1, "ready": 1, "live": 1},
+            {"t": T0 + 0.5, "desired": 2, "ready": 1, "live": 2}]  # fmt: skip
+    doc = run_document(_run(sent, samples), _plan(2), rows, policy="saturation", frozen=False,
+                       url="http://r", model="m", created_at="now")  # fmt: skip
+    path = openloop_timeseries_plot({"saturation": doc, "again": doc}, tmp_path / "t.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
