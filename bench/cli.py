@@ -129,7 +129,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--policy", default=None, help="label for the results (e.g. fixed:2)")
     run.add_argument("--results-file", type=Path, required=True)
     run.add_argument("--summary-file", type=Path, default=None)
-    run.add_argument("--plot-dir", type=Path, default=None, help="closed loop: PNGs here")
+    run.add_argument("--plot-dir", type=Path, default=None, help="PNGs here")
     _workload_flags(run)
     add_open_loop_flags(run)
     run.set_defaults(func=_run)

@@ -13,6 +13,10 @@ longer, so λ falls while L stays at capacity. It writes into a new ``--out-dir`
 Each stack's state dir (logs, timeline, Prometheus data) goes under ``--state-root``
 (default ``state/bench/<out-dir name>``), outside the results folder.
 
+That is ``--scenario sweep`` (the default; ``slowing``: the slowing-model runs only). The
+open-loop scenarios (``--scenario ramp|spike|diurnal``, ``--arrivals``, ``--trace``) are
+``bench.openloop_compare``; both start and stop each stack with :func:`on_stack`.
+
 Default time-scale: ``DEFAULT_TIME_SCALE`` (chosen so the whole comparison takes ≤ 15
 minutes on a 2-core machine while it stays unsaturated; see docs/benchmark.md).
 """

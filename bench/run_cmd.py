@@ -231,5 +231,12 @@ def open_loop_main(args: argparse.Namespace) -> int:
     except (BenchError, ResultFileExists, ValueError) as exc:
         print(f"inflight bench run: {exc}", file=sys.stderr)
         return 2
+    if args.plot_dir is not None:
+        from bench.plots import openloop_timeseries_plot
+
+        label = doc.get("policy") or "run"
+        openloop_timeseries_plot(
+            {label: doc}, args.plot_dir / f"{args.results_file.stem}-timeseries.png"
+        )
     print(md)
     return 0 if doc["valid"] else 1
