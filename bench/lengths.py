@@ -8,7 +8,8 @@ Forms:
 * ``lognormal:MEAN:SIGMA``: MEAN is the distribution's mean in tokens and SIGMA the standard
   deviation of the underlying normal, so ``mu = ln(MEAN) − SIGMA² / 2``. Example:
   ``lognormal:3000:0.6`` has mu = ln 3000 − 0.18 = 7.826, median e^mu = 2,506 tokens and
-  mean 3,000;
+  mean 3,000. SIGMA is limited to 0..3 (0 is a constant MEAN; at 3 the median is 1 % of
+  the mean, already far wider than any request mix);
 * ``uniform:A:B``: an integer drawn uniformly from A..B inclusive.
 
 Samples are integers in [1, MAX_TOKENS_PER_SAMPLE]: a lognormal draw is rounded to the

@@ -128,6 +128,11 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         positive=True,
         high=3600.0,
     )
+    growth_form = f'seconds from 0 to {MAX_WINDOW_S:g}, e.g. "120"'
+    growth_horizon_s = _decimal(names.META_GROWTH_HORIZON_S, values, growth_form, high=MAX_WINDOW_S)
+    growth_window_s = _decimal(
+        names.META_GROWTH_WINDOW_S, values, growth_form, positive=True, high=MAX_WINDOW_S
+    )
     if policy == "qps" and source != "router":
         raise MetadataError(
             names.META_POLICY,
@@ -150,6 +155,8 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             hpa_scale_up_tolerance=up_tol,
             hpa_scale_down_tolerance=down_tol,
             max_sample_gap_s=SAMPLE_GAP_SCRAPES * scrape_interval_s,
+            growth_horizon_s=growth_horizon_s * time_scale,
+            growth_window_s=growth_window_s * time_scale,
         ),
         scrape_interval_s=scrape_interval_s,
     )

@@ -94,6 +94,10 @@ class PolicySpec:
     # nearest sample, that still lets the window decide a scale-down. Metadata sets
     # SAMPLE_GAP_SCRAPES x ``scrapeIntervalSeconds``; infinite: never checked.
     max_sample_gap_s: float = math.inf
+    # Start-up-aware headroom (``growthHorizonSeconds``, wall s; 0: off) and the window
+    # the arrival rate's growth is measured over (``growthWindowSeconds``, wall s).
+    growth_horizon_s: float = 0.0
+    growth_window_s: float = 60.0
 
     @property
     def target(self) -> float:
@@ -103,7 +107,8 @@ class PolicySpec:
     @property
     def lookback_s(self) -> float:
         """How far back (wall seconds) samples are needed for any policy."""
-        return max(self.scale_down_window_s + self.scale_up_window_s, self.qps_window_s)
+        growth_s = 2 * self.growth_window_s if self.growth_horizon_s > 0 else 0.0
+        return max(self.scale_down_window_s + self.scale_up_window_s, self.qps_window_s, growth_s)
 
     @property
     def qps_window_s(self) -> float:
@@ -162,7 +167,43 @@ def evaluate(window: Window, spec: PolicySpec, now_s: float) -> Decision:
         if ready_count is None:
             raise NoSamples("the qps policy needs the ready replica count; none in the window")
         return decide_qps(window.arrivals_total, window.inflight, ready_count, spec, now_s)
-    return decide(window.inflight, spec, now_s, ready_replicas=ready_count)
+    return decide(
+        window.inflight, spec, now_s, ready_replicas=ready_count, arrivals=window.arrivals_total
+    )
+
+
+def growth_headroom(
+    inflight: Sequence[Sample], arrivals_total: Sequence[Sample], spec: PolicySpec, now_s: float
+) -> float:
+    """The L that the arrivals' current growth adds over ``growth_horizon_s`` (0 if none).
+
+    A replica asked for now serves only after its start-up; on a rising open-loop load
+    the L it meets then is larger than the L that asked for it. With ``T`` =
+    ``growth_window_s``: n₁ arrivals in (now − 2T, now − T], n₂ in (now − T, now]; if the
+    rate grew (n₂ > n₁), λ' = (n₂ − n₁) / T² and, by Little's Law with W = mean L over the
+    last T ÷ (n₂ / T), the headroom is W · λ' · horizon. A steady or falling rate adds
+    nothing, so a closed loop at constant concurrency is never padded once its rate has
+    settled. Worked example: T = 60 s, 240 then 300 arrivals (4 → 5 req/s), mean L 20 →
+    W = 4 s, λ' = 60 / 3600 = 1/60 req/s², horizon 120 s → 4 · 120 / 60 = 8 more in L.
+    """
+    horizon_s, window_s = spec.growth_horizon_s, spec.growth_window_s
+    if horizon_s <= 0 or window_s <= 0:
+        return 0.0
+    a_now = latest(arrivals_total, now_s)
+    a_mid = latest(arrivals_total, now_s - window_s)
+    a_old = latest(arrivals_total, now_s - 2 * window_s)
+    if a_now is None or a_mid is None or a_old is None:
+        return 0.0
+    recent, before = max(0.0, a_now - a_mid), max(0.0, a_mid - a_old)
+    if recent <= before:
+        return 0.0
+    span = _in_span(inflight, now_s - window_s, now_s)
+    if not span:
+        return 0.0
+    mean_l = sum(s.value for s in span) / len(span)
+    w_s = mean_l / (recent / window_s)
+    rate_growth = (recent - before) / window_s / window_s
+    return w_s * rate_growth * horizon_s
 
 
 def decide(
@@ -170,11 +211,14 @@ def decide(
     spec: PolicySpec,
     now_s: float,
     ready_replicas: int | None = None,
+    arrivals: Sequence[Sample] = (),
 ) -> Decision:
     """The saturation policy: the stabilized L and the replica count HPA derives from it.
 
     ``samples`` are L over at least ``[now − down − up, now]`` (older and future ones are
-    ignored). Raises NoSamples when none falls in that span.
+    ignored). Raises NoSamples when none falls in that span. With ``growth_horizon_s``
+    set, ``arrivals`` (the arrivals running total) pads the current L with
+    :func:`growth_headroom`.
     """
     up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
     points = _in_span(samples, now_s - down_s - up_s, now_s)
@@ -198,7 +242,8 @@ def decide(
     current = smoothed(now_s)
     assert current is not None  # points is non-empty and every point is ≤ now_s
     peak = max(v for v in (smoothed(t) for t in taus) if v is not None)
-    value = round(max(peak, 0.0), _DECIMALS)
+    headroom = growth_headroom(samples, arrivals, spec, now_s) if arrivals else 0.0
+    value = round(max(peak, current + headroom, 0.0), _DECIMALS)
     target = spec.target
     desired = hpa_replicas(value, spec, ready_replicas)
     inflight = points[-1].value
@@ -215,6 +260,11 @@ def decide(
         )
     else:
         reason = f"L {value:g} (mean over {up_s:g} s) = {desired} x {target:g}"
+    if headroom > 0 and current + headroom >= peak:
+        reason = (
+            f"growing: L {current:g} + {headroom:.3g} for the arrivals' growth over "
+            f"{spec.growth_horizon_s:g} s = {value:g} = {desired} x {target:g}"
+        )
     if active and desired != _ceil_div(value, target):
         reason = (
             f"within the HPA's tolerance: L {value:g} on {ready_replicas} x {target:g} "

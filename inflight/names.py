@@ -155,6 +155,11 @@ META_HPA_SCALE_DOWN_TOLERANCE: Final = "hpaScaleDownTolerance"
 # Prometheus source answers UNAVAILABLE when the newest sample of L is older than
 # ``external_scaler.sources.promql.MAX_SAMPLE_AGE_SCRAPES`` of these (30 s → 90 s).
 META_SCRAPE_INTERVAL_S: Final = "scrapeIntervalSeconds"
+# Start-up-aware headroom (0: off): while arrivals grow, add the L that growth would bring
+# over this many seconds (a replica's start-up plus the loop's lag), estimated from the
+# change of the arrival rate between the last two ``growthWindowSeconds``.
+META_GROWTH_HORIZON_S: Final = "growthHorizonSeconds"
+META_GROWTH_WINDOW_S: Final = "growthWindowSeconds"
 
 METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_METRIC_NAME: "inflight",
@@ -171,6 +176,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_HPA_SCALE_DOWN_TOLERANCE: "0.1",
     # the Prometheus Operator's default scrape interval; Prometheus' own default is 60 s
     META_SCRAPE_INTERVAL_S: "30",
+    META_GROWTH_HORIZON_S: "0",
+    META_GROWTH_WINDOW_S: "60",
 }
 
 # --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.

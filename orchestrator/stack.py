@@ -137,7 +137,7 @@ class Stack:
         self.scaler_ports: tuple[int, int] = (0, 0)
         self.client: ScalerClient | None = None
         self.autoscaler: Autoscaler | None = None
-        self._last_point: tuple[int, int] | None = None
+        self._last_point: tuple[int, int, int] | None = None
         self._recorded_groups: tuple[int | None, ...] = ()
         self._members_recorded_s = 0.0
         self._published_targets: tuple[str, ...] | None = None
@@ -546,7 +546,7 @@ class Stack:
             self._members_recorded_s = now
 
     def _record_point(self, force: bool = False) -> None:
-        point = (self.supervisor.desired, self.supervisor.ready)
+        point = (self.supervisor.desired, self.supervisor.ready, self.supervisor.live)
         if force or point != self._last_point:
             self._last_point = point
             self.state.append_timeline(TimelinePoint(time.time(), *point))
@@ -572,8 +572,7 @@ class Stack:
             except ProcessError as exc:
                 problems.append(str(exc))
         problems += [f"still alive: {s}" for s in self.supervisor.stop_all()]
-        if self.supervisor.desired != self._last_point_desired():
-            self._record_point(force=True)
+        self._record_point()  # the last point: nothing wanted, nothing live
         for proc in procs:
             if proc.alive():
                 problems.append(f"still alive: {proc.label} (pgid {proc.pgid})")
@@ -593,9 +592,6 @@ class Stack:
         """Router, Prometheus and scaler (those started so far), in start order."""
         prom = self.prometheus.process if self.prometheus is not None else None
         return [p for p in (self.router, prom, self.scaler) if p is not None]
-
-    def _last_point_desired(self) -> int | None:
-        return None if self._last_point is None else self._last_point[0]
 
 
 def _inflight() -> list[str]:

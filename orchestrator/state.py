@@ -4,7 +4,7 @@
 |---|---|
 | ``lock`` | PID of the running ``inflight up``; held with ``flock`` so a second one refuses |
 | ``stack.json`` | written (atomically) once everything is ready; removed on exit |
-| ``timeline.jsonl`` | ``{"t", "desired", "ready"}`` per change and per poll |
+| ``timeline.jsonl`` | ``{"t", "desired", "ready", "live"}`` per change and per poll |
 | ``decisions.jsonl`` | ``{"t", "L", "capacity", "saturation", "value", "target", "desired",
   "reason"}`` per scaling decision |
 | ``endpoints.json`` | the router's endpoint file (written by the supervisor) |
@@ -27,7 +27,7 @@ import contextlib
 import fcntl
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -62,11 +62,14 @@ class StackInfo:
 
 @dataclass(frozen=True)
 class TimelinePoint:
-    """One line of ``timeline.jsonl``: the replica count wanted and ready at ``t``."""
+    """One line of ``timeline.jsonl``: the replica count wanted and ready at ``t``, and
+    ``live``: the replicas that exist (starting, ready, draining, stopping), what
+    replica-seconds integrate. None in a timeline written before ``live`` was recorded."""
 
     t: float
     desired: int
     ready: int
+    live: int | None = None
 
 
 @dataclass(frozen=True)
@@ -221,11 +224,12 @@ def parse_timeline(text: str, source: str = TIMELINE) -> list[TimelinePoint]:
             continue
         try:
             doc = json.loads(line)
-            points.append(
-                TimelinePoint(
-                    t=float(doc["t"]), desired=int(doc["desired"]), ready=int(doc["ready"])
-                )
+            point = TimelinePoint(
+                t=float(doc["t"]), desired=int(doc["desired"]), ready=int(doc["ready"])
             )
+            if doc.get("live") is not None:  # absent in timelines written before it was
+                point = replace(point, live=int(doc["live"]))
+            points.append(point)
         except (ValueError, KeyError, TypeError) as exc:
             if n == len(lines) and not text.endswith("\n"):
                 break

@@ -19,6 +19,13 @@ What it guarantees (each one a trap from the seed):
 It is driven by :meth:`Supervisor.tick`, called in a loop by one thread; nothing in it
 blocks longer than one health check (``health_timeout_s``). The endpoint file is
 replaced atomically (temp file + rename) so the router never reads half of it.
+
+Every decision — when a replica is ready, failed, drained or stopped, which to cancel or
+drain on a scale-down, when to start new ones — is :mod:`orchestrator.lifecycle`'s (pure,
+also driven by the simulator). This module is its shell: it runs the probes
+:func:`~orchestrator.lifecycle.needed` asks for, calls
+:func:`~orchestrator.lifecycle.reconcile`, and performs the actions (signals, the endpoint
+file, starting and reaping processes) and logs them.
 """
 
 from __future__ import annotations
@@ -30,13 +37,32 @@ import os
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from inflight import ready
 from inflight.ports import listening_ports
 from inflight.procs import ManagedProcess, ProcessError, free_port, http_ok
+from orchestrator import lifecycle
+from orchestrator.lifecycle import (
+    ACTIVE_PHASES,
+    LIVE_PHASES,
+    Action,
+    Backoff,
+    Draining,
+    Failed,
+    Kill,
+    LifecycleConfig,
+    ProbeKind,
+    Probes,
+    Publish,
+    Ready,
+    Remove,
+    ReplicaPhase,
+    ReplicaState,
+    Reported,
+    Terminate,
+)
 
 log = logging.getLogger("inflight.up.supervisor")
 
@@ -45,27 +71,25 @@ PORT_PLACEHOLDER = "{port}"
 READY_FILE_PLACEHOLDER = "{ready_file}"
 
 
-class ReplicaPhase(Enum):
-    STARTING = "starting"  # process up, /health not yet 200: not in the endpoint file
-    READY = "ready"  # in the endpoint file
-    DRAINING = "draining"  # out of the endpoint file, waiting for the router to let go
-    STOPPING = "stopping"  # SIGTERM sent to the group; SIGKILL at the deadline
-
-
-@dataclass
+@dataclass(eq=False)
 class Replica:
-    """One replica process and where it is in its life."""
+    """One replica process and its lifecycle state (the state is replaced each tick)."""
 
-    id: int
-    port: int  # 0 until a reporting replica has written its ready file
     process: ManagedProcess
-    phase: ReplicaPhase
-    started_at_s: float
-    ready_at_s: float | None = None
-    deadline_s: float = 0.0  # drain or kill deadline, by phase
-    health_failures: int = 0
-    next_health_s: float = 0.0
-    crashed: bool = False  # stopping because it failed, not because we scaled down
+    state: ReplicaState
+
+    @property
+    def id(self) -> int:
+        return self.state.id
+
+    @property
+    def phase(self) -> ReplicaPhase:
+        return self.state.phase
+
+    @property
+    def port(self) -> int:
+        """0 until a reporting replica has written its ready file."""
+        return self.state.port
 
     @property
     def url(self) -> str:
@@ -73,33 +97,19 @@ class Replica:
 
 
 @dataclass(frozen=True)
-class SupervisorConfig:
-    """Timing knobs, in seconds of real time."""
+class SupervisorConfig(LifecycleConfig):
+    """The lifecycle's timing (:class:`~orchestrator.lifecycle.LifecycleConfig`, seconds
+    of real time) and how the health probe is made."""
 
     health_path: str = "/health"
     health_timeout_s: float = 0.5
-    health_interval_s: float = 1.0  # how often a READY replica's /health is checked
-    unhealthy_after: int = 3  # consecutive failed checks before a ready replica is replaced
-    startup_timeout_s: float = 900.0  # a real vLLM loading a big model takes minutes
-    drain_timeout_s: float = 120.0
-    grace_s: float = 10.0  # SIGTERM -> SIGKILL
-    backoff_base_s: float = 0.5  # first restart delay after a crash; doubles per crash
-    backoff_max_s: float = 30.0
-    stable_s: float = 10.0  # ready this long: the crash counter resets
 
     def __post_init__(self) -> None:
-        for name in (
-            "health_timeout_s",
-            "health_interval_s",
-            "startup_timeout_s",
-            "drain_timeout_s",
-            "backoff_base_s",
-            "backoff_max_s",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"supervisor {name} must be > 0, got {getattr(self, name)}")
-        if self.grace_s < 0 or self.unhealthy_after < 1:
-            raise ValueError("supervisor grace_s must be >= 0 and unhealthy_after >= 1")
+        super().__post_init__()
+        if self.health_timeout_s <= 0:
+            raise ValueError(
+                f"supervisor health_timeout_s must be > 0, got {self.health_timeout_s}"
+            )
 
 
 def check_replica_command(template: Sequence[str]) -> None:
@@ -135,7 +145,8 @@ def _always_drained(_url: str) -> bool:
 
 @dataclass
 class Supervisor:
-    """Keeps ``desired`` replicas of ``command`` (argv with ``{port}``) running.
+    """Keeps ``desired`` replicas of ``command`` (argv with ``{port}`` or ``{ready_file}``)
+    running.
 
     ``drained(url)`` is asked, for a replica already out of the endpoint file, whether
     the router still has requests on it (the stack asks the router's /router/status).
@@ -151,8 +162,7 @@ class Supervisor:
     clock: Callable[[], float] = time.monotonic
     desired: int = 0
     replicas: list[Replica] = field(default_factory=list)
-    crashes: int = 0
-    restart_not_before_s: float = 0.0
+    backoff: Backoff = field(default_factory=Backoff)
     ports_used: set[int] = field(default_factory=set)
     all_processes: list[ManagedProcess] = field(default_factory=list)
     _next_id: int = 1
@@ -172,7 +182,20 @@ class Supervisor:
     @property
     def active(self) -> int:
         """Replicas counted towards ``desired``: starting or ready."""
-        return sum(r.phase in (ReplicaPhase.STARTING, ReplicaPhase.READY) for r in self.replicas)
+        return lifecycle.count((r.state for r in self.replicas), ACTIVE_PHASES)
+
+    @property
+    def live(self) -> int:
+        """Replicas that exist: starting, ready, draining or stopping."""
+        return lifecycle.count((r.state for r in self.replicas), LIVE_PHASES)
+
+    @property
+    def crashes(self) -> int:
+        return self.backoff.crashes
+
+    @property
+    def restart_not_before_s(self) -> float:
+        return self.backoff.restart_not_before_s
 
     def set_desired(self, n: int) -> None:
         if n < 0:
@@ -181,139 +204,106 @@ class Supervisor:
 
     # --- the reconcile loop -----------------------------------------------------------
     def tick(self) -> None:
-        """One pass: watch processes, gate on health, drain, stop, start, publish."""
+        """One pass: probe, decide (:func:`~orchestrator.lifecycle.reconcile`), act, start,
+        publish."""
         now = self.clock()
-        for replica in list(self.replicas):
-            self._watch(replica, now)
-        self._scale(now)
+        probes = {
+            r.id: self._probe(r, lifecycle.needed(r.state, now, self.config)) for r in self.replicas
+        }
+        result = lifecycle.reconcile(
+            [r.state for r in self.replicas], probes, self.backoff, self.desired, now, self.config
+        )
+        by_id = {r.id: r for r in self.replicas}
+        for state in result.replicas:
+            by_id[state.id].state = state
+        self.replicas = [by_id[state.id] for state in result.replicas]
+        self.backoff = result.backoff
+        for action in result.actions:
+            self._perform(action, by_id)
+        for _ in range(result.start):
+            if not self._start(now):
+                break  # it will not start now either: the back-off decides when to retry
         self._publish()
 
-    def _watch(self, r: Replica, now: float) -> None:
-        if r.phase in (ReplicaPhase.STARTING, ReplicaPhase.READY) and r.process.poll() is not None:
-            log.warning(
-                "replica %d (%s, pid %d) exited with code %s",
-                r.id,
-                r.url,
-                r.process.pid,
-                r.process.poll(),
+    def _probe(self, r: Replica, kinds: frozenset[ProbeKind]) -> Probes:
+        """Run the probes the lifecycle asked for (health only on a known port and a live
+        process, the listening ports only after a healthy answer: nothing else reads them)."""
+        proc = r.process
+        alive = proc.poll() is None if ProbeKind.ALIVE in kinds else None
+        group_alive = proc.alive() if ProbeKind.GROUP_ALIVE in kinds else None
+        reported_port, report_error = None, None
+        if ProbeKind.REPORT in kinds and alive is not False:
+            reported_port, report_error = self._read_report(r)
+        port = r.port or reported_port or 0
+        healthy = None
+        if ProbeKind.HEALTH in kinds and port and alive is not False and report_error is None:
+            healthy = http_ok(
+                f"http://127.0.0.1:{port}{self.config.health_path}", self.config.health_timeout_s
             )
-            self._fail(r, now, "exited")
-            return
-        # A reporting replica: no port until it has written its ready file.
-        if r.phase is ReplicaPhase.STARTING and r.port == 0 and not self._read_report(r, now):
-            if r.phase is ReplicaPhase.STARTING and (
-                now - r.started_at_s > self.config.startup_timeout_s
-            ):
-                self._fail(r, now, "no port reported before the start-up timeout")
-            return
-        if r.phase is ReplicaPhase.STARTING:
-            if http_ok(r.url + self.config.health_path, self.config.health_timeout_s):
-                ports = listening_ports(r.process.pid)
-                if r.port not in ports:
-                    log.warning(
-                        "replica %d answered /health on %d but its group listens on %s: "
-                        "another process owns the port; restarting on a new port",
-                        r.id,
-                        r.port,
-                        sorted(ports),
-                    )
-                    self._fail(r, now, "port taken")
-                    return
-                r.phase, r.ready_at_s = ReplicaPhase.READY, now
-                r.next_health_s = now + self.config.health_interval_s
-                log.info("replica %d ready at %s after %.1f s", r.id, r.url, now - r.started_at_s)
-            elif now - r.started_at_s > self.config.startup_timeout_s:
-                log.warning("replica %d not healthy after %.0f s", r.id, now - r.started_at_s)
-                self._fail(r, now, "start-up timeout")
-        elif r.phase is ReplicaPhase.READY:
-            if r.ready_at_s is not None and now - r.ready_at_s >= self.config.stable_s:
-                self.crashes = 0
-            if now >= r.next_health_s:
-                r.next_health_s = now + self.config.health_interval_s
-                if http_ok(r.url + self.config.health_path, self.config.health_timeout_s):
-                    r.health_failures = 0
-                else:
-                    r.health_failures += 1
-                    if r.health_failures >= self.config.unhealthy_after:
-                        self._fail(r, now, f"{r.health_failures} failed health checks")
-        elif r.phase is ReplicaPhase.DRAINING:
-            if self.drained(r.url) or now >= r.deadline_s:
-                if now >= r.deadline_s:
-                    log.warning("replica %d drain timed out; stopping it anyway", r.id)
-                self._terminate(r, now)
-        elif r.phase is ReplicaPhase.STOPPING:
-            if not r.process.alive():
-                with contextlib.suppress(Exception):
-                    r.process.popen.wait(timeout=1.0)  # type: ignore[union-attr]
-                self.replicas.remove(r)
-                self.all_processes.remove(r.process)
-                log.info("replica %d (%s) stopped", r.id, r.url)
-            elif now >= r.deadline_s:
-                log.warning("replica %d ignored SIGTERM; SIGKILL to its group", r.id)
-                r.process.signal_group(signal.SIGKILL)
-                r.deadline_s = now + 3600.0
+        listening = None
+        if ProbeKind.LISTENING in kinds and healthy:
+            listening = frozenset(listening_ports(proc.pid))
+        drained = self.drained(r.url) if ProbeKind.DRAINED in kinds else None
+        return Probes(alive, group_alive, reported_port, report_error, healthy, listening, drained)
 
-    def _read_report(self, r: Replica, now: float) -> bool:
-        """Take the port a reporting replica wrote in its ready file; False while there is
-        none yet (or the report is bad: then the replica is failed)."""
+    def _read_report(self, r: Replica) -> tuple[int | None, str | None]:
+        """The port a reporting replica wrote in its ready file (None while there is none),
+        or why the file is unusable."""
         path = Path(r.process.ready_file or "")
         try:
             report = ready.read(path)
         except ready.ReadyFileError as exc:
-            self._fail(r, now, str(exc))
-            return False
+            return None, str(exc)
         if report is None:
-            return False
+            return None, None
         port = report.ports.get("http")
         if port is None:
-            self._fail(r, now, f"{path} names no 'http' port: {dict(report.ports)}")
-            return False
-        r.port = port
-        self.ports_used.add(port)
-        log.info("replica %d listens on port %d", r.id, port)
-        return True
+            return None, f"{path} names no 'http' port: {dict(report.ports)}"
+        return port, None
 
-    def _fail(self, r: Replica, now: float, why: str) -> None:
-        """Out of the endpoint file now, stop the group, and back off before replacing."""
-        r.crashed = True
-        self.crashes += 1
-        delay = min(self.config.backoff_base_s * 2 ** (self.crashes - 1), self.config.backoff_max_s)
-        self.restart_not_before_s = now + delay
-        log.warning(
-            "replica %d (%s) failed (%s); replacing it in %.1f s (crash %d in a row)",
-            r.id,
-            r.url,
-            why,
-            delay,
-            self.crashes,
-        )
-        self._terminate(r, now)
-        self._publish()
-
-    def _terminate(self, r: Replica, now: float) -> None:
-        r.phase = ReplicaPhase.STOPPING
-        r.deadline_s = now + self.config.grace_s
-        r.process.signal_group(signal.SIGTERM)
-
-    def _scale(self, now: float) -> None:
-        surplus = self.active - self.desired
-        if surplus > 0:
-            # Cancel starting replicas first (newest first), then drain ready ones.
-            starting = [r for r in self.replicas if r.phase is ReplicaPhase.STARTING]
-            ready = [r for r in self.replicas if r.phase is ReplicaPhase.READY]
-            for r in (starting[::-1] + ready[::-1])[:surplus]:
-                if r.phase is ReplicaPhase.STARTING:
-                    self._terminate(r, now)
-                else:
-                    r.phase = ReplicaPhase.DRAINING
-                    r.deadline_s = now + self.config.drain_timeout_s
-                    log.info("replica %d (%s) draining", r.id, r.url)
+    def _perform(self, action: Action, by_id: dict[int, Replica]) -> None:
+        if isinstance(action, Publish):
+            self._publish()
             return
-        if surplus < 0 and now >= self.restart_not_before_s:
-            for _ in range(-surplus):
-                self._start(now)
+        r = by_id[action.replica_id]
+        if isinstance(action, Terminate):
+            if action.why == "drain timeout":
+                log.warning("replica %d drain timed out; stopping it anyway", r.id)
+            elif action.why != "failed":
+                log.info("replica %d (%s) stopping: %s", r.id, r.url, action.why)
+            r.process.signal_group(signal.SIGTERM)
+        elif isinstance(action, Kill):
+            log.warning("replica %d ignored SIGTERM; SIGKILL to its group", r.id)
+            r.process.signal_group(signal.SIGKILL)
+        elif isinstance(action, Remove):
+            with contextlib.suppress(Exception):
+                r.process.popen.wait(timeout=1.0)  # type: ignore[union-attr]
+            r.state = replace(r.state, phase=ReplicaPhase.GONE)
+            if r.process in self.all_processes:
+                self.all_processes.remove(r.process)
+            log.info("replica %d (%s) stopped", r.id, r.url)
+        elif isinstance(action, Failed):
+            code = r.process.poll()
+            log.warning(
+                "replica %d (%s, pid %d%s) failed (%s); replacing it in %.1f s (crash %d in a row)",
+                r.id,
+                r.url,
+                r.process.pid,
+                f", exit code {code}" if code is not None else "",
+                action.why,
+                action.delay_s,
+                action.crashes,
+            )
+        elif isinstance(action, Ready):
+            log.info("replica %d ready at %s after %.1f s", r.id, r.url, action.after_s)
+        elif isinstance(action, Reported):
+            self.ports_used.add(action.port)
+            log.info("replica %d listens on port %d", r.id, action.port)
+        elif isinstance(action, Draining):
+            log.info("replica %d (%s) draining", r.id, r.url)
 
-    def _start(self, now: float) -> Replica:
+    def _start(self, now: float) -> bool:
+        """Start one replica; False if it could not be started (counted as a crash)."""
         rid = self._next_id
         self._next_id += 1
         ready_file: Path | None = None
@@ -338,21 +328,17 @@ class Supervisor:
             grace_s=self.config.grace_s,
             ready_file=ready_file,
         )
-        replica = Replica(rid, port, process, ReplicaPhase.STARTING, started_at_s=now)
         try:
             process.start()
         except ProcessError as exc:
             # Not started: nothing to stop; count it as a crash so we back off.
+            self.backoff = lifecycle.crashed(self.backoff, now, self.config)
             log.error("replica %d could not start: %s", rid, exc)
-            self.crashes += 1
-            self.restart_not_before_s = now + min(
-                self.config.backoff_base_s * 2 ** (self.crashes - 1), self.config.backoff_max_s
-            )
-            return replica
+            return False
         if port:
             self.ports_used.add(port)
         self.all_processes.append(process)
-        self.replicas.append(replica)
+        self.replicas.append(Replica(process, lifecycle.new_replica(rid, port, now)))
         log.info(
             "replica %d starting on port %s (pid %d): %s",
             rid,
@@ -360,7 +346,7 @@ class Supervisor:
             process.pid,
             argv,
         )
-        return replica
+        return True
 
     def _publish(self) -> None:
         urls = tuple(self.ready_urls())

@@ -6,13 +6,14 @@ import json
 import os
 import signal
 import urllib.request
+from dataclasses import replace
 
 import pytest
 
 from inflight.ports import listening_ports
 from inflight.procs import http_ok, pid_alive, port_is_free
+from orchestrator.lifecycle import ReplicaPhase
 from orchestrator.supervisor import (
-    ReplicaPhase,
     Supervisor,
     SupervisorConfig,
     check_replica_command,
@@ -72,6 +73,13 @@ def worker_pid(url):
         return json.loads(resp.read())["pid"]
 
 
+def _try_worker_pid(url):
+    try:
+        return worker_pid(url)
+    except OSError:  # not listening yet
+        return None
+
+
 def test_replicas_join_after_health_and_listen_where_told(make_supervisor):
     sup = make_supervisor(
         command=[*FAKE, "--startup-s", "0.5"],
@@ -107,7 +115,9 @@ def test_scale_down_drains_before_stopping(make_supervisor):
     sup.tick()
     assert victim.phase is ReplicaPhase.DRAINING
     assert victim.url not in endpoints(sup)
+    assert (sup.active, sup.live) == (1, 2), "a draining replica still exists"
     until(sup, lambda: victim not in sup.replicas, "the drained replica to be stopped")
+    assert victim.phase is ReplicaPhase.GONE and sup.live == 1
     assert asked and all(not in_file and alive for _, in_file, alive in asked)
     wait_for(lambda: not victim.process.alive(), what="victim group gone")
     assert not pid_alive(child), "the replica's worker child survived"
@@ -138,6 +148,50 @@ def test_crash_loop_backs_off(make_supervisor):
     until(sup, lambda: sup.crashes >= 3, "three crashes")
     assert sup.restart_not_before_s - sup.clock() > 0
     assert endpoints(sup) == []
+
+
+def test_a_replica_not_healthy_before_the_startup_timeout_is_stopped_and_replaced(
+    make_supervisor,
+):
+    sup = make_supervisor(
+        command=[*FAKE, "--startup-s", "600"],
+        config=replace(FAST, startup_timeout_s=0.5, backoff_base_s=0.1),
+    )
+    sup.set_desired(1)
+    sup.tick()
+    (first,) = sup.replicas
+    child = wait_for(lambda: _try_worker_pid(first.url), what="the replica listening")
+    until(sup, lambda: first.phase is ReplicaPhase.STOPPING, "the start-up timeout")
+    assert first.state.crashed and sup.crashes == 1
+    until(sup, lambda: first not in sup.replicas, "the timed-out replica to be gone")
+    wait_for(lambda: not pid_alive(child), what="its worker gone with its group")
+    until(sup, lambda: [r.id for r in sup.replicas] == [2], "a replacement")
+    assert endpoints(sup) == []
+
+
+def test_a_replica_that_ignores_sigterm_is_killed_after_grace(make_supervisor, tmp_path):
+    armed = tmp_path / "armed"
+    stubborn = (
+        "import signal, sys, time, pathlib\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "pathlib.Path(sys.argv[1]).write_text('ignoring SIGTERM')\n"
+        "time.sleep(600)"
+    )
+    sup = make_supervisor(
+        command=[PYTHON, "-c", stubborn, str(armed), "{port}"],
+        config=replace(FAST, grace_s=0.3),
+    )
+    sup.set_desired(1)
+    sup.tick()
+    (replica,) = sup.replicas
+    wait_for(armed.exists, what="the replica to ignore SIGTERM")
+    sup.set_desired(0)
+    sup.tick()
+    assert replica.phase is ReplicaPhase.STOPPING, "a starting replica is cancelled at once"
+    until(sup, lambda: replica.state.killed, "SIGKILL after the grace period")
+    until(sup, lambda: replica not in sup.replicas, "the killed replica to be gone")
+    assert replica.process.popen is not None
+    assert replica.process.popen.returncode == -signal.SIGKILL
 
 
 def test_stop_all_leaves_no_process_and_frees_ports(make_supervisor):

@@ -1,0 +1,210 @@
+"""``inflight sim tune``'s search: the cheapest trigger metadata that meets an SLO attainment.
+
+Pure: the caller passes ``judge(candidate, seed) -> Verdict`` (a simulated run of the
+user's traffic with that metadata) and, optionally, ``map`` to spread the runs over
+processes. No I/O, no clock.
+
+The search, and why it is not a full grid:
+
+* the knobs are ``targetSaturation``, ``scaleDownWindowSeconds``,
+  ``growthHorizonSeconds`` (the start-up-aware headroom), ``scaleUpWindowSeconds`` and,
+  where ``minReplicaCount`` is 0, ``activationInflight``;
+* for every combination of the other knobs, attainment falls (and cost falls) as
+  ``targetSaturation`` rises, so the cheapest target that meets the attainment is found by
+  bisection over the candidate targets (about 4 runs instead of 11);
+* every candidate is judged on every seed and scored by its worst seed (lowest
+  attainment, highest replica-seconds): a setting must hold on all the traffic samples,
+  not on average;
+* the answer is the candidate with the lowest worst-seed replica-seconds ratio among
+  those whose worst-seed attainment meets the goal; ties go to the higher target (fewer
+  replicas at rest), then to the shorter windows.
+
+Monotonicity is an assumption of the bisection, not a fact: every judged candidate is
+kept in :attr:`TuneResult.judged`, so a user can see the points around the answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from inflight import names
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+#: The targets tried, highest (cheapest) first.
+DEFAULT_TARGETS: tuple[float, ...] = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5)
+DEFAULT_DOWN_WINDOWS_S: tuple[float, ...] = (60.0, 120.0, 300.0)
+DEFAULT_UP_WINDOWS_S: tuple[float, ...] = (10.0,)
+
+
+@dataclass(frozen=True, order=True)
+class Candidate:
+    """One setting of the trigger's metadata (seed seconds, as the ScaledObject spells them)."""
+
+    target_saturation: float
+    scale_down_window_s: float
+    growth_horizon_s: float
+    scale_up_window_s: float = 10.0
+    activation_inflight: float = 0.0
+
+    def metadata(self) -> dict[str, str]:
+        """The ScaledObject trigger metadata keys for this candidate."""
+        return {
+            names.META_TARGET_SATURATION: f"{self.target_saturation:g}",
+            names.META_SCALE_UP_WINDOW_S: f"{self.scale_up_window_s:g}",
+            names.META_SCALE_DOWN_WINDOW_S: f"{self.scale_down_window_s:g}",
+            names.META_GROWTH_HORIZON_S: f"{self.growth_horizon_s:g}",
+            names.META_ACTIVATION_INFLIGHT: f"{self.activation_inflight:g}",
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One simulated run: its SLO attainment (0–1) and replica-seconds ÷ the static maximum's."""
+
+    slo_attainment: float
+    replica_seconds_ratio: float
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A candidate over all seeds, scored by its worst seed."""
+
+    candidate: Candidate
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def slo_attainment(self) -> float:
+        return min(v.slo_attainment for v in self.verdicts)
+
+    @property
+    def replica_seconds_ratio(self) -> float:
+        return max(v.replica_seconds_ratio for v in self.verdicts)
+
+    def meets(self, attainment: float) -> bool:
+        return self.slo_attainment >= attainment
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The values tried for each knob."""
+
+    targets: tuple[float, ...] = DEFAULT_TARGETS
+    down_windows_s: tuple[float, ...] = DEFAULT_DOWN_WINDOWS_S
+    growth_horizons_s: tuple[float, ...] = (0.0,)
+    up_windows_s: tuple[float, ...] = DEFAULT_UP_WINDOWS_S
+    activations: tuple[float, ...] = (0.0,)
+
+    def __post_init__(self) -> None:
+        for label, values in (
+            ("targets", self.targets),
+            ("down windows", self.down_windows_s),
+            ("growth horizons", self.growth_horizons_s),
+            ("up windows", self.up_windows_s),
+            ("activations", self.activations),
+        ):
+            if not values:
+                raise ValueError(f"tune: no {label} to try")
+        if any(t <= 0 for t in self.targets):
+            raise ValueError(f"tune: targets must be > 0, got {self.targets}")
+
+    @classmethod
+    def for_startup(cls, startup_s: float, min_replicas: int) -> SearchSpace:
+        """The default space for a replica start-up of ``startup_s`` seed seconds.
+
+        Growth horizons: off, the start-up, and the start-up plus a minute of the loop's
+        lag (scrape, windows, HPA sync). Activation is tried only when scale to zero is
+        allowed (``minReplicaCount`` 0), where it is the only thing it changes.
+        """
+        horizons = tuple(sorted({0.0, float(startup_s), float(startup_s) + 60.0}))
+        activations = (0.0, 1.0) if min_replicas == 0 else (0.0,)
+        return cls(growth_horizons_s=horizons, activations=activations)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The answer (None when no candidate met the goal) and everything judged on the way."""
+
+    attainment_goal: float
+    best: Judged | None
+    judged: tuple[Judged, ...] = field(default=())
+
+
+Judge = Callable[[Candidate, int], Verdict]
+Mapper = Callable[
+    [Callable[[tuple[Candidate, int]], Verdict], Sequence[tuple[Candidate, int]]], Iterable[Verdict]
+]
+
+
+def _serial_map(
+    fn: Callable[[tuple[Candidate, int]], Verdict], items: Sequence[tuple[Candidate, int]]
+) -> Iterable[Verdict]:
+    return [fn(item) for item in items]
+
+
+def tune(
+    judge: Judge,
+    space: SearchSpace,
+    attainment: float,
+    seeds: Sequence[int],
+    map_fn: Mapper | None = None,
+) -> TuneResult:
+    """The cheapest candidate of ``space`` whose worst seed meets ``attainment`` (0–1)."""
+    if not 0 < attainment <= 1:
+        raise ValueError(f"--attainment must be in (0, 1], got {attainment:g}")
+    if len(seeds) < 1:
+        raise ValueError("tune: at least one seed is needed")
+    run_map = map_fn or _serial_map
+    cache: dict[Candidate, Judged] = {}
+
+    def judge_all(candidates: Sequence[Candidate]) -> list[Judged]:
+        todo = [c for c in dict.fromkeys(candidates) if c not in cache]
+        items = [(c, s) for c in todo for s in seeds]
+        verdicts = list(run_map(lambda cs: judge(cs[0], cs[1]), items))
+        for i, c in enumerate(todo):
+            cache[c] = Judged(c, tuple(verdicts[i * len(seeds) : (i + 1) * len(seeds)]))
+        return [cache[c] for c in candidates]
+
+    targets = sorted(set(space.targets), reverse=True)  # cheapest first
+    others = list(
+        itertools.product(
+            space.down_windows_s, space.growth_horizons_s, space.up_windows_s, space.activations
+        )
+    )
+    # Bisection per combination, all combinations advancing together so each round's runs
+    # can go to the mapper at once: lo = highest index known to fail (or -1), hi = lowest
+    # index known to meet (or len): the answer lies in (lo, hi].
+    bounds = {combo: (-1, len(targets)) for combo in others}
+    while True:
+        probes: dict[tuple[float, float, float, float], int] = {}
+        for combo, (lo, hi) in bounds.items():
+            if hi - lo > 1:
+                probes[combo] = (lo + hi) // 2
+        if not probes:
+            break
+        candidates = [
+            Candidate(targets[i], down, growth, up, act)
+            for (down, growth, up, act), i in probes.items()
+        ]
+        for combo, judged in zip(probes, judge_all(candidates), strict=True):
+            lo, hi = bounds[combo]
+            if judged.meets(attainment):
+                bounds[combo] = (lo, probes[combo])
+            else:
+                bounds[combo] = (probes[combo], hi)
+    meeting = [j for j in cache.values() if j.meets(attainment)]
+    best = min(
+        meeting,
+        key=lambda j: (
+            j.replica_seconds_ratio,
+            -j.candidate.target_saturation,
+            j.candidate.scale_down_window_s,
+            j.candidate.growth_horizon_s,
+        ),
+        default=None,
+    )
+    return TuneResult(attainment, best, tuple(sorted(cache.values(), key=lambda j: j.candidate)))

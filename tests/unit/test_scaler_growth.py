@@ -1,0 +1,78 @@
+"""The start-up-aware headroom (``growthHorizonSeconds``): worked examples and limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from external_scaler.metadata import MetadataError, parse_metadata
+from external_scaler.policy import PolicySpec, Sample, Window, decide, evaluate, growth_headroom
+from inflight import names
+
+GROWING = PolicySpec(growth_horizon_s=120.0, growth_window_s=60.0)
+
+
+def arrivals(rates: list[float], step_s: float = 5.0, end_s: float = 1000.0) -> list[Sample]:
+    """The arrivals running total, sampled every ``step_s``, one rate per step (oldest
+    first), ending at ``end_s``."""
+    total, out = 0.0, [Sample(end_s - len(rates) * step_s, 0.0)]
+    for i, rate in enumerate(rates):
+        total += rate * step_s
+        out.append(Sample(end_s - (len(rates) - 1 - i) * step_s, total))
+    return out
+
+
+def flat(value: float, step_s: float = 5.0, end_s: float = 1000.0, n: int = 30) -> list[Sample]:
+    return [Sample(end_s - (n - 1 - i) * step_s, value) for i in range(n)]
+
+
+def test_worked_example_of_the_docstring() -> None:
+    # 240 arrivals in (880, 940], 300 in (940, 1000]: 4 -> 5 req/s; mean L 20 -> W 4 s.
+    a = arrivals([4.0] * 12 + [5.0] * 12)
+    assert growth_headroom(flat(20.0), a, GROWING, 1000.0) == pytest.approx(8.0)
+
+
+def test_steady_or_falling_rate_adds_nothing() -> None:
+    assert growth_headroom(flat(20.0), arrivals([5.0] * 24), GROWING, 1000.0) == 0.0
+    assert growth_headroom(flat(20.0), arrivals([5.0] * 12 + [4.0] * 12), GROWING, 1000.0) == 0.0
+
+
+def test_off_by_default_and_without_history() -> None:
+    a = arrivals([4.0] * 12 + [5.0] * 12)
+    assert growth_headroom(flat(20.0), a, PolicySpec(), 1000.0) == 0.0
+    # Only one window of history: no rate to compare with.
+    assert growth_headroom(flat(20.0), arrivals([5.0] * 12), GROWING, 1000.0) == 0.0
+
+
+def test_decide_pads_the_current_l_and_says_why() -> None:
+    a = arrivals([4.0] * 12 + [5.0] * 12)
+    d = decide(flat(20.0), GROWING, 1000.0, ready_replicas=5, arrivals=a)
+    assert d.value == pytest.approx(28.0)
+    assert d.desired_replicas == 7
+    assert d.reason.startswith("growing:")
+    # Without the arrivals (or with the horizon off) the value is L's plain maximum.
+    assert decide(flat(20.0), GROWING, 1000.0, ready_replicas=5).value == 20.0
+    assert decide(flat(20.0), PolicySpec(), 1000.0, ready_replicas=5, arrivals=a).value == 20.0
+
+
+def test_a_settled_closed_loop_is_not_padded() -> None:
+    # The seed's concurrency-4 level: L = 4 on one replica, a steady 0.89 req/s.
+    w = Window(inflight=tuple(flat(4.0)), arrivals_total=tuple(arrivals([0.89] * 30)))
+    assert evaluate(w, GROWING, 1000.0).desired_replicas == 1
+
+
+def test_lookback_covers_two_growth_windows() -> None:
+    assert GROWING.lookback_s == 120.0
+    assert PolicySpec().lookback_s == 70.0
+
+
+def test_metadata_keys_scale_with_time_scale_and_are_checked() -> None:
+    spec = parse_metadata(
+        {names.META_GROWTH_HORIZON_S: "120", names.META_GROWTH_WINDOW_S: "30", "timeScale": "0.1"}
+    ).policy
+    assert spec.growth_horizon_s == pytest.approx(12.0)
+    assert spec.growth_window_s == pytest.approx(3.0)
+    assert parse_metadata({}).policy.growth_horizon_s == 0.0
+    with pytest.raises(MetadataError, match=names.META_GROWTH_HORIZON_S):
+        parse_metadata({names.META_GROWTH_HORIZON_S: "-1"})
+    with pytest.raises(MetadataError, match=names.META_GROWTH_WINDOW_S):
+        parse_metadata({names.META_GROWTH_WINDOW_S: "0"})

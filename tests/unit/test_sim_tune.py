@@ -1,0 +1,90 @@
+"""``sim.tune``'s search on judges whose answers are known in closed form.
+
+The judge here is a formula, not the simulator: the search is pure and its correctness
+(bisection bounds, worst seed, the cheapest meeting candidate) is what is under test. The
+simulator's own judge is tested with the simulator.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.tune import Candidate, SearchSpace, Verdict, tune
+
+
+def surface(c: Candidate, seed: int) -> Verdict:
+    """Attainment falls as the target rises; a longer down window and growth headroom help
+    and cost; seed 2 is the hard one."""
+    att = 1.0 - 0.4 * max(0.0, c.target_saturation - 0.6)
+    att += 0.02 * (c.scale_down_window_s > 60) + 0.03 * (c.growth_horizon_s > 0)
+    att -= 0.01 * (seed == 2)
+    cost = 0.5 / c.target_saturation + 0.05 * (c.scale_down_window_s / 60 - 1)
+    cost += 0.02 * (c.growth_horizon_s > 0)
+    return Verdict(min(1.0, att), cost + 0.01 * seed)
+
+
+def brute_force(space: SearchSpace, goal: float, seeds: list[int]) -> Candidate:
+    best: tuple[float, Candidate] | None = None
+    for t in space.targets:
+        for d in space.down_windows_s:
+            for g in space.growth_horizons_s:
+                c = Candidate(t, d, g)
+                vs = [surface(c, s) for s in seeds]
+                if min(v.slo_attainment for v in vs) >= goal:
+                    cost = max(v.replica_seconds_ratio for v in vs)
+                    if best is None or cost < best[0]:
+                        best = (cost, c)
+    assert best is not None
+    return best[1]
+
+
+@pytest.mark.parametrize("goal", [0.95, 0.97, 0.99])
+def test_bisection_finds_what_a_full_grid_finds(goal: float) -> None:
+    space = SearchSpace(growth_horizons_s=(0.0, 100.0))
+    result = tune(surface, space, goal, seeds=[1, 2, 3])
+    assert result.best is not None
+    assert result.best.candidate == brute_force(space, goal, [1, 2, 3])
+    # Fewer runs than the grid (11 targets x 3 windows x 2 horizons = 66 candidates).
+    assert len(result.judged) < 66 / 2
+
+
+def test_every_candidate_is_scored_by_its_worst_seed() -> None:
+    result = tune(surface, SearchSpace(), 0.95, seeds=[1, 2, 3])
+    assert result.best is not None
+    for judged in result.judged:
+        assert len(judged.verdicts) == 3
+        assert judged.slo_attainment == min(v.slo_attainment for v in judged.verdicts)
+        assert judged.replica_seconds_ratio == max(v.replica_seconds_ratio for v in judged.verdicts)
+
+
+def test_an_unreachable_goal_gives_no_answer_not_a_made_up_one() -> None:
+    def hopeless(c: Candidate, seed: int) -> Verdict:
+        return Verdict(0.5, 1.0)
+
+    assert tune(hopeless, SearchSpace(), 0.95, seeds=[1]).best is None
+
+
+def test_metadata_uses_the_scaled_object_keys() -> None:
+    meta = Candidate(0.8, 120.0, 100.0).metadata()
+    assert meta == {
+        "targetSaturation": "0.8",
+        "scaleUpWindowSeconds": "10",
+        "scaleDownWindowSeconds": "120",
+        "growthHorizonSeconds": "100",
+        "activationInflight": "0",
+    }
+
+
+def test_bad_goals_and_spaces_are_refused() -> None:
+    with pytest.raises(ValueError, match="--attainment"):
+        tune(surface, SearchSpace(), 1.5, seeds=[1])
+    with pytest.raises(ValueError, match="seed"):
+        tune(surface, SearchSpace(), 0.9, seeds=[])
+    with pytest.raises(ValueError, match="targets"):
+        SearchSpace(targets=())
+
+
+def test_default_space_follows_start_up_and_scale_to_zero() -> None:
+    assert SearchSpace.for_startup(100.0, 3).growth_horizons_s == (0.0, 100.0, 160.0)
+    assert SearchSpace.for_startup(100.0, 3).activations == (0.0,)
+    assert SearchSpace.for_startup(30.0, 0).activations == (0.0, 1.0)
