@@ -24,7 +24,9 @@ from typing import Any
 
 from bench import proctree
 from bench.sampler import STATUS_PATH, parse_status
-from inflight.names import META_POLICY, META_TIME_SCALE, METADATA_DEFAULTS
+from external_scaler.errors import MetadataError
+from external_scaler.metadata import parse_metadata
+from inflight.names import META_POLICY, META_SLOTS_PER_REPLICA, META_TIME_SCALE, METADATA_DEFAULTS
 from inflight.ports import ports_of
 from inflight.procs import ManagedProcess, ProcessError, port_is_free
 from orchestrator import state
@@ -95,11 +97,15 @@ def _variant_metadata(raw: str, settings: str) -> tuple[tuple[str, str], ...]:
         if key in (k for k, _ in pairs):
             raise ValueError(f"--policies: {raw!r}: {key} given twice")
         pairs.append((key, value))
+    try:  # the scaler's own reading of its metadata judges the values
+        parse_metadata({**METADATA_DEFAULTS, **dict(pairs)})
+    except MetadataError as exc:
+        raise ValueError(f"--policies: {raw!r}: {exc}") from None
     return tuple(pairs)
 
 
-# Keys the stack sets itself: a variant may not override them.
-_FIXED_METADATA = frozenset({META_POLICY, META_TIME_SCALE})
+# Keys inflight up sets from its own flags: a variant may not override them.
+_FIXED_METADATA = frozenset({META_POLICY, META_TIME_SCALE, META_SLOTS_PER_REPLICA})
 
 
 def parse_policies(text: str, start_replicas: int = 1) -> list[Policy]:
