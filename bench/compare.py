@@ -85,7 +85,7 @@ def on_stack(
         extra_args=(*extra_args, *args.up_arg),
         min_replicas=min_replicas,
     )
-    up_args = policy.up_args(max_replicas, min_replicas)
+    up_args = [*policy.up_args(max_replicas, min_replicas), *stack.extra_args]
     print(f"== {label}: starting inflight up ({' '.join(up_args)})", file=sys.stderr, flush=True)
     stack.start(args.stack_timeout_s)
     cpu_before = proctree.tree_cpu_s(stack.pid)

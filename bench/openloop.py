@@ -116,13 +116,14 @@ async def run_open_loop(
     url = router_url.rstrip("/") + path
     # Long enough that the drain limit, not the client timeout, ends a slow request.
     timeout_s = (end + drain_s) * time_scale + 60.0
-    payloads = [json.dumps(completion_body(model, r)).encode() for r in requests]
     started: dict[int, float] = {}
     records: dict[int, RequestRecord] = {}
 
     async def one(i: int) -> None:
         started[i] = time.time()
-        record = await send_one(session, url, payloads[i], timeout_s)
+        # encoded when sent (a long plan's token-id prompts would take tens of MB at once)
+        payload = json.dumps(completion_body(model, requests[i])).encode()
+        record = await send_one(session, url, payload, timeout_s)
         records[i] = record
         if on_done is not None:
             on_done(record)
