@@ -1,8 +1,9 @@
 """The optional extras, and the check the subcommands that need one run first.
 
 The image and a plain ``pip install inflight`` carry what the router, scaler and emulator
-need; what only ``inflight bench`` and ``inflight dashboards`` import is in the extras
-``inflight[bench]`` and ``inflight[dashboards]`` (pyproject.toml). Without its extra, such a
+need; what only ``inflight bench``, ``inflight dashboards`` and ``inflight sim
+trace-from-prometheus`` import is in the extras ``inflight[bench]``, ``inflight[dashboards]``
+and ``inflight[sim]`` (pyproject.toml). Without its extra, such a
 subcommand stops at once with exit code 2 and says what to install, rather than failing
 later with an ImportError from deep inside a run.
 """
@@ -19,6 +20,7 @@ from typing import TextIO
 EXTRAS: Mapping[str, tuple[str, ...]] = {
     "bench": ("matplotlib", "tqdm"),
     "dashboards": ("grafana_foundation_sdk",),
+    "sim": ("prometheus_api_client",),
 }
 
 EXIT_MISSING = 2

@@ -13,6 +13,9 @@ Where things are:
   back-off.
 * :mod:`orchestrator.stack` — starts and stops everything; :mod:`orchestrator.state` the
   state directory; :mod:`orchestrator.orphans` stops what a killed run left behind.
+* :mod:`orchestrator.peers` — the peers' autoscalers (Knative KPA, Ray Serve, KEDA
+  Prometheus triggers for production-stack, llm-d and an HPA on request rate), pure cores
+  with injected reads; :mod:`orchestrator.peer_loop` reads their signals from Prometheus.
 * :mod:`orchestrator.cli` — ``inflight up``'s flags: the one wiring site.
 * :mod:`orchestrator.fake_replica` — a tiny stand-in replica for tests.
 """

@@ -33,6 +33,16 @@ if TYPE_CHECKING:
 
 DEFAULT_STATE_DIR = "state/up"
 
+#: ``--policy``: our scaler's two policies, then the peers' control planes
+#: (``orchestrator.peers.catalog.POLICY_NAMES``; a unit test keeps the two equal).
+Policy = Literal["saturation", "qps", "kpa", "ray", "vllm-waiting", "epp-queue", "hpa-rps"]
+#: Metadata keys ``inflight up`` sets from its own flags: --scaler-metadata may not.
+_METADATA_FROM_FLAGS = {
+    "slotsPerReplica": "--slots-per-replica",
+    "timeScale": "--time-scale",
+    "policy": "--policy",
+}
+
 #: Kept for callers of the old name: a bad flag, variable or combination.
 UsageError = ConfigError
 
@@ -47,8 +57,13 @@ class UpSettings(Settings):
     port: Annotated[int, Field(ge=0, le=65535), Cli("router port (0: a free port from the OS)")] = 0
     time_scale: Annotated[float, Field(gt=0), Cli("multiplies every duration (0.1: 10x)")] = 1.0
     policy: Annotated[
-        Literal["saturation", "qps"],
-        Cli("scaler policy (qps: the seed's flawed rule, a benchmark baseline)"),
+        Policy,
+        Cli(
+            "control plane: our scaler's policy (saturation; qps: the seed's flawed rule, "
+            "a benchmark baseline) or a peer's autoscaler read from Prometheus (kpa: Knative "
+            "KPA; ray: Ray Serve; vllm-waiting: production-stack's KEDA trigger; epp-queue: "
+            "llm-d's KEDA+EPP queue; hpa-rps: HPA on requests/s per replica)"
+        ),
     ] = "saturation"
     min_replicas: Annotated[int, Field(ge=0), Cli("KEDA minReplicaCount (0: scale to zero)")] = 1
     max_replicas: Annotated[int, Cli("KEDA maxReplicaCount")] = 2
@@ -74,6 +89,19 @@ class UpSettings(Settings):
     no_prometheus: Annotated[
         bool, Cli("do not start Prometheus even if installed (the scaler reads the router)")
     ] = False
+    startup_s: Annotated[
+        float | None,
+        Field(ge=0),
+        Cli("seed seconds of replica start-up, passed to the default emulator (--startup-s)"),
+    ] = None
+    scaler_metadata: Annotated[
+        str | None,
+        Cli(
+            "KEY=VALUE[,KEY=VALUE…]: trigger metadata over inflight up's own, e.g. "
+            "targetSaturation=0.8,scaleDownWindowSeconds=120",
+            metavar="KEY=VALUE,…",
+        ),
+    ] = None
     startup_timeout_s: Annotated[
         float, Field(gt=0), Cli("real seconds a replica may take to answer /health")
     ] = 900.0
@@ -98,7 +126,13 @@ class UpSettings(Settings):
             "--max-num-seqs", str(self.slots_per_replica),
             "--time-scale", str(self.time_scale),
             "--served-model-name", self.served_model_name or DEFAULT_MODEL,
+            *(() if self.startup_s is None else ("--startup-s", f"{self.startup_s:g}")),
         )  # fmt: skip
+
+    @property
+    def scaler_overrides(self) -> tuple[tuple[str, str], ...]:
+        """``--scaler-metadata`` as (key, value) pairs (validated by the model)."""
+        return _parse_metadata(self.scaler_metadata) if self.scaler_metadata else ()
 
     @model_validator(mode="after")
     def _check(self) -> UpSettings:
@@ -132,7 +166,75 @@ class UpSettings(Settings):
             check_replica_command(self.replica_command)
         except ValueError as exc:  # shlex's, or the placeholder check's
             raise FieldError("replica_cmd", str(exc).removeprefix("--replica-cmd ")) from None
+        if self.startup_s is not None and self.replica_cmd is not None:
+            raise FieldError(
+                None,
+                f"{named('startup_s')} sets the default emulator's start-up; it cannot apply "
+                f"to {named('replica_cmd')} (give your command its own start-up)",
+            )
+        self._check_policy()
+        self._check_scaler_metadata()
         return self
+
+    def _check_policy(self) -> None:
+        if self.policy in ("saturation", "qps"):
+            return
+        from inflight.prom import find_prometheus
+
+        if self.no_prometheus:
+            raise FieldError(
+                "policy",
+                f"{self.policy!r} is a peer's autoscaler that reads Prometheus: it cannot run "
+                f"with {self.named('no_prometheus')}",
+            )
+        if find_prometheus() is None:
+            raise FieldError(
+                "policy",
+                f"{self.policy!r} is a peer's autoscaler that reads Prometheus, which is not "
+                "installed (apt-get install -y --no-install-recommends prometheus)",
+            )
+
+    def _check_scaler_metadata(self) -> None:
+        if not self.scaler_metadata:
+            return  # none, or an empty value: no override
+        from external_scaler.metadata import MetadataError, parse_metadata
+        from inflight.names import METADATA_DEFAULTS
+        from orchestrator.stack import scaler_metadata
+
+        try:
+            pairs = _parse_metadata(self.scaler_metadata)
+        except ValueError as exc:
+            raise FieldError("scaler_metadata", str(exc)) from None
+        for key, _ in pairs:
+            if key in _METADATA_FROM_FLAGS:
+                raise FieldError(
+                    "scaler_metadata",
+                    f"key {key!r} is set by inflight up from {_METADATA_FROM_FLAGS[key]}; "
+                    "use that flag",
+                )
+            if key not in METADATA_DEFAULTS:
+                valid = ", ".join(k for k in METADATA_DEFAULTS if k not in _METADATA_FROM_FLAGS)
+                raise FieldError("scaler_metadata", f"unknown key {key!r}; valid keys: {valid}")
+        policy = self.policy if self.policy in ("saturation", "qps") else "saturation"
+        merged = scaler_metadata(self.slots_per_replica, self.time_scale, policy, dict(pairs))
+        try:
+            parse_metadata(merged)
+        except MetadataError as exc:
+            raise FieldError("scaler_metadata", str(exc)) from None
+
+
+def _parse_metadata(text: str) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE[,KEY=VALUE…]`` → pairs; ValueError naming the bad item."""
+    pairs: list[tuple[str, str]] = []
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ValueError(f"{item.strip()!r} is not KEY=VALUE")
+        if any(k == key for k, _ in pairs):
+            raise ValueError(f"key {key!r} given twice")
+        pairs.append((key, value))
+    return tuple(pairs)
 
 
 def register(subparsers: Any) -> None:
@@ -190,6 +292,7 @@ def up_config(settings: UpSettings) -> UpConfig:
         supervisor=SupervisorConfig(startup_timeout_s=settings.startup_timeout_s),
         startup_timeout_s=settings.startup_timeout_s,
         log_level=settings.log_level,
+        scaler_overrides=settings.scaler_overrides,
     )
 
 

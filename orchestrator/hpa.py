@@ -135,6 +135,19 @@ SHIPPED_BEHAVIOR: Final = Behavior(
     scale_up=KUBERNETES_DEFAULT_SCALE_UP, scale_down=SHIPPED_SCALE_DOWN
 )
 
+#: Kubernetes' default scale-down behaviour: the highest recommendation of the last 300 s,
+#: then any number of pods per 15 s (``pkg/apis/autoscaling/v2/defaults.go``).
+KUBERNETES_DEFAULT_SCALE_DOWN: Final = ScalingRules(
+    stabilization_window_s=300.0,
+    policies=(ScalingPolicy("Percent", 100, 15.0),),
+    select_policy="Max",
+)
+
+#: An HPA with no ``behavior`` set: what the peers' ScaledObjects get by default.
+KUBERNETES_DEFAULT_BEHAVIOR: Final = Behavior(
+    scale_up=KUBERNETES_DEFAULT_SCALE_UP, scale_down=KUBERNETES_DEFAULT_SCALE_DOWN
+)
+
 
 @dataclass(frozen=True)
 class HpaSpec:

@@ -4,7 +4,11 @@ Start order (each waits for the previous one's readiness where it matters): repl
 processes, the router (fed through ``endpoints.json``), Prometheus when installed (file
 SD targets: router, ready replicas, scaler; scrape every 5 s × time-scale), the scaler
 (Prometheus source, or the direct router source without Prometheus), then — once the
-first replicas answer ``/health`` — the KEDA+HPA loop, and ``stack.json`` last.
+first replicas answer ``/health`` — the KEDA+HPA loop, and ``stack.json`` last. Under a
+peer's policy (``--policy kpa|ray|vllm-waiting|epp-queue|hpa-rps``) that peer's control
+plane (:mod:`orchestrator.peers`) replaces the KEDA+HPA loop on our scaler; it reads
+Prometheus. The scaler still runs, idle (nothing calls it), so ``stack.json``, restarts
+and its metrics are the same under every policy.
 
 :meth:`Stack.run` is the main loop: supervisor tick, autoscaler tick, timeline, and the
 core processes' keeper: a Prometheus or scaler that dies is restarted on the same ports
@@ -37,6 +41,9 @@ from inflight.prom import PrometheusServer
 from orchestrator import hpa, orphans
 from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from orchestrator.keda import KedaSpec
+from orchestrator.peer_loop import PromReader, build_peer
+from orchestrator.peers.base import ControlLoop, PeerIO
+from orchestrator.peers.catalog import OWN_POLICIES, PEERS, PeerSettings
 from orchestrator.restarts import RestartAction, RestartPolicy, RestartState, restart_step, started
 from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
 from orchestrator.state import (
@@ -86,15 +93,35 @@ class UpConfig:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     log_level: str = "info"
     prometheus_wanted: bool = True  # False: --no-prometheus (use_prometheus says if it runs)
+    #: --scaler-metadata: trigger metadata keys set over inflight up's own (validated).
+    scaler_overrides: tuple[tuple[str, str], ...] = ()
 
     @property
     def scaler_metadata(self) -> dict[str, str]:
-        """The trigger metadata a ScaledObject would carry (seed-time windows)."""
-        return scaler_metadata(self.slots_per_replica, self.time_scale, self.policy)
+        """The trigger metadata a ScaledObject would carry (seed-time windows). Under a
+        peer's policy the scaler still runs (for its metrics; nothing acts on it) with
+        the saturation policy."""
+        policy = self.policy if self.policy in OWN_POLICIES else "saturation"
+        return scaler_metadata(
+            self.slots_per_replica, self.time_scale, policy, dict(self.scaler_overrides)
+        )
+
+    @property
+    def router_holds(self) -> bool:
+        """Whether the router holds requests when every slot is busy (``--hold-when-full``):
+        always for our policies; for a peer, where its own deployment queues them."""
+        peer = PEERS.get(self.policy)
+        return True if peer is None else peer.router_hold
 
 
-def scaler_metadata(slots_per_replica: int, time_scale: float, policy: str) -> dict[str, str]:
-    """The trigger metadata ``inflight up`` sends the scaler (the bench asks it the same)."""
+def scaler_metadata(
+    slots_per_replica: int,
+    time_scale: float,
+    policy: str,
+    overrides: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The trigger metadata ``inflight up`` sends the scaler (the bench asks it the same);
+    ``overrides`` (``--scaler-metadata``) replace or add keys."""
     return {
         names.META_SLOTS_PER_REPLICA: str(slots_per_replica),
         names.META_TARGET_SATURATION: "1.0",
@@ -105,6 +132,7 @@ def scaler_metadata(slots_per_replica: int, time_scale: float, policy: str) -> d
         # Prometheus' scrape interval here (wall seconds): L older than 3 of them is refused.
         # At least 1 s, so a loaded machine at a tiny time-scale does not refuse good data.
         names.META_SCRAPE_INTERVAL_S: f"{max(1.0, SCRAPE_INTERVAL_S * time_scale):g}",
+        **(overrides or {}),
     }
 
 
@@ -137,6 +165,7 @@ class Stack:
         self.scaler_ports: tuple[int, int] = (0, 0)
         self.client: ScalerClient | None = None
         self.autoscaler: Autoscaler | None = None
+        self.peer: ControlLoop | None = None  # --policy <peer>: its control plane
         self._last_point: tuple[int, int, int] | None = None
         self._recorded_groups: tuple[int | None, ...] = ()
         self._members_recorded_s = 0.0
@@ -239,10 +268,13 @@ class Stack:
             str(cfg.slots_per_replica),
             "--endpoints-file",
             str(self.state.path(ENDPOINTS)),
-            "--hold-when-full",
             "--file-poll-s",
             "0.2",
         ]
+        if cfg.router_holds:
+            argv.append("--hold-when-full")
+        else:
+            log.info("router without --hold-when-full: requests queue in the replicas")
         self.router, ports = self._start_process(argv, "router", "/health", "http")
         self.router_port = ports["http"]
         self._record_children()
@@ -377,6 +409,9 @@ class Stack:
 
     def _start_autoscaler(self, now_s: float) -> None:
         cfg = self.config
+        if cfg.policy in PEERS:
+            self._start_peer(now_s)
+            return
         assert self.client is not None
         self.autoscaler = Autoscaler(
             scaler=self.client,
@@ -399,6 +434,37 @@ class Stack:
         self.autoscaler.start(now_s)
         self.client.watch_activation(self.autoscaler.activate)
 
+    def _start_peer(self, now_s: float) -> None:
+        """A peer's control plane in place of the KEDA+HPA loop on our scaler (which keeps
+        running, for its metrics only: nothing calls it). It reads Prometheus."""
+        cfg = self.config
+        prometheus = self.prometheus
+        if prometheus is None:  # refused by the CLI; a Stack built by hand gets this
+            raise StackError(f"--policy {cfg.policy} reads Prometheus, which is not running")
+        read = PromReader(
+            base_url=lambda: prometheus.url,
+            time_scale=cfg.time_scale,
+            scrape_interval_s=SCRAPE_INTERVAL_S * cfg.time_scale,
+        )
+        io = PeerIO(
+            read=read,
+            get_replicas=lambda: self.supervisor.desired,
+            ready_replicas=lambda: self.supervisor.ready,
+            set_replicas=self.supervisor.set_desired,
+            observe=self.observe,
+            record=self.state.append_decision,
+            wall_clock=time.time,
+        )
+        settings = PeerSettings(
+            time_scale=cfg.time_scale,
+            slots_per_replica=cfg.slots_per_replica,
+            min_replicas=cfg.min_replicas,
+            max_replicas=cfg.max_replicas,
+            hpa_sync_s=cfg.hpa_sync_s / cfg.time_scale,
+        )
+        self.peer = build_peer(cfg.policy, settings, io)
+        self.peer.start(now_s)
+
     # --- run --------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
         """The main loop until ``stop`` is set; 1 if the router died."""
@@ -411,6 +477,8 @@ class Stack:
             polled = False
             if self.autoscaler is not None:
                 polled = self.autoscaler.tick(now)
+            elif self.peer is not None:
+                polled = self.peer.tick(now)
             elif now >= self._next_poll_s:
                 self._next_poll_s = now + self.config.hpa_sync_s
                 polled = True

@@ -326,7 +326,9 @@ def test_describe_says_what_a_field_takes() -> None:
     from orchestrator.cli import UpSettings
 
     assert config.describe(ScalerSettings.model_fields["grpc_port"]) == "an integer ≥ 0 and ≤ 65535"
-    assert config.describe(UpSettings.model_fields["policy"]) == "one of saturation|qps"
+    assert config.describe(UpSettings.model_fields["policy"]) == (
+        "one of saturation|qps|kpa|ray|vllm-waiting|epp-queue|hpa-rps"
+    )
 
 
 def test_the_router_source_may_come_from_the_env(

@@ -30,7 +30,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("inflight", "router", "external_scaler", "emulator", "orchestrator", "bench",
-            "dashboards")  # fmt: skip
+            "dashboards", "sim")  # fmt: skip
 TESTS = ("tests",)
 LOCAL = {*PACKAGES, *TESTS}
 

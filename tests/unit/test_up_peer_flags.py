@@ -1,0 +1,64 @@
+"""``inflight up``'s flags for the peers and the open-loop bench: --policy <peer>,
+--startup-s, --scaler-metadata (validation only; nothing is started)."""
+
+from __future__ import annotations
+
+import pytest
+
+from inflight.cli import build_parser
+from inflight.config import ConfigError
+from orchestrator.cli import UpSettings, build_config, settings_from_args
+
+
+def settings(*argv: str) -> UpSettings:
+    return settings_from_args(build_parser().parse_args(["up", *argv]))
+
+
+def test_startup_s_reaches_the_default_emulator() -> None:
+    cmd = settings("--startup-s", "100").replica_command
+    assert cmd[cmd.index("--startup-s") + 1] == "100"
+    assert "--startup-s" not in settings().replica_command
+
+
+def test_startup_s_with_a_replica_command_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"--startup-s.*--replica-cmd"):
+        settings("--startup-s", "5", "--replica-cmd", "vllm serve m --port {port}")
+
+
+def test_scaler_metadata_overrides_reach_the_trigger() -> None:
+    args = build_parser().parse_args(
+        ["up", "--scaler-metadata", "targetSaturation=0.8, scaleDownWindowSeconds=120"]
+    )
+    meta = build_config(args).scaler_metadata
+    assert meta["targetSaturation"] == "0.8" and meta["scaleDownWindowSeconds"] == "120"
+    assert meta["timeScale"] == "1.0"
+    assert settings("--scaler-metadata=").scaler_overrides == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("bogus=1", "unknown key 'bogus'; valid keys: metricName"),
+        ("timeScale=2", "set by inflight up from --time-scale"),
+        ("targetSaturation", "is not KEY=VALUE"),
+        ("targetSaturation=1,targetSaturation=2", "given twice"),
+        ("targetSaturation=lots", "targetSaturation"),
+    ],
+)
+def test_bad_scaler_metadata_is_named(value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match="--scaler-metadata") as info:
+        settings("--scaler-metadata", value)
+    assert message in str(info.value)
+
+
+def test_a_peer_refuses_no_prometheus() -> None:
+    with pytest.raises(ConfigError, match=r"--policy.*'kpa'.*--no-prometheus"):
+        settings("--policy", "kpa", "--no-prometheus")
+
+
+def test_a_peer_is_a_policy_and_the_scaler_stays_on_saturation() -> None:
+    config = build_config(build_parser().parse_args(["up", "--policy", "vllm-waiting"]))
+    assert config.policy == "vllm-waiting"
+    assert config.scaler_metadata["policy"] == "saturation"
+    assert not config.router_holds
+    assert build_config(build_parser().parse_args(["up", "--policy", "kpa"])).router_holds
