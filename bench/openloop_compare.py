@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import sys
 import time
-import typing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,36 +48,6 @@ DEFAULT_MAX_REPLICAS = 2  # --arrivals/--trace without --max-replicas
 DEFAULT_MIN_REPLICAS = 1
 
 
-def up_supports(field: str) -> bool:
-    """Whether this version's ``inflight up`` has the setting (``startup_s``, ...)."""
-    from orchestrator.cli import UpSettings
-
-    return field in UpSettings.model_fields
-
-
-def up_policies() -> tuple[str, ...]:
-    """The ``--policy`` values this version's ``inflight up`` takes."""
-    from orchestrator.cli import UpSettings
-
-    return tuple(str(a) for a in typing.get_args(UpSettings.model_fields["policy"].annotation))
-
-
-def check_policies(policies: list[Policy]) -> None:
-    """Refuse up front what this ``inflight up`` cannot run (else each stack would fail)."""
-    known = up_policies()
-    for p in policies:
-        if not p.frozen and known and p.kind not in known:
-            raise ValueError(
-                f"--policies: {p.name}: `inflight up --policy` does not take {p.kind!r} in this "
-                f"version (it takes {', '.join(known)})"
-            )
-        if p.metadata and not up_supports("scaler_metadata"):
-            raise ValueError(
-                f"--policies: {p.name}: settings need `inflight up --scaler-metadata`, "
-                "which this version lacks"
-            )
-
-
 def resolve_policies(text: str | None, max_replicas: int, start_replicas: int) -> list[Policy]:
     from bench.cli import OPEN_LOOP_POLICIES
 
@@ -95,17 +64,8 @@ def main(args: argparse.Namespace) -> int:
         if max_r < max(1, min_r):
             raise ValueError(f"--max-replicas: must be >= 1 and >= {min_r}, got {max_r}")
         policies = resolve_policies(args.policies, max_r, max(1, min_r))
-        check_policies(policies)
         time_scale = args.time_scale or OPEN_LOOP_TIME_SCALE
-        extra_up: list[str] = []
-        if plan.startup_s is not None:
-            if up_supports("startup_s"):
-                extra_up += ["--startup-s", str(plan.startup_s)]
-            else:
-                notes.append(
-                    f"start-up {plan.startup_s:g} s NOT applied: this `inflight up` has no "
-                    "--startup-s; replicas started with the emulator's default"
-                )
+        extra_up = [] if plan.startup_s is None else ["--startup-s", f"{plan.startup_s:g}"]
         out = new_out_dir(args.out_dir, "comparisons", args.force)
         state_root: Path = args.state_root or Path("state") / "bench" / out.name
     except (ValueError, ResultFileExists, BenchError) as exc:

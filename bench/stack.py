@@ -30,6 +30,7 @@ from inflight.names import META_POLICY, META_SLOTS_PER_REPLICA, META_TIME_SCALE,
 from inflight.ports import ports_of
 from inflight.procs import ManagedProcess, ProcessError, port_is_free
 from orchestrator import state
+from orchestrator.peers.catalog import POLICY_NAMES
 
 
 class StackError(RuntimeError):
@@ -37,8 +38,8 @@ class StackError(RuntimeError):
 
 
 # The autoscaled policies ``inflight up --policy`` takes: ours, the seed's, and the peers'
-# control planes (issue #13; orchestrator/peers/catalog.py ``POLICY_NAMES`` once merged).
-AUTOSCALED = ("saturation", "qps", "kpa", "ray", "vllm-waiting", "epp-queue", "hpa-rps")
+# control planes (issue #13).
+AUTOSCALED = POLICY_NAMES
 _VARIANT = re.compile(r"^saturation\[(?P<settings>[^\]]*)\]$")
 _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -19,7 +19,7 @@ ARGS = (
     "bench", "compare", "--no-progress", "--arrivals", "poisson:0:0.5,40:3,60:3",
     "--policies", "fixed:2,saturation", "--max-replicas", "2", "--min-replicas", "1",
     "--prompt-tokens", "uniform:1000:4000", "--max-tokens", "lognormal:200:0.5",
-    "--seed", "4", "--drain-s", "30", "--time-scale", "0.05",
+    "--seed", "4", "--drain-s", "30", "--time-scale", "0.05", "--startup-s", "10",
     "--sample-interval-s", "0.02",
 )  # fmt: skip
 
@@ -45,6 +45,7 @@ def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
     assert doc["policies"] == ["fixed:2", "saturation"] and doc["time_scale"] == 0.05
     assert doc["baseline"] == "fixed:2" and doc["source"] == "live"
     assert doc["scenario"]["seed"] == 4 and doc["scenario"]["max_replicas"] == 2
+    assert doc["scenario"]["startup_up_args"] == ["--startup-s", "10"]
     planned = doc["scenario"]["requests_planned"]
     assert planned > 0
     for name, run in doc["runs"].items():
@@ -53,6 +54,7 @@ def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
         assert run["requests_sent"] == planned  # nothing sent is left out
         assert set(run["ttft_s"] or {}) <= {"p50", "p95", "p99"}
         assert run["littles_law"]["l_router"] is not None
+        assert run["replica_field"] == "live"
     assert doc["runs"]["fixed:2"]["replica_seconds_ratio"] == 1.0
     assert doc["runs"]["fixed:2"]["changes"] == 0
     assert doc["pareto_front"], doc["runs"]
