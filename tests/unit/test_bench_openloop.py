@@ -328,3 +328,30 @@ def test_the_open_loop_timeseries_plot_is_written(tmp_path: Path) -> None:
                        url="http://r", model="m", created_at="now")  # fmt: skip
     path = openloop_timeseries_plot({"saturation": doc, "again": doc}, tmp_path / "t.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- the command line: refusals before anything starts ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--scenario", "sweep", "--arrivals", "poisson:0:1,10:1"], "--scenario sweep"),
+        (["--scenario", "ramp", "--policies", "fixed:0"], "--policies"),
+        (["--scenario", "ramp", "--policies", "saturation[x=1]"], "unknown setting 'x'"),
+        (["--scenario", "ramp", "--max-replicas", "2"], "--max-replicas"),
+        (["--arrivals", "poisson:0:1,10:1", "--prompt-tokens", "uniform:5"], "--prompt-tokens"),
+        (["--min-replicas", "2"], "--min-replicas: open-loop only"),
+        (["--max-tokens", "lognormal:300:0.5"], "--max-tokens: the closed-loop sweep"),
+        (["--drain-s", "5"], "--drain-s: open-loop only"),
+    ],
+)
+def test_compare_refuses_bad_flags_before_starting_anything(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from inflight import cli
+
+    out = tmp_path / "out"
+    assert cli.main(["bench", "compare", *argv, "--out-dir", str(out)]) == 2
+    assert says in capsys.readouterr().err
+    assert not out.exists()  # refused before the results folder was made
