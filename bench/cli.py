@@ -11,9 +11,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from bench.openloop_args import CLOSED_LOOP, add_open_loop_flags
+from bench.scenarios import SCENARIOS
 from inflight import extras
 
 DEFAULT_CONCURRENCY = "4,8,16,32,64"
+OPEN_LOOP_POLICIES = "fixed:MAX,saturation,kpa,ray,vllm-waiting,epp-queue,hpa-rps,qps"
 
 
 def positive_int_list(text: str) -> list[int]:
@@ -70,8 +73,17 @@ def _workload_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     p.add_argument("--model", default=None, help="model name (default: the router's /v1/models)")
-    p.add_argument("--prompt-tokens", type=int, default=3000)
-    p.add_argument("--max-tokens", type=int, default=300)
+    p.add_argument(
+        "--prompt-tokens",
+        default=None,
+        help="prompt length: N (closed loop: only N; default 3000), or in open loop "
+        "lognormal:MEAN:SIGMA or uniform:A:B (default: the scenario's, else 3000)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        default=None,
+        help="answer length, as --prompt-tokens (default 300, or the scenario's)",
+    )
     p.add_argument(
         "--sample-interval-s",
         type=positive_float,
@@ -117,15 +129,33 @@ def register(subparsers: Any) -> None:
     run.add_argument("--policy", default=None, help="label for the results (e.g. fixed:2)")
     run.add_argument("--results-file", type=Path, required=True)
     run.add_argument("--summary-file", type=Path, default=None)
-    run.add_argument("--plot-dir", type=Path, default=None)
+    run.add_argument("--plot-dir", type=Path, default=None, help="PNGs here")
     _workload_flags(run)
+    add_open_loop_flags(run)
     run.set_defaults(func=_run)
 
-    cmp = sub.add_parser("compare", help="start `inflight up` per policy, sweep each, compare")
+    cmp = sub.add_parser(
+        "compare",
+        help="start `inflight up` per policy, run the same workload on each, compare",
+        description="--scenario sweep (default) or slowing: the seed's closed-loop sweep "
+        "and the slowing model, as before. --scenario ramp|spike|diurnal, --arrivals or "
+        "--trace: open-loop traffic, judged on SLO attainment against replica-seconds.",
+    )
+    cmp.add_argument(
+        "--scenario",
+        default=None,
+        choices=(*CLOSED_LOOP, *SCENARIOS),
+        help="sweep: closed-loop sweep, then the slowing model unless --no-slowing; "
+        "slowing: the slowing model only; ramp|spike|diurnal: open loop (default sweep)",
+    )
     cmp.add_argument(
         "--policies",
-        default="fixed:1,fixed:2,qps,saturation",
-        help="comma-separated: fixed:N, qps, saturation (default all four)",
+        default=None,
+        help="comma-separated: fixed:N, saturation, qps, kpa, ray, vllm-waiting, epp-queue, "
+        "hpa-rps, saturation[KEY=VALUE;...] (scaler metadata, e.g. "
+        "saturation[targetSaturation=0.8;scaleDownWindowSeconds=120]); default "
+        "closed loop fixed:1,fixed:2,qps,saturation; open loop "
+        f"{OPEN_LOOP_POLICIES} (MAX: the scenario's --max-replicas)",
     )
     cmp.add_argument(
         "--time-scale",
@@ -133,7 +163,24 @@ def register(subparsers: Any) -> None:
         default=None,
         help="time-scale of every stack (default: bench.compare.DEFAULT_TIME_SCALE)",
     )
-    cmp.add_argument("--max-replicas", type=int, default=2)
+    cmp.add_argument(
+        "--max-replicas",
+        type=int,
+        default=None,
+        help="default 2 (closed loop), the scenario's (open loop), else 2",
+    )
+    cmp.add_argument(
+        "--min-replicas",
+        type=int,
+        default=None,
+        help="open loop: of every autoscaled policy (default the scenario's, else 1)",
+    )
+    cmp.add_argument(
+        "--startup-s",
+        type=float,
+        default=None,
+        help="open loop: replica start-up, seed s (default the scenario's; else the emulator's)",
+    )
     cmp.add_argument(
         "--out-dir",
         type=Path,
@@ -174,6 +221,7 @@ def register(subparsers: Any) -> None:
         help="wall seconds to wait for stack.json",
     )
     _workload_flags(cmp)
+    add_open_loop_flags(cmp)
     cmp.set_defaults(func=_compare)
     _chaos_parser(sub)
     from bench.components.cli import register as register_components

@@ -13,6 +13,10 @@ longer, so λ falls while L stays at capacity. It writes into a new ``--out-dir`
 Each stack's state dir (logs, timeline, Prometheus data) goes under ``--state-root``
 (default ``state/bench/<out-dir name>``), outside the results folder.
 
+That is ``--scenario sweep`` (the default; ``slowing``: the slowing-model runs only). The
+open-loop scenarios (``--scenario ramp|spike|diurnal``, ``--arrivals``, ``--trace``) are
+``bench.openloop_compare``; both start and stop each stack with :func:`on_stack`.
+
 Default time-scale: ``DEFAULT_TIME_SCALE`` (chosen so the whole comparison takes ≤ 15
 minutes on a 2-core machine while it stays unsaturated; see docs/benchmark.md).
 """
@@ -24,19 +28,24 @@ import asyncio
 import dataclasses
 import sys
 import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench import cpu, proctree
 from bench.repro import reproduced, reproduction_checks
 from bench.results import ResultFileExists, RunResult, dumps, new_out_dir, write_new
-from bench.run_cmd import BenchError, sweep_to_result
+from bench.run_cmd import BenchError, closed_loop_args, sweep_to_result
 from bench.stack import Policy, Stack, StackError, parse_policies
 from bench.sweep import Level, sweep_levels
 from bench.table import checks_list, comparison_table, run_table
 
+T = TypeVar("T")
+
 DEFAULT_TIME_SCALE = 0.2
+DEFAULT_MAX_REPLICAS = 2
+CLOSED_LOOP_POLICIES = "fixed:1,fixed:2,qps,saturation"
 
 
 def slowing_level(concurrency: int, max_tokens: list[int], phase_s: float) -> Level:
@@ -54,45 +63,36 @@ def slowing_level(concurrency: int, max_tokens: list[int], phase_s: float) -> Le
     )
 
 
-def _one(
+def on_stack(
     policy: Policy,
     args: argparse.Namespace,
     time_scale: float,
-    levels: list[Level],
     state_dir: Path,
     label: str,
-    gap_s: float | None = None,
-) -> RunResult:
+    body: Callable[[Stack], T],
+    *,
+    max_replicas: int,
+    min_replicas: int | None = None,
+    extra_args: Sequence[str] = (),
+) -> tuple[T, dict[str, Any]]:
+    """Start a fresh ``inflight up`` for ``policy``, run ``body`` on it, stop it and prove it
+    gone; return ``body``'s result and the ``stack`` and ``cpu`` facts of the run."""
     stack = Stack(
         policy=policy,
         state_dir=state_dir,
         time_scale=time_scale,
-        max_replicas=args.max_replicas,
-        extra_args=tuple(args.up_arg),
+        max_replicas=max_replicas,
+        extra_args=(*extra_args, *args.up_arg),
+        min_replicas=min_replicas,
     )
-    print(
-        f"== {label}: starting inflight up ({' '.join(policy.up_args(args.max_replicas))})",
-        file=sys.stderr,
-        flush=True,
-    )
+    up_args = [*policy.up_args(max_replicas, min_replicas), *stack.extra_args]
+    print(f"== {label}: starting inflight up ({' '.join(up_args)})", file=sys.stderr, flush=True)
     stack.start(args.stack_timeout_s)
     cpu_before = proctree.tree_cpu_s(stack.pid)
     machine_before = cpu.mark()
     wall0 = time.monotonic()
     try:
-        result = asyncio.run(
-            sweep_to_result(
-                router_url=stack.router_url,
-                time_scale=time_scale,
-                levels=levels,
-                args=args,
-                frozen=policy.frozen,
-                policy=policy.name,
-                timeline_path=state_dir / "timeline.jsonl",
-                progress_prefix=f"[{label}] ",
-                gap_s=gap_s,
-            )
-        )
+        result = body(stack)
         stack.snapshot()
         stack_cpu_s = proctree.tree_cpu_s(stack.pid) - cpu_before
     finally:
@@ -114,20 +114,70 @@ def _one(
             "cores": cpu.cores(),
         },
     }
-    reasons = list(result.invalid_reasons)
-    if not report.get("clean"):
-        reasons.append(
-            f"stack left processes {report.get('pids_left_after_stop')} or ports "
-            f"{report.get('ports_busy_after_stop')} after stop"
+    return result, extra
+
+
+def unclean_reason(report: dict[str, Any]) -> str | None:
+    """Why a stopped stack makes its run invalid (None when it stopped clean)."""
+    if report.get("clean"):
+        return None
+    return (
+        f"stack left processes {report.get('pids_left_after_stop')} or ports "
+        f"{report.get('ports_busy_after_stop')} after stop"
+    )
+
+
+def _one(
+    policy: Policy,
+    args: argparse.Namespace,
+    time_scale: float,
+    levels: list[Level],
+    state_dir: Path,
+    label: str,
+    gap_s: float | None = None,
+) -> RunResult:
+    def sweep(stack: Stack) -> RunResult:
+        return asyncio.run(
+            sweep_to_result(
+                router_url=stack.router_url,
+                time_scale=time_scale,
+                levels=levels,
+                args=args,
+                frozen=policy.frozen,
+                policy=policy.name,
+                timeline_path=state_dir / "timeline.jsonl",
+                progress_prefix=f"[{label}] ",
+                gap_s=gap_s,
+            )
         )
+
+    result, extra = on_stack(
+        policy, args, time_scale, state_dir, label, sweep, max_replicas=args.max_replicas
+    )
+    reasons = list(result.invalid_reasons)
+    if (why := unclean_reason(extra["stack"])) is not None:
+        reasons.append(why)
     return dataclasses.replace(
         result, extra={**result.extra, **extra}, invalid_reasons=tuple(reasons)
     )
 
 
 def main(args: argparse.Namespace) -> int:
+    from bench.openloop_args import is_open_loop
+
+    if is_open_loop(args):
+        from bench.openloop_compare import main as open_loop_main
+
+        return open_loop_main(args)
     try:
-        policies = parse_policies(args.policies)
+        args = closed_loop_args(args)
+        for flag, attr in (("--min-replicas", "min_replicas"), ("--startup-s", "startup_s")):
+            if getattr(args, attr, None) is not None:
+                raise ValueError(f"{flag}: open-loop only (--scenario ramp|spike|diurnal, "
+                                 "--arrivals or --trace)")  # fmt: skip
+        if args.max_replicas is None:
+            args.max_replicas = DEFAULT_MAX_REPLICAS
+        policies = parse_policies(args.policies or CLOSED_LOOP_POLICIES)
         time_scale = args.time_scale or DEFAULT_TIME_SCALE
         out = new_out_dir(args.out_dir, "comparisons", args.force)
         state_root: Path = args.state_root or Path("state") / "bench" / out.name
@@ -137,21 +187,23 @@ def main(args: argparse.Namespace) -> int:
             [int(x) for x in args.slowing_max_tokens.split(",") if x.strip()],
             args.slowing_phase_s,
         )
-    except (ValueError, ResultFileExists) as exc:
+    except (ValueError, ResultFileExists, BenchError) as exc:
         print(f"inflight bench compare: {exc}", file=sys.stderr)
         return 2
+    sweep = getattr(args, "scenario", "sweep") != "slowing"
+    with_slowing = not args.no_slowing or not sweep
     started = datetime.now(UTC)
     t_wall = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
     slowing: dict[str, dict[str, Any]] = {}
     try:
-        for policy in policies:
+        for policy in policies if sweep else ():
             result = _one(policy, args, time_scale, levels, state_root / policy.slug, policy.name)
             doc = result.to_json()
             write_new(out / f"{policy.slug}.json", dumps(doc), args.force)
             write_new(out / f"{policy.slug}.md", run_table(doc), args.force)
             runs[policy.name] = doc
-        if not args.no_slowing:
+        if with_slowing:
             for policy in (p for p in policies if p.kind in ("qps", "saturation")):
                 result = _one(
                     policy,
@@ -207,10 +259,11 @@ def main(args: argparse.Namespace) -> int:
     write_new(out / "comparison.md", md, args.force)
     from bench.plots import sweep_plot, timeseries_plot
 
-    sweep_plot(runs, out / "sweep.png", title=f"closed-loop sweep · time-scale {time_scale}")
-    timeseries_plot(
-        runs, out / "timeseries.png", title="L (router), λ (client) and replicas over the sweep"
-    )
+    if runs:
+        sweep_plot(runs, out / "sweep.png", title=f"closed-loop sweep · time-scale {time_scale}")
+        timeseries_plot(
+            runs, out / "timeseries.png", title="L (router), λ (client) and replicas over the sweep"
+        )
     if slowing:
         timeseries_plot(
             slowing,

@@ -17,7 +17,7 @@ from bench.progress import Bars
 from bench.results import ResultFileExists, RunResult, check_writable
 from bench.runner import build_result, write_result
 from bench.sweep import Level, SweepConfig, run_sweep, sweep_levels
-from bench.workload import Workload
+from bench.workload import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT_TOKENS, Workload
 from inflight.procs import pid_alive
 from orchestrator import state
 
@@ -119,8 +119,41 @@ def _stack_info(state_dir: Path) -> state.StackInfo:
     return info
 
 
+def closed_loop_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The closed-loop sweep's view of the flags: ``--prompt-tokens``/``--max-tokens`` are
+    one number each there (the open loop also takes distributions); the open-loop-only
+    flags are refused."""
+    out = argparse.Namespace(**vars(args))
+    for flag, attr, default in (("--prompt-tokens", "prompt_tokens", DEFAULT_PROMPT_TOKENS),
+                                ("--max-tokens", "max_tokens", DEFAULT_MAX_TOKENS)):  # fmt: skip
+        text = getattr(args, attr)
+        if text is None:
+            setattr(out, attr, default)
+            continue
+        try:
+            value = int(text)
+        except ValueError:
+            raise BenchError(
+                f"{flag}: the closed-loop sweep takes one number, got {text!r} "
+                "(distributions need open-loop mode: --arrivals or --trace)"
+            ) from None
+        if value < 1:
+            raise BenchError(f"{flag}: must be >= 1, got {value}")
+        setattr(out, attr, value)
+    for flag, attr in (("--seed", "seed"), ("--slo-ttft-s", "slo_ttft_s"),
+                       ("--slo-tpot-s", "slo_tpot_s"), ("--drain-s", "drain_s")):  # fmt: skip
+        if getattr(args, attr, None) is not None:
+            raise BenchError(f"{flag}: open-loop only (give --arrivals or --trace)")
+    return out
+
+
 def main(args: argparse.Namespace) -> int:
+    from bench.openloop_args import is_open_loop
+
+    if is_open_loop(args):
+        return open_loop_main(args)
     try:
+        args = closed_loop_args(args)
         check_writable([args.results_file, args.summary_file], args.force)
         stack = _stack_info(args.state_dir) if args.state_dir else None
         url = args.url or (stack.router_url if stack else None)
@@ -154,3 +187,56 @@ def main(args: argparse.Namespace) -> int:
 
     print(run_table(doc))
     return 0 if result.valid else 1
+
+
+def open_loop_main(args: argparse.Namespace) -> int:
+    """``inflight bench run --arrivals …|--trace …``: one open-loop run, measured."""
+    from bench.openloop_args import plan_from_args
+    from bench.openloop_run import read_timeline_rows, run_document, run_markdown, send_plan
+    from bench.results import dumps, write_new
+
+    try:
+        plan = plan_from_args(args)
+        check_writable([args.results_file, args.summary_file], args.force)
+        stack = _stack_info(args.state_dir) if args.state_dir else None
+        url = args.url or (stack.router_url if stack else None)
+        if not url:
+            raise BenchError("give --url (the router) or --state-dir (an `inflight up` state dir)")
+        time_scale = args.time_scale or (stack.time_scale if stack else 1.0)
+        run, model = asyncio.run(
+            send_plan(
+                router_url=url,
+                plan=plan,
+                time_scale=time_scale,
+                model=args.model,
+                sample_interval_s=args.sample_interval_s,
+                progress=not args.no_progress,
+            )
+        )
+        rows = read_timeline_rows(args.state_dir / state.TIMELINE if args.state_dir else None)
+        doc = run_document(
+            run,
+            plan,
+            rows,
+            policy=args.policy or (stack.policy if stack else None),
+            frozen=args.frozen,
+            url=url,
+            model=model,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        write_new(args.results_file, dumps(doc), args.force)
+        md = run_markdown(doc)
+        if args.summary_file is not None:
+            write_new(args.summary_file, md, args.force)
+    except (BenchError, ResultFileExists, ValueError) as exc:
+        print(f"inflight bench run: {exc}", file=sys.stderr)
+        return 2
+    if args.plot_dir is not None:
+        from bench.plots import openloop_timeseries_plot
+
+        label = doc.get("policy") or "run"
+        openloop_timeseries_plot(
+            {label: doc}, args.plot_dir / f"{args.results_file.stem}-timeseries.png"
+        )
+    print(md)
+    return 0 if doc["valid"] else 1
