@@ -1,11 +1,16 @@
 """``inflight sim run|compare``: the stack in virtual time, on the bench's workloads.
 
-``run`` simulates one policy on one workload and writes ``run.json`` (the live bench's
-measures), ``timeline.jsonl``, ``decisions.jsonl`` and ``requests.jsonl``. ``compare``
-simulates several policies on several seeds (every policy sees the same requests for a
-seed) and writes ``comparison.json`` and ``comparison.md``. Output directories are never
-overwritten (``bench.results.new_out_dir``). ``trace-from-prometheus`` is registered by
-``sim.prom_trace`` when that module is there.
+The workload flags are ``inflight bench``'s open-loop flags, read by the same code
+(``bench.openloop_args``: ``--scenario``, ``--arrivals``, ``--trace``, the length
+distributions, ``--seed``, the SLO, ``--drain-s``, replica bounds and start-up), so a
+scenario can go to either. ``run`` simulates one policy and writes ``run.json`` (the live
+bench's measures, ``bench.slo.run_measures``), ``timeline.jsonl``, ``decisions.jsonl`` and
+``requests.jsonl``. ``compare`` simulates several policies (``--policies``, parsed as
+``inflight bench compare`` parses them) on several seeds, every policy seeing the same
+requests for a seed, and writes the live comparison's ``comparison.json`` /
+``comparison.md`` (``bench.openloop_report``), ``pareto.png`` and ``timeseries.png``.
+Output directories are never overwritten (``bench.results.new_out_dir``).
+``trace-from-prometheus`` is registered by ``sim.prom_trace``.
 """
 
 from __future__ import annotations
@@ -16,28 +21,26 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.arrivals import parse_arrivals
-from bench.lengths import LengthDist, parse_length
+from bench.openloop_args import OpenLoopPlan, add_open_loop_flags, plan_from_args
+from bench.openloop_compare import resolve_policies
+from bench.openloop_report import build_comparison, comparison_markdown
 from bench.results import ResultFileExists, new_out_dir, write_new
-from bench.scenarios import MAX_TOKENS, PROMPT_TOKENS, get_scenario, plan_requests
-from bench.slo import DEFAULT_SLO, SloSpec
-from bench.trace import PlannedRequest, TraceError, read_trace
-from external_scaler.errors import MetadataError
-from external_scaler.metadata import parse_metadata
+from bench.scenarios import SCENARIOS
+from bench.slo import Outcome, slo_measures
+from bench.stack import Policy, parse_policies
+from bench.trace import TraceError
 from inflight import names
 from sim import report
-from sim.core import SCALER_POLICIES, SimConfig, fixed_replicas, policy_names, simulate
-from sim.peers import catalog
+from sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 
-# Without a scenario: `inflight up`'s replica defaults and the reference start-up.
-DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS, DEFAULT_STARTUP_S = 1, 2, 30.0
-DEFAULT_SEED = 1
-DEFAULT_SEEDS = (1, 2, 3)
-
+# Without a scenario: `inflight bench compare`'s replica bounds (bench/openloop_compare.py).
+DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 2
+DEFAULT_SEEDS = "1,2,3"
+TIME_SCALE = 1.0  # the simulator runs in seed time
+UNITS = "seed seconds (simulated, time-scale 1); rates per seed second"
 
 # Trigger keys the simulator sets itself (from --policy, its time-scale 1 and the replica's
 # slots), as inflight up sets them from its flags.
@@ -48,85 +51,11 @@ class UsageError(ValueError):
     """A bad flag value; the message names the flag."""
 
 
-@dataclass(frozen=True)
-class Workload:
-    """The requests of one seed, and what they came from."""
-
-    source: str  # "scenario:ramp", "trace:FILE", "arrivals:SPEC"
-    end_s: float
-    min_replicas: int
-    max_replicas: int
-    startup_s: float
-    trace: tuple[PlannedRequest, ...] | None  # a trace is the same on every seed
-    args: argparse.Namespace
-
-    def plan(self, seed: int) -> list[PlannedRequest]:
-        if self.trace is not None:
-            return list(self.trace)
-        a = self.args
-        if a.scenario:
-            sc = get_scenario(a.scenario)
-            arrivals = sc.arrivals
-        else:
-            arrivals = parse_arrivals(a.arrivals)
-        return plan_requests(arrivals, _lengths(a, "prompt"), _lengths(a, "max"), seed)
-
-    def meta(self, seed: int | None) -> dict[str, Any]:
-        a = self.args
-        return {
-            "source": self.source,
-            "seed": seed,
-            "end_s": self.end_s,
-            "prompt_tokens": None if self.trace is not None else _lengths(a, "prompt").text,
-            "max_tokens": None if self.trace is not None else _lengths(a, "max").text,
-            "min_replicas": self.min_replicas,
-            "max_replicas": self.max_replicas,
-            "startup_s": self.startup_s,
-        }
-
-
-def _lengths(a: argparse.Namespace, which: str) -> LengthDist:
-    if which == "prompt":
-        if a.prompt_tokens:
-            return parse_length(a.prompt_tokens, "--prompt-tokens")
-        return get_scenario(a.scenario).prompt_tokens if a.scenario else PROMPT_TOKENS
-    if a.max_tokens:
-        return parse_length(a.max_tokens, "--max-tokens")
-    return get_scenario(a.scenario).max_tokens if a.scenario else MAX_TOKENS
-
-
-def workload(a: argparse.Namespace) -> Workload:
-    """The workload flags, checked (every error names its flag or trace line)."""
-    sources = [x for x in (a.scenario, a.trace, a.arrivals) if x]
-    if len(sources) != 1:
-        raise UsageError("give exactly one of --scenario, --trace, --arrivals")
-    lo, hi, startup = DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS, DEFAULT_STARTUP_S
-    trace: tuple[PlannedRequest, ...] | None = None
-    if a.scenario:
-        sc = get_scenario(a.scenario)
-        lo, hi, startup = sc.min_replicas, sc.max_replicas, sc.startup_s
-        end_s, source = sc.arrivals.duration_s, f"scenario:{sc.name}"
-    elif a.trace:
-        if a.prompt_tokens or a.max_tokens:
-            raise UsageError("--prompt-tokens/--max-tokens: a --trace gives every length")
-        trace = tuple(read_trace(a.trace))
-        end_s, source = max(r.t_s for r in trace), f"trace:{a.trace}"
-    else:
-        end_s, source = parse_arrivals(a.arrivals).duration_s, f"arrivals:{a.arrivals}"
-    _lengths(a, "prompt"), _lengths(a, "max")  # bad text fails here, naming the flag
-    return Workload(
-        source=source,
-        end_s=end_s,
-        min_replicas=lo if a.min_replicas is None else a.min_replicas,
-        max_replicas=hi if a.max_replicas is None else a.max_replicas,
-        startup_s=startup if a.startup_s is None else a.startup_s,
-        trace=trace,
-        args=a,
-    )
-
-
 def parse_scaler_metadata(text: str | None, flag: str = "--scaler-metadata") -> dict[str, str]:
     """``KEY=VALUE,KEY=VALUE`` → dict; keys from ``inflight.names.METADATA_DEFAULTS``."""
+    from external_scaler.errors import MetadataError
+    from external_scaler.metadata import parse_metadata
+
     out: dict[str, str] = {}
     if not text:
         return out
@@ -150,44 +79,179 @@ def parse_scaler_metadata(text: str | None, flag: str = "--scaler-metadata") -> 
     return out
 
 
-def parse_policy(text: str) -> tuple[str, dict[str, str]]:
-    """``saturation[targetSaturation=0.8;scaleDownWindowSeconds=120]`` → (name, overrides)."""
-    text = text.strip()
-    if "[" in text:
-        if not text.endswith("]"):
-            raise UsageError(f"--policies: {text!r}: a setting list ends with ']'")
-        name, _, inner = text[:-1].partition("[")
-        settings = parse_scaler_metadata(inner.replace(";", ","), f"--policies {name}[...]")
-        if name not in SCALER_POLICIES:
-            raise UsageError(
-                f"--policies: {text!r}: only {'/'.join(SCALER_POLICIES)} take settings"
-            )
-        return name, settings
-    return text, {}
+def _bounds(plan: OpenLoopPlan) -> tuple[int, int]:
+    lo = DEFAULT_MIN_REPLICAS if plan.min_replicas is None else plan.min_replicas
+    hi = DEFAULT_MAX_REPLICAS if plan.max_replicas is None else plan.max_replicas
+    if hi < max(1, lo):
+        raise UsageError(f"--max-replicas: must be >= 1 and >= {lo}, got {hi}")
+    return lo, hi
 
 
-def sim_config(
-    w: Workload, a: argparse.Namespace, policy: str, overrides: dict[str, str], seed: int
-) -> SimConfig:
+def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
+    """One policy of the comparison on this plan's stack (``fixed:N`` keeps N replicas)."""
+    lo, hi = _bounds(plan)
+    kwargs: dict[str, Any] = {}
+    if plan.startup_s is not None:
+        kwargs["startup_s"] = plan.startup_s
     try:
         return SimConfig(
-            policy=policy,
-            min_replicas=w.min_replicas,
-            max_replicas=w.max_replicas,
-            startup_s=w.startup_s,
-            scaler_metadata=overrides,
-            drain_s=a.drain_s,
+            policy=policy.name if policy.frozen else policy.kind,
+            min_replicas=lo,
+            max_replicas=hi,
+            scaler_metadata=dict(policy.metadata),
+            drain_s=plan.drain_s,
             seed=seed,
+            **kwargs,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
 
-def _slo(a: argparse.Namespace) -> SloSpec:
+def _plan(a: argparse.Namespace, seed: int | None) -> OpenLoopPlan:
+    """The plan of one seed (a trace is the same on every seed; ``--seed`` refused)."""
+    if a.trace is None and seed is not None:
+        a = argparse.Namespace(**{**vars(a), "seed": seed})
+    return plan_from_args(a)
+
+
+def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> dict[str, Any]:
+    lo, hi = _bounds(plan)
+    meta = plan.scenario_meta()
+    meta.update(
+        {
+            # No clock is read here: a simulated comparison is the same file every time.
+            "created_at": None,
+            "command": ["inflight", *sys.argv[1:]],
+            "time_scale": TIME_SCALE,
+            "units": UNITS,
+            "source": "sim",
+            "seeds": list(seeds),
+            "min_replicas": lo,
+            "max_replicas": hi,
+            "startup_s": SimConfig().startup_s if plan.startup_s is None else plan.startup_s,
+        }
+    )
+    if plan.meta.get("seed") is not None:
+        meta["seed"] = None  # one per run: see "seeds"
+    return meta
+
+
+# --- commands ------------------------------------------------------------------------------
+def _run(a: argparse.Namespace) -> int:
+    plan = _plan(a, None)
+    seed = a.seed if a.seed is not None else 1
     try:
-        return SloSpec(a.slo_ttft_s, a.slo_tpot_s)
+        [policy] = parse_policies(a.policy, start_replicas=1)
     except ValueError as exc:
-        raise UsageError(f"--slo-ttft-s/--slo-tpot-s: {exc}") from None
+        raise UsageError(str(exc).replace("--policies", "--policy")) from None
+    if not policy.frozen and policy.kind not in policy_names():
+        raise UsageError(f"--policy {policy.kind}: not in this build")
+    overrides = parse_scaler_metadata(a.scaler_metadata)
+    if overrides:
+        if policy.kind not in SCALER_POLICIES:
+            raise UsageError(f"--scaler-metadata: --policy {a.policy} has no scaler trigger")
+        policy = Policy(policy.name, policy.kind, policy.replicas, tuple(overrides.items()))
+    config = sim_config(plan, policy, seed)
+    out = new_out_dir(a.out_dir, "results", a.force)
+    result = simulate(config, plan.requests, plan.end_s)
+    workload = {**plan.scenario_meta(), "source": "sim", "time_scale": TIME_SCALE}
+    body = report.write_run(out, result, plan.slo, workload, sys.argv, a.force)
+    m = body["measures"]
+    print(
+        f"{policy.name}: {m['requests_sent']} requests, SLO attainment "
+        f"{_pct(m['slo_attainment'])}, {m['replica_seconds']:.0f} replica-s "
+        f"(mean {m['mean_replicas']:.2f} replicas), {m['changes']} changes; {out}"
+    )
+    return 0
+
+
+def _pooled(results: Sequence[SimResult], plan: OpenLoopPlan) -> dict[str, Any]:
+    """One policy over its seeds: the SLO figures of all their requests together, the mean
+    of replica-seconds, changes and reversals, each seed's own measures under ``seeds``."""
+    per_seed = {str(r.config.seed): report.measures(r, plan.slo) for r in results}
+    outcomes: list[Outcome] = [o for r in results for o in report.outcomes(r)]
+    pooled = slo_measures(outcomes, plan.slo)
+    for key in ("replica_seconds", "mean_replicas", "changes", "reversals"):
+        values = [float(m[key]) for m in per_seed.values() if m[key] is not None]
+        pooled[key] = round(sum(values) / len(values), 3) if values else None
+    errors = [m["littles_law"]["error"] for m in per_seed.values()]
+    known = [e for e in errors if e is not None]
+    pooled["littles_law"] = {"error": max(known)} if known else None  # the worst seed's
+    pooled["seeds"] = per_seed
+    pooled["slo_attainment_min"] = min(
+        (m["slo_attainment"] for m in per_seed.values() if m["slo_attainment"] is not None),
+        default=None,
+    )
+    return pooled
+
+
+def _plot_run(result: SimResult, measures: dict[str, Any]) -> dict[str, Any]:
+    """What ``bench.plots.openloop_timeseries_plot`` reads from a live run's document."""
+    return {
+        "router_samples": result.inflight_samples,
+        # The step function as the live timeline has it (a point per poll): the value held
+        # at 0, every change, and the value held at the end.
+        "timeline": [
+            *((p["t"], p["desired"], p["live"]) for p in result.timeline),
+            (result.finished_s, result.timeline[-1]["desired"], result.timeline[-1]["live"]),
+        ],
+        "replica_field": "live",
+        # A live run's request rows hold the send time (seed s) at index 4.
+        "requests": [(None, None, None, None, r.sent_s) for r in result.requests],
+        "scenario": {"duration_s": result.end_s},
+        "slo_attainment": measures["slo_attainment"],
+        "replica_seconds": measures["replica_seconds"],
+    }
+
+
+def _compare(a: argparse.Namespace) -> int:
+    seeds = _seeds(a.seeds)
+    if a.seed is not None:
+        raise UsageError("--seed: compare takes --seeds")
+    plans = {seed: _plan(a, seed) for seed in seeds}
+    first = plans[seeds[0]]
+    lo, hi = _bounds(first)
+    try:
+        policies = resolve_policies(a.policies, hi, max(1, lo))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    unknown = [p.name for p in policies if not p.frozen and p.kind not in policy_names()]
+    if unknown:
+        raise UsageError(f"--policies: not in this build: {', '.join(unknown)}")
+    configs = {p.name: {s: sim_config(plans[s], p, s) for s in seeds} for p in policies}
+    out = new_out_dir(a.out_dir, "comparisons", a.force)
+    runs: dict[str, dict[str, Any]] = {}
+    plot_runs: dict[str, dict[str, Any]] = {}
+    for policy in policies:
+        results = []
+        for seed in seeds:
+            plan = plans[seed]
+            results.append(simulate(configs[policy.name][seed], plan.requests, plan.end_s))
+        runs[policy.name] = _pooled(results, first)
+        plot_runs[policy.name] = _plot_run(results[0], runs[policy.name]["seeds"][str(seeds[0])])
+        print(
+            f"{policy.name}: SLO attainment {_pct(runs[policy.name]['slo_attainment'])} "
+            f"(worst seed {_pct(runs[policy.name]['slo_attainment_min'])})",
+            file=sys.stderr,
+        )
+    comparison = build_comparison(_meta(a, first, seeds), runs)
+    write_new(out / "comparison.json", json.dumps(comparison, indent=2) + "\n", a.force)
+    notes = [
+        f"Simulated (inflight sim), seeds {', '.join(map(str, seeds))}: SLO figures over "
+        "every seed's requests together; replica-seconds, changes and reversals are the "
+        "seeds' mean; each seed's own figures are under runs.<policy>.seeds."
+    ]
+    markdown = comparison_markdown(comparison, notes=notes)
+    write_new(out / "comparison.md", markdown, a.force)
+    from bench.plots import openloop_timeseries_plot, pareto_plot
+
+    title = f"{first.name} (simulated)"
+    pareto_plot(comparison, out / "pareto.png", title=f"{title}: replica-seconds vs SLO")
+    openloop_timeseries_plot(
+        plot_runs, out / "timeseries.png", title=f"{title}, seed {seeds[0]}: L and replicas"
+    )
+    print(markdown)
+    return 0
 
 
 def _seeds(text: str) -> list[int]:
@@ -195,80 +259,9 @@ def _seeds(text: str) -> list[int]:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise UsageError(f"--seeds: expected integers separated by commas, got {text!r}") from None
-    if not seeds:
-        raise UsageError("--seeds: at least one seed")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds: one or more distinct integers, got {text!r}")
     return seeds
-
-
-# --- commands ------------------------------------------------------------------------------
-def _run(a: argparse.Namespace) -> int:
-    w = workload(a)
-    slo = _slo(a)
-    overrides = parse_scaler_metadata(a.scaler_metadata)
-    if overrides and a.policy not in SCALER_POLICIES:
-        raise UsageError(f"--scaler-metadata: --policy {a.policy} has no scaler trigger")
-    config = sim_config(w, a, a.policy, overrides, a.seed)
-    out = new_out_dir(a.out_dir, "results", a.force)
-    result = simulate(config, w.plan(a.seed), w.end_s)
-    body = report.write_run(out, result, slo, w.meta(a.seed), sys.argv, a.force)
-    m = body["measures"]
-    print(
-        f"{a.policy}: {m['requests_sent']} requests, SLO attainment "
-        f"{_pct(m['slo_attainment'])}, {m['replica_seconds']:.0f} replica-s "
-        f"(mean {m['mean_replicas']:.2f} replicas), {m['changes']} changes; {out}"
-    )
-    return 0
-
-
-def _compare(a: argparse.Namespace) -> int:
-    w = workload(a)
-    slo = _slo(a)
-    seeds = _seeds(a.seeds)
-    texts = [p for p in (a.policies or default_policies(w.max_replicas)).split(",") if p]
-    policies = [parse_policy(p) for p in texts]
-    static = next(
-        (
-            t
-            for t, (n, _) in zip(texts, policies, strict=True)
-            if fixed_replicas(n) == w.max_replicas
-        ),
-        None,
-    )
-    configs = {
-        t: [sim_config(w, a, n, o, s) for s in seeds]
-        for t, (n, o) in zip(texts, policies, strict=True)
-    }
-    out = new_out_dir(a.out_dir, "comparisons", a.force)
-    runs: dict[str, dict[int, dict[str, Any]]] = {}
-    for seed_index, seed in enumerate(seeds):
-        planned = w.plan(seed)
-        for text in texts:
-            result = simulate(configs[text][seed_index], planned, w.end_s)
-            runs.setdefault(text, {})[seed] = report.measures(result, slo)
-            print(f"{text} seed {seed}: SLO attainment {_pct(runs[text][seed]['slo_attainment'])}")
-    body = {
-        "schema": report.COMPARISON_SCHEMA,
-        "command": sys.argv,
-        "simulated": True,
-        "workload": w.meta(None),
-        "seeds": seeds,
-        "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
-        "policies": texts,
-        "static_policy": static,
-        "runs": {p: {str(s): m for s, m in by_seed.items()} for p, by_seed in runs.items()},
-        "summary": report.summarize(runs, static),
-    }
-    write_new(out / "comparison.json", json.dumps(body, indent=2, sort_keys=True) + "\n", a.force)
-    markdown = report.comparison_markdown(body)
-    write_new(out / "comparison.md", markdown, a.force)
-    print(markdown)
-    return 0
-
-
-def default_policies(max_replicas: int) -> str:
-    """The static maximum, ours, the peers (those in this build), the seed's rule: the
-    order of ``inflight bench compare --scenario``."""
-    return ",".join([f"fixed:{max_replicas}", "saturation", *catalog(), "qps"])
 
 
 def _pct(v: float | None) -> str:
@@ -277,7 +270,7 @@ def _pct(v: float | None) -> str:
 
 def _guarded(fn: Any) -> Any:
     def run(a: argparse.Namespace) -> int:
-        # The autoscaler logs every decision; the files have them. Warnings stay.
+        # The control loops log every decision; the files have them. Warnings stay.
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
         logging.getLogger("inflight.up").setLevel(logging.ERROR)
         try:
@@ -290,26 +283,18 @@ def _guarded(fn: Any) -> Any:
 
 
 def _workload_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("workload (one of --scenario, --trace, --arrivals)")
-    g.add_argument("--scenario", help="ramp, spike or diurnal (bench/scenarios.py)")
+    g = p.add_argument_group("workload: one of --scenario, --arrivals, --trace")
+    g.add_argument("--scenario", choices=sorted(SCENARIOS), help="bench/scenarios.py")
     g.add_argument(
-        "--trace", type=Path, help='JSONL, one {"t", "prompt_tokens", "max_tokens"} a line'
+        "--prompt-tokens",
+        help="N | lognormal:MEAN:SIGMA | uniform:A:B (default: the scenario's, else 3000)",
     )
-    g.add_argument("--arrivals", help="poisson:T:RATE,T:RATE,... (seed seconds, req/s)")
-    g.add_argument("--prompt-tokens", help="N | lognormal:MEAN:SIGMA | uniform:A:B")
-    g.add_argument("--max-tokens", help="N | lognormal:MEAN:SIGMA | uniform:A:B")
-    s = p.add_argument_group("stack (defaults: the scenario's, else `inflight up`'s)")
+    g.add_argument("--max-tokens", help="as --prompt-tokens (default: the scenario's, else 300)")
+    s = p.add_argument_group("stack (defaults: the scenario's, else 1..2 replicas, 30 s)")
     s.add_argument("--min-replicas", type=int)
     s.add_argument("--max-replicas", type=int)
     s.add_argument("--startup-s", type=float, help="replica start-up, seed seconds")
-    p.add_argument("--slo-ttft-s", type=float, default=DEFAULT_SLO.ttft_s)
-    p.add_argument("--slo-tpot-s", type=float, default=DEFAULT_SLO.tpot_s)
-    p.add_argument(
-        "--drain-s",
-        type=float,
-        default=600.0,
-        help="how long after the workload's end open requests may finish (then: unfinished)",
-    )
+    add_open_loop_flags(p)
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--force", action="store_true", help="write into a non-empty --out-dir")
 
@@ -317,19 +302,18 @@ def _workload_flags(p: argparse.ArgumentParser) -> None:
 def register(subparsers: Any) -> None:
     sim = subparsers.add_parser(
         "sim",
-        help="the stack's own code in virtual time: simulate a policy on a workload",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        help="the stack's own code in virtual time: simulate policies on a workload",
+        description=(__doc__ or "").split("\n\n")[0],
     )
     sub = sim.add_subparsers(dest="sim_command", metavar="COMMAND")
     sub.required = True
 
     run = sub.add_parser("run", help="one policy on one workload")
     _workload_flags(run)
-    run.add_argument("--seed", type=int, default=DEFAULT_SEED)
     run.add_argument(
         "--policy",
         default="saturation",
-        help=f"{', '.join(policy_names())} or fixed:N",
+        help=f"{', '.join(policy_names())}, fixed:N or saturation[KEY=VALUE;...]",
     )
     run.add_argument(
         "--scaler-metadata",
@@ -339,11 +323,12 @@ def register(subparsers: Any) -> None:
 
     cmp = sub.add_parser("compare", help="several policies on several seeds")
     _workload_flags(cmp)
-    cmp.add_argument("--seeds", default=",".join(str(s) for s in DEFAULT_SEEDS))
+    cmp.add_argument("--seeds", default=DEFAULT_SEEDS, help=f"default {DEFAULT_SEEDS}")
     cmp.add_argument(
         "--policies",
-        help="comma-separated; saturation[KEY=VALUE;...] for a variant "
-        f"(default {default_policies(0).replace('fixed:0', 'fixed:MAX')})",
+        help="as inflight bench compare's: fixed:N, "
+        f"{', '.join(policy_names())}, saturation[KEY=VALUE;...] (default: fixed:MAX, "
+        "saturation, the peers, qps)",
     )
     cmp.set_defaults(func=_guarded(_compare))
 

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.results import write_new
-from bench.slo import Outcome, SloSpec, pareto_front, run_measures
+from bench.slo import Outcome, SloSpec, run_measures
 from sim.core import SimResult
 
 RUN_SCHEMA = "inflight.sim.run/1"
-COMPARISON_SCHEMA = "inflight.sim.comparison/1"
 
 
 def outcomes(result: SimResult) -> list[Outcome]:
@@ -38,7 +37,8 @@ def outcomes(result: SimResult) -> list[Outcome]:
 
 
 def littles_law(result: SimResult) -> dict[str, float | None]:
-    """Router L against λ·W over the whole run ([0, finished]): mean L, λ, mean W, ratio.
+    """Router L against λ·W over the whole run ([0, finished]): mean L, λ, mean W, their
+    ratio and relative error.
 
     Every request that arrived and ended counts in W (refusals with their short stay);
     with every request ended, ∫ L dt = Σ W exactly, so the ratio is 1 up to the
@@ -47,7 +47,7 @@ def littles_law(result: SimResult) -> dict[str, float | None]:
     span = result.finished_s
     ended = [r for r in result.requests if r.end_s is not None]
     if span <= 0 or not ended:
-        return {"L": None, "lambda_rps": None, "W_s": None, "ratio": None}
+        return {"L": None, "lambda_rps": None, "W_s": None, "ratio": None, "error": None}
     mean_l = result.l_integral / span
     lam = len(ended) / span
     w = sum(r.end_s - r.sent_s for r in ended if r.end_s is not None) / len(ended)
@@ -56,6 +56,8 @@ def littles_law(result: SimResult) -> dict[str, float | None]:
         "lambda_rps": lam,
         "W_s": w,
         "ratio": mean_l / (lam * w) if lam * w > 0 else None,
+        # |L − λ·W| ÷ λ·W, as the live comparison reports it
+        "error": abs(mean_l - lam * w) / (lam * w) if lam * w > 0 else None,
     }
 
 
@@ -110,65 +112,3 @@ def write_run(
     write_new(out_dir / "decisions.jsonl", _jsonl(asdict(d) for d in result.decisions), force)
     write_new(out_dir / "requests.jsonl", _jsonl(asdict(r) for r in result.requests), force)
     return body
-
-
-def summarize(
-    runs: Mapping[str, Mapping[int, Mapping[str, Any]]], static: str | None
-) -> dict[str, Any]:
-    """Per policy over its seeds: the worst and the mean attainment and cost ratio.
-
-    ``replica_seconds_ratio`` is against the ``static`` policy's run *on the same seed*
-    (None when there is none in the comparison).
-    """
-    out: dict[str, Any] = {}
-    for policy, by_seed in runs.items():
-        ratios: list[float] = []
-        attain: list[float] = []
-        for seed, m in by_seed.items():
-            if m.get("slo_attainment") is not None:
-                attain.append(float(m["slo_attainment"]))
-            base = runs.get(static, {}).get(seed) if static else None
-            if base and base.get("replica_seconds"):
-                ratios.append(float(m["replica_seconds"]) / float(base["replica_seconds"]))
-        out[policy] = {
-            "seeds": sorted(by_seed),
-            "slo_attainment_min": min(attain) if attain else None,
-            "slo_attainment_mean": sum(attain) / len(attain) if attain else None,
-            "replica_seconds_ratio_max": max(ratios) if ratios else None,
-            "replica_seconds_ratio_mean": sum(ratios) / len(ratios) if ratios else None,
-        }
-    points = {
-        p: (s["replica_seconds_ratio_mean"], s["slo_attainment_mean"])
-        for p, s in out.items()
-        if s["replica_seconds_ratio_mean"] is not None and s["slo_attainment_mean"] is not None
-    }
-    front = pareto_front(points)
-    for p, s in out.items():
-        s["pareto"] = p in front
-    return out
-
-
-def comparison_markdown(body: Mapping[str, Any]) -> str:
-    lines = [
-        f"# Simulated comparison: {body['workload'].get('source', '?')}",
-        "",
-        f"Seeds {', '.join(str(s) for s in body['seeds'])}; replica-seconds ratio against "
-        f"`{body.get('static_policy')}` on the same seed; SLO {body['slo']}.",
-        "",
-        "| policy | SLO attainment (mean, worst) | replica-s ratio (mean, worst) | Pareto |",
-        "|---|---|---|---|",
-    ]
-
-    def pct(v: float | None) -> str:
-        return "–" if v is None else f"{100 * v:.1f} %"
-
-    def ratio(v: float | None) -> str:
-        return "–" if v is None else f"{v:.2f}×"
-
-    for policy, s in body["summary"].items():
-        lines.append(
-            f"| {policy} | {pct(s['slo_attainment_mean'])}, {pct(s['slo_attainment_min'])} | "
-            f"{ratio(s['replica_seconds_ratio_mean'])}, {ratio(s['replica_seconds_ratio_max'])}"
-            f" | {'yes' if s['pareto'] else ''} |"
-        )
-    return "\n".join(lines) + "\n"

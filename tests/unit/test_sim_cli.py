@@ -9,7 +9,7 @@ import pytest
 
 from bench.trace import PlannedRequest, write_trace
 from inflight.cli import available_subcommands
-from sim.cli import main, parse_policy, parse_scaler_metadata
+from sim.cli import main, parse_scaler_metadata
 
 SMALL = ["--arrivals", "poisson:0:2,120:2", "--min-replicas", "1", "--max-replicas", "3"]
 
@@ -33,6 +33,18 @@ def test_run_writes_the_run_files(tmp_path: Path) -> None:
     assert (out / "decisions.jsonl").read_text()  # the autoscaler decided
 
 
+def test_run_takes_a_saturation_variant_and_metadata(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    variant = "saturation[targetSaturation=0.5]"
+    assert main(["sim", "run", *SMALL, "--policy", variant, "--out-dir", str(a)]) == 0
+    meta = ["--scaler-metadata", "targetSaturation=0.5"]
+    assert main(["sim", "run", *SMALL, *meta, "--out-dir", str(b)]) == 0
+    for out in (a, b):
+        config = json.loads((out / "run.json").read_text())["config"]
+        assert config["scaler_metadata"]["targetSaturation"] == "0.5"
+    assert (a / "timeline.jsonl").read_text() == (b / "timeline.jsonl").read_text()
+
+
 def test_run_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     args = ["sim", "run", *SMALL, "--policy", "fixed:2", "--out-dir", str(out)]
@@ -49,30 +61,32 @@ def test_the_same_seed_writes_the_same_run(tmp_path: Path) -> None:
         assert (a / name).read_text() == (b / name).read_text()
 
 
-def test_compare_writes_the_comparison(tmp_path: Path) -> None:
+def test_compare_writes_the_live_comparisons_layout(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
-    policies = "fixed:3,saturation,saturation[targetSaturation=0.5],qps"
+    policies = "fixed:3,saturation,saturation[targetSaturation=0.5],qps,kpa"
     args = ["sim", "compare", *SMALL, "--policies", policies, "--seeds", "1,2"]
     assert main([*args, "--out-dir", str(out)]) == 0
     body = json.loads((out / "comparison.json").read_text())
-    assert body["static_policy"] == "fixed:3"
-    assert set(body["runs"]) == set(policies.split(","))
-    assert set(body["runs"]["saturation"]) == {"1", "2"}
-    summary = body["summary"]
-    assert summary["fixed:3"]["replica_seconds_ratio_mean"] == pytest.approx(1.0)
-    assert summary["saturation"]["replica_seconds_ratio_mean"] < 1.0
-    assert any(s["pareto"] for s in summary.values())
-    assert "| saturation[targetSaturation=0.5] |" in (out / "comparison.md").read_text()
+    assert body["source"] == "sim" and body["baseline"] == "fixed:3"
+    assert body["policies"] == policies.split(",")
+    runs = body["runs"]
+    assert set(runs["saturation"]["seeds"]) == {"1", "2"}
+    assert runs["fixed:3"]["replica_seconds_ratio"] == pytest.approx(1.0)
+    assert runs["saturation"]["replica_seconds_ratio"] < 1.0
+    assert body["pareto_front"]
+    sent = sum(s["requests_sent"] for s in runs["qps"]["seeds"].values())
+    assert runs["qps"]["requests_sent"] == sent  # SLO figures over every seed's requests
+    assert "saturation[targetSaturation=0.5]" in (out / "comparison.md").read_text()
+    assert (out / "pareto.png").stat().st_size > 0
+    assert (out / "timeseries.png").stat().st_size > 0
 
 
 def test_a_trace_replays_its_requests(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     write_trace(trace, [PlannedRequest(float(i), 1000, 50) for i in range(20)])
     out = tmp_path / "run"
-    assert (
-        main(["sim", "run", "--trace", str(trace), "--policy", "fixed:1", "--out-dir", str(out)])
-        == 0
-    )
+    args = ["sim", "run", "--trace", str(trace), "--policy", "fixed:1", "--out-dir", str(out)]
+    assert main(args) == 0
     m = json.loads((out / "run.json").read_text())["measures"]
     assert m["requests_sent"] == 20 and m["requests_ok"] == 20
 
@@ -80,13 +94,17 @@ def test_a_trace_replays_its_requests(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (["--scenario", "nope"], "--scenario"),
         (["--arrivals", "poisson:0:1"], "--arrivals"),
-        (["--scenario", "ramp", "--arrivals", "poisson:0:1,10:1"], "exactly one"),
+        (["--scenario", "ramp", "--arrivals", "poisson:0:1,10:1"], "give one of"),
         (["--scenario", "ramp", "--prompt-tokens", "lognormal:x:1"], "--prompt-tokens"),
         (["--scenario", "ramp", "--policy", "kpa-typo"], "--policy"),
         (["--scenario", "ramp", "--scaler-metadata", "bogusKey=1"], "bogusKey"),
+        (["--scenario", "ramp", "--scaler-metadata", "timeScale=2"], "timeScale"),
         (["--scenario", "ramp", "--scaler-metadata", "targetSaturation=x"], "targetSaturation"),
+        (
+            ["--scenario", "ramp", "--policy", "kpa", "--scaler-metadata", "targetSaturation=1"],
+            "--scaler-metadata",
+        ),
         (["--scenario", "ramp", "--min-replicas", "5", "--max-replicas", "2"], "--max-replicas"),
         (["--scenario", "ramp", "--slo-ttft-s", "0"], "--slo-ttft-s"),
     ],
@@ -99,6 +117,13 @@ def test_bad_input_names_the_flag(
     assert not (tmp_path / "x").exists()  # nothing written for a bad command
 
 
+def test_an_unknown_scenario_is_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["sim", "run", "--scenario", "nope", "--out-dir", "x"])
+    assert exc.value.code == 2
+    assert "--scenario" in capsys.readouterr().err
+
+
 def test_a_bad_trace_line_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"t": 0, "prompt_tokens": 10, "max_tokens": 5}\n{"t": "x"}\n')
@@ -106,12 +131,21 @@ def test_a_bad_trace_line_is_named(tmp_path: Path, capsys: pytest.CaptureFixture
     assert f"{trace}:2" in capsys.readouterr().err
 
 
-def test_policy_variants_and_metadata_parse() -> None:
-    assert parse_policy("saturation[targetSaturation=0.8;scaleDownWindowSeconds=120]") == (
-        "saturation",
-        {"targetSaturation": "0.8", "scaleDownWindowSeconds": "120"},
-    )
-    assert parse_policy("fixed:8") == ("fixed:8", {})
+def test_compare_refuses_bad_seeds_and_policies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["sim", "compare", *SMALL, "--out-dir", str(tmp_path / "x")]
+    assert main([*base, "--seeds", "1,x"]) == 2
+    assert main([*base, "--seeds", "1,1"]) == 2
+    assert main([*base, "--policies", "fixed:3,nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("--seeds") == 2 and "--policies" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_scaler_metadata_parses() -> None:
     assert parse_scaler_metadata("targetSaturation=0.7") == {"targetSaturation": "0.7"}
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_scaler_metadata("targetSaturation")
+    with pytest.raises(ValueError, match="twice"):
+        parse_scaler_metadata("targetSaturation=0.7,targetSaturation=0.8")
