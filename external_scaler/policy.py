@@ -241,9 +241,21 @@ def decide(
     taus = [t for t in times if t >= now_s - down_s] + [now_s]
     current = smoothed(now_s)
     assert current is not None  # points is non-empty and every point is ≤ now_s
-    peak = max(v for v in (smoothed(t) for t in taus) if v is not None)
-    headroom = growth_headroom(samples, arrivals, spec, now_s) if arrivals else 0.0
-    value = round(max(peak, current + headroom, 0.0), _DECIMALS)
+    grows = bool(arrivals) and spec.growth_horizon_s > 0
+
+    def padded(tau_s: float) -> float | None:
+        """L at tau, plus the growth headroom at tau when that is on: the headroom is
+        held over the scale-down window like L itself, so a noisy growth estimate cannot
+        cancel a replica it asked for a moment ago while that replica starts."""
+        v = smoothed(tau_s)
+        if v is None or not grows:
+            return v
+        return v + growth_headroom(samples, arrivals, spec, tau_s)
+
+    plain_peak = max(v for v in (smoothed(t) for t in taus) if v is not None)
+    peak = max(v for v in (padded(t) for t in taus) if v is not None)
+    headroom = peak - plain_peak
+    value = round(max(peak, 0.0), _DECIMALS)
     target = spec.target
     desired = hpa_replicas(value, spec, ready_replicas)
     inflight = points[-1].value
@@ -260,10 +272,11 @@ def decide(
         )
     else:
         reason = f"L {value:g} (mean over {up_s:g} s) = {desired} x {target:g}"
-    if headroom > 0 and current + headroom >= peak:
+    if headroom > 0:
         reason = (
-            f"growing: L {current:g} + {headroom:.3g} for the arrivals' growth over "
-            f"{spec.growth_horizon_s:g} s = {value:g} = {desired} x {target:g}"
+            f"growing: max of L plus the arrivals' growth over {spec.growth_horizon_s:g} s "
+            f"in the last {down_s:g} s is {value:g} (L alone {plain_peak:g}, now {current:g})"
+            f" = {desired} x {target:g}"
         )
     if active and desired != _ceil_div(value, target):
         reason = (

@@ -76,3 +76,16 @@ def test_metadata_keys_scale_with_time_scale_and_are_checked() -> None:
         parse_metadata({names.META_GROWTH_HORIZON_S: "-1"})
     with pytest.raises(MetadataError, match=names.META_GROWTH_WINDOW_S):
         parse_metadata({names.META_GROWTH_WINDOW_S: "0"})
+
+
+def test_the_headroom_is_held_over_the_scale_down_window() -> None:
+    # The rate grew 4 -> 5 req/s up to t = 970 s, then held: at 1000 s the growth seen at
+    # 970 s (one growth window ago in its own frame) still pads the value, as L's own
+    # maximum is held, so a replica asked for at 970 s is not cancelled while it starts.
+    a = arrivals([4.0] * 12 + [5.0] * 12 + [5.0] * 6, end_s=1000.0)
+    spec = PolicySpec(growth_horizon_s=120.0, growth_window_s=60.0, scale_down_window_s=60.0)
+    now_pad = growth_headroom(flat(20.0), a, spec, 1000.0)
+    earlier_pad = growth_headroom(flat(20.0), a, spec, 970.0)
+    assert earlier_pad > now_pad
+    d = decide(flat(20.0), spec, 1000.0, ready_replicas=5, arrivals=a)
+    assert d.value == pytest.approx(20.0 + earlier_pad)
