@@ -282,7 +282,9 @@ def _guarded(fn: Any) -> Any:
     return run
 
 
-def _workload_flags(p: argparse.ArgumentParser) -> None:
+def _workload_flags(p: argparse.ArgumentParser, out_dir: bool = True) -> None:
+    """The workload, stack and SLO flags; ``--out-dir``/``--force`` unless ``out_dir`` is
+    False (``tune`` writes one file, ``--out``)."""
     g = p.add_argument_group("workload: one of --scenario, --arrivals, --trace")
     g.add_argument("--scenario", choices=sorted(SCENARIOS), help="bench/scenarios.py")
     g.add_argument(
@@ -295,6 +297,8 @@ def _workload_flags(p: argparse.ArgumentParser) -> None:
     s.add_argument("--max-replicas", type=int)
     s.add_argument("--startup-s", type=float, help="replica start-up, seed seconds")
     add_open_loop_flags(p)
+    if not out_dir:
+        return
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--force", action="store_true", help="write into a non-empty --out-dir")
 
