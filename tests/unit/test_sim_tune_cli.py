@@ -41,7 +41,6 @@ class Tuned:
     out: str
     err: str
     body: dict[str, Any]
-    path: Path
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +53,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Tuned:
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         code = main([*args, "--out", str(out)])
     body = json.loads(out.read_text()) if out.exists() else {}
-    return Tuned(code, stdout.getvalue(), stderr.getvalue(), body, out)
+    return Tuned(code, stdout.getvalue(), stderr.getvalue(), body)
 
 
 def _run_saturation(tmp_path: Path, seed: int, metadata: dict[str, str]) -> dict[str, Any]:
