@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -203,6 +203,9 @@ class Simulation:
         self._l_integral = 0.0
         self._l_last_s = 0.0
         self.autoscaler: Autoscaler | None = None
+        # Called when a request ends: a closed loop's clients send their next one
+        # (sim.closed_loop); None for a planned (open-loop) run.
+        self.on_end: Callable[[RequestResult], None] | None = None
         fixed = fixed_replicas(config.policy)
         first = fixed if fixed is not None else max(1, config.min_replicas)
         self.fleet.start_ready(first)
@@ -333,6 +336,15 @@ class Simulation:
         self.events.at(now + self.config.scrape_interval_s, self._scrape, _P_SCRAPE)
 
     # --- requests ----------------------------------------------------------------------
+    def send(self, prompt_tokens: int, max_tokens: int) -> RequestResult:
+        """A request sent now, outside the plan (a closed loop's client, ``sim.closed_loop``):
+        it arrives at the router at this instant, after the event that sent it."""
+        res = RequestResult(self.events.now_s, prompt_tokens, max_tokens)
+        self.results.append(res)
+        self._pending += 1
+        self.events.at(self.events.now_s, partial(self._arrive, res), _P_WORK)
+        return res
+
     def _arrive(self, res: RequestResult) -> None:
         self._account_l()
         self._open += 1
@@ -402,6 +414,8 @@ class Simulation:
         res.end_s = self.events.now_s if end_s is None else end_s
         self._open -= 1
         self._pending -= 1
+        if self.on_end is not None:
+            self.on_end(res)
 
     # --- bookkeeping -------------------------------------------------------------------
     def _account_l(self) -> None:
@@ -424,14 +438,19 @@ class Simulation:
             self.timeline.append(point)
 
     # --- run ---------------------------------------------------------------------------
-    def run(self) -> SimResult:
+    def run(self, done: Callable[[], bool] | None = None) -> SimResult:
+        """Run until every request has ended and the workload is over, or ``done()`` turns
+        true (a closed loop: its last level ended), or ``drain_s`` past ``end_s``."""
         events = self.events
         self._changed()
         events.at(events.now_s, self._scrape, _P_SCRAPE)
         for res in self.results:
             events.at(res.sent_s, partial(self._arrive, res))
         stop_s = self.end_s + self.config.drain_s
-        events.run_until(stop_s, stop=lambda: self._pending == 0 and events.now_s >= self.end_s)
+        events.run_until(
+            stop_s,
+            stop=done or (lambda: self._pending == 0 and events.now_s >= self.end_s),
+        )
         finished_s = events.now_s
         self._account_l()
         for res in self.results:
