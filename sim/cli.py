@@ -362,7 +362,7 @@ def register(subparsers: Any) -> None:
     cmp.set_defaults(func=_guarded(_compare))
 
     # Hooks: other modules of this package add their own subcommands when present.
-    for module_name in ("sim.prom_trace", "sim.tune_cli"):
+    for module_name in ("sim.prom_trace", "sim.tune_cli", "sim.calibrate"):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

@@ -89,6 +89,9 @@ class SimConfig:
     profile: Profile = field(default_factory=Profile)
     scaler_metadata: Mapping[str, str] = field(default_factory=dict)
     scrape_interval_s: float = SCRAPE_INTERVAL_S
+    # Prometheus offsets a target's scrapes by a hash of its labels: the first scrape is
+    # this long after the run's start (calibration: the phase live runs do not record).
+    scrape_offset_s: float = 0.0
     hpa_sync_s: float = HPA_SYNC_S
     polling_interval_s: float = POLLING_INTERVAL_S
     cooldown_s: float = COOLDOWN_S
@@ -108,6 +111,11 @@ class SimConfig:
             )
         if self.startup_s < 0:
             raise ValueError(f"--startup-s must be ≥ 0, got {self.startup_s}")
+        if not 0 <= self.scrape_offset_s < self.scrape_interval_s:
+            raise ValueError(
+                f"scrape_offset_s must be in [0, {self.scrape_interval_s:g}), "
+                f"got {self.scrape_offset_s:g}"
+            )
         fixed = fixed_replicas(self.policy)
         if fixed is None and self.policy not in policy_names():
             raise ValueError(
@@ -443,7 +451,7 @@ class Simulation:
         true (a closed loop: its last level ended), or ``drain_s`` past ``end_s``."""
         events = self.events
         self._changed()
-        events.at(events.now_s, self._scrape, _P_SCRAPE)
+        events.at(events.now_s + self.config.scrape_offset_s, self._scrape, _P_SCRAPE)
         for res in self.results:
             events.at(res.sent_s, partial(self._arrive, res))
         stop_s = self.end_s + self.config.drain_s

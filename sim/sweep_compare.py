@@ -61,7 +61,9 @@ def bench_compare_args(**overrides: Any) -> argparse.Namespace:
     return closed_loop_args(args)
 
 
-def sim_config(policy: Policy, max_replicas: int, startup_s: float, seed: int) -> SimConfig:
+def sim_config(
+    policy: Policy, max_replicas: int, startup_s: float, seed: int, scrape_offset_s: float = 0.0
+) -> SimConfig:
     """The stack ``inflight bench compare`` starts for ``policy`` (``Policy.up_args``)."""
     return SimConfig(
         policy=policy.name if policy.frozen else policy.kind,
@@ -70,6 +72,7 @@ def sim_config(policy: Policy, max_replicas: int, startup_s: float, seed: int) -
         startup_s=startup_s,
         scaler_metadata=dict(policy.metadata),
         seed=seed,
+        scrape_offset_s=scrape_offset_s,
     )
 
 
@@ -81,15 +84,22 @@ def run_policy(
     startup_s: float,
     seed: int,
     command: Sequence[str] = (),
+    scrape_offset_s: float = 0.0,
 ) -> dict[str, Any]:
     """One policy's simulated sweep: the live bench's run document (``RunResult.to_json``)."""
-    run = simulate_sweep(sim_config(policy, max_replicas, startup_s, seed), plan)
+    config = sim_config(policy, max_replicas, startup_s, seed, scrape_offset_s)
+    run = simulate_sweep(config, plan)
     result = sweep_result(
         run,
         policy=policy.name,
         frozen=policy.frozen,
         command=command,
-        extra={"seed": seed, "startup_s": startup_s, "max_replicas": max_replicas},
+        extra={
+            "seed": seed,
+            "startup_s": startup_s,
+            "max_replicas": max_replicas,
+            "scrape_offset_s": scrape_offset_s,
+        },
     )
     return result.to_json()
 

@@ -167,3 +167,15 @@ def test_sim_compare_sweep_names_a_bad_flag(
     assert main(["sim", "compare", *extra, "--out-dir", str(tmp_path / "x")]) == 2
     assert needle in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("offset_s", [-0.1, 5.0])
+def test_a_scrape_offset_outside_the_interval_is_refused(offset_s: float) -> None:
+    with pytest.raises(ValueError, match="scrape_offset_s"):
+        SimConfig(scrape_offset_s=offset_s)
+
+
+def test_the_scrape_offset_moves_the_scrapes() -> None:
+    run = simulate_sweep(SimConfig(policy="fixed:1", scrape_offset_s=2.0), _plan(requests=8))
+    times = [t for t, _ in run.sim.inflight_samples]
+    assert times[0] == pytest.approx(2.0) and times[1] == pytest.approx(7.0)
