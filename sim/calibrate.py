@@ -154,6 +154,46 @@ def openloop_rows(sim_runs: Mapping[str, Doc], live_runs: Mapping[str, Doc]) -> 
     return out
 
 
+def serving_delays(
+    timeline: Sequence[Sequence[float]], samples: Sequence[Sequence[float]]
+) -> list[float]:
+    """Seed s from each replica asked for to the router serving it: for every rise of the
+    desired count past ``k`` (``timeline`` rows ``[t, desired, …]``), the time until the
+    router's ready count (``samples`` rows ``[t, inflight, queued, ready]``) first reaches
+    ``k``; a request withdrawn first (desired below ``k`` again) is left out. This is the
+    start-up as the traffic feels it (process start, health probe and the router's
+    endpoint-file poll on top of the replica's own ``startup_s``).
+
+    >>> serving_delays([[0, 3], [10, 5]], [[0, 0, 0, 3], [105, 0, 0, 4], [112, 0, 0, 5]])
+    [95.0, 102.0]
+    """
+    out: list[float] = []
+    pending: dict[int, float] = {}  # k -> asked at
+    prev = int(timeline[0][1]) if timeline else 0
+    events = sorted(
+        [(float(r[0]), 0, int(r[1])) for r in timeline[1:]]
+        + [(float(r[0]), 1, int(r[3])) for r in samples]
+    )
+    for t, kind, value in events:
+        if kind == 0:
+            for k in range(prev + 1, value + 1):
+                pending.setdefault(k, t)
+            for k in [k for k in pending if k > value]:
+                del pending[k]  # withdrawn before it served
+            prev = value
+        else:
+            for k in sorted(k for k in pending if k <= value):
+                out.append(round(t - pending.pop(k), 3))
+    return out
+
+
+def _summary(values: Sequence[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"n": 0, "median": None, "max": None}
+    ordered = sorted(values)
+    return {"n": len(values), "median": ordered[len(ordered) // 2], "max": ordered[-1]}
+
+
 # --- reading the live side ---------------------------------------------------------------
 def read_comparison(path: Path) -> dict[str, Any]:
     file = path / "comparison.json"
@@ -266,7 +306,11 @@ def openloop_args(scenario: Mapping[str, Any]) -> argparse.Namespace:
 
 
 def calibrate_openloop(
-    path: Path, body: Doc, policies: Sequence[str] | None, scrape_offset_s: float = 0.0
+    path: Path,
+    body: Doc,
+    policies: Sequence[str] | None,
+    scrape_offset_s: float = 0.0,
+    startup_s: float | None = None,
 ) -> dict[str, Any]:
     """Simulate the live comparison's requests for each of its policies; judge."""
     from bench.openloop_args import plan_from_args
@@ -292,9 +336,18 @@ def calibrate_openloop(
     sim_runs: dict[str, dict[str, Any]] = {}
     for policy in resolve_policies(",".join(names), hi, max(1, lo)):
         config = replace(sim_config(plan, policy, seed), scrape_offset_s=scrape_offset_s)
+        if startup_s is not None:
+            config = replace(config, startup_s=startup_s)
         result = simulate(config, plan.requests, plan.end_s)
         sim_runs[policy.name] = report.measures(result, plan.slo)
     live_runs = {n: body["runs"][n] for n in names}
+    rows = openloop_rows(sim_runs, live_runs)
+    for name, row in rows.items():
+        file = live_runs[name].get("file")
+        if file and (path / file).exists():
+            doc = read_run(path, file)
+            delays = serving_delays(doc.get("timeline", []), doc.get("router_samples", []))
+            row["live_serving_delay_s"] = _summary(delays)
     return {
         "kind": "open-loop",
         "scenario": scenario.get("name"),
@@ -302,7 +355,8 @@ def calibrate_openloop(
         "mirrors_time_scale": body.get("time_scale"),
         "scrape_offset_s": scrape_offset_s,
         "bars": {"attainment_points": 100 * ATTAINMENT_BAR, "replica_seconds_rel": 0.05},
-        "policies": openloop_rows(sim_runs, live_runs),
+        "startup_s": plan.startup_s if startup_s is None else startup_s,
+        "policies": rows,
     }
 
 
@@ -313,6 +367,13 @@ def _pct(v: float | None, digits: int = 2) -> str:
 
 def _num(v: float | None, fmt: str = ".3f") -> str:
     return "–" if v is None else format(v, fmt)
+
+
+def _delay(row: Doc) -> str:
+    d = row.get("live_serving_delay_s")
+    if not d or not d["n"]:
+        return "–"
+    return f"{d['median']:.0f} / {d['max']:.0f} (n={d['n']})"
 
 
 def within_all(body: Doc) -> bool:
@@ -375,9 +436,12 @@ def markdown(body: Doc) -> str:
             f"Scenario `{body['scenario']}`, seed {body['seed']}; bars: SLO attainment "
             f"±{100 * ATTAINMENT_BAR:g} points, replica-seconds ±{100 * REPLICA_SECONDS_BAR:g} %.",
             "",
+            f"Simulated replica start-up {body['startup_s']:g} s. Live serving delay: seed s "
+            "from a replica asked for to the router serving it (median / max over the run).",
+            "",
             "| policy | live attainment | sim | Δ points | live replica-s | sim | Δ | "
-            "changes live / sim | within |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            "changes live / sim | live serving delay s | within |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for name, r in body["policies"].items():
             ok = r["attainment_within"] and r["replica_seconds_within"]
@@ -388,7 +452,7 @@ def markdown(body: Doc) -> str:
                 f"{_num(r['live_replica_seconds'], '.0f')} | "
                 f"{_num(r['sim_replica_seconds'], '.0f')} | "
                 f"{_pct(r['replica_seconds_diff'], 1)} | "
-                f"{r['live_changes']} / {r['sim_changes']} | "
+                f"{r['live_changes']} / {r['sim_changes']} | {_delay(r)} | "
                 f"{'yes' if ok else '**no**'} |"
             )
     lines += ["", f"Every figure within its bar: {'yes' if body['within'] else 'no'}."]
@@ -396,11 +460,16 @@ def markdown(body: Doc) -> str:
 
 
 def calibrate(
-    paths: Sequence[Path], policies: Sequence[str] | None = None, scrape_offset_s: float = 0.0
+    paths: Sequence[Path],
+    policies: Sequence[str] | None = None,
+    scrape_offset_s: float = 0.0,
+    startup_s: float | None = None,
 ) -> dict[str, Any]:
     """Read the live directories, simulate, judge: ``calibration.json``'s body.
 
-    ``scrape_offset_s``: the phase of the simulated scrapes (``SimConfig.scrape_offset_s``)."""
+    ``scrape_offset_s``: the phase of the simulated scrapes (``SimConfig.scrape_offset_s``);
+    ``startup_s``: the simulated replicas' start-up in place of the live run's (open loop:
+    to see how much of a gap the live serving delay explains)."""
     if not paths:
         raise CalibrationError("--live: give at least one live comparison directory")
     lives = {str(p): (p, read_comparison(p)) for p in paths}
@@ -413,7 +482,7 @@ def calibrate(
         if len(paths) != 1:
             raise CalibrationError("--live: one open-loop comparison at a time")
         path, live = lives[str(paths[0])]
-        body = calibrate_openloop(path, live, policies, scrape_offset_s)
+        body = calibrate_openloop(path, live, policies, scrape_offset_s, startup_s)
     body = {"schema": SCHEMA, "live": [str(p) for p in paths], **body}
     body["within"] = within_all(body)
     return body
@@ -429,7 +498,7 @@ def _main(a: argparse.Namespace) -> int:
     logging.getLogger("inflight.up").setLevel(logging.ERROR)
     try:
         policies = [p for p in a.policies.split(",") if p.strip()] if a.policies else None
-        body = calibrate(a.live or [], policies, a.scrape_offset_s)
+        body = calibrate(a.live or [], policies, a.scrape_offset_s, a.startup_s)
         out = new_out_dir(a.out_dir, "calibrations", a.force)
         write_new(out / "calibration.json", json.dumps(body, indent=1) + "\n", a.force)
         md = markdown(body)
@@ -457,6 +526,13 @@ def register(sub: Any) -> None:
         default=0.0,
         help="phase of the simulated Prometheus scrapes, seed s in [0, 5) (default 0): "
         "live runs do not record theirs",
+    )
+    p.add_argument(
+        "--startup-s",
+        type=float,
+        default=None,
+        help="open loop: simulate this replica start-up, seed s, instead of the live "
+        "run's (e.g. the live serving delay calibration.json reports)",
     )
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--force", action="store_true", help="write into a non-empty --out-dir")

@@ -179,3 +179,14 @@ def test_calibrate_writes_the_table(tmp_path: Path) -> None:
     text = (out / "calibration.md").read_text()
     assert "| saturation | 64 |" in text and "Every figure within its bar: yes." in text
     assert (out / "calibration.json").stat().st_size > 0
+
+
+def test_serving_delays_run_from_the_ask_to_the_router_serving() -> None:
+    from sim.calibrate import serving_delays
+
+    timeline = [[-5.0, 3, 3], [10.0, 5, 5], [50.0, 4, 5], [200.0, 6, 6]]
+    samples = [[0.0, 0, 0, 3], [115.0, 0, 0, 4], [300.0, 0, 0, 5], [330.0, 0, 0, 6]]
+    # 4 asked at 10, served at 115; 5 asked at 10 but withdrawn at 50, asked again at 200
+    # (served at 300); 6 asked at 200, served at 330.
+    assert serving_delays(timeline, samples) == [105.0, 100.0, 130.0]
+    assert serving_delays([[0.0, 2]], [[0.0, 0, 0, 2]]) == []
