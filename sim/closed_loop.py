@@ -7,9 +7,10 @@ The sweep's structure is the live bench's own, read from its pieces, not restate
   ``bench.sweep.Level``: a request count or a duration, and an answer-length schedule, as
   ``bench.loadgen.LevelPlan`` takes them);
 * warm-up (``warmup_requests`` at ``min(warmup_concurrency, warmup_requests)``), the idle
-  gap after it and between levels, and the router sampler's period come from a
-  ``bench.sweep.SweepConfig`` built with the live defaults and the live comparison's
-  time-scale (``bench.compare.DEFAULT_TIME_SCALE``);
+  gap after it and between levels, and the router sampler's period come from the
+  ``bench.sweep.SweepConfig`` that ``bench.run_cmd.sweep_to_result`` builds from
+  ``inflight bench compare``'s flags, at the live comparison's time-scale
+  (``bench.compare.DEFAULT_TIME_SCALE``; :meth:`SweepPlan.from_bench`);
 * the measures are the live bench's: each level becomes a ``bench.model.LevelWindow``
   (``RequestRecord``s and ``RouterSample``s) and :func:`bench.runner.build_result` turns
   them into the same ``RunResult`` document (per-level throughput, latency percentiles,
@@ -58,6 +59,8 @@ class SweepPlan:
 
     ``settle_s``: the bench's pause after a level before the next gap
     (``bench.sweep._run_level``: ``min(2 × sample_interval_wall_s, 0.5)`` wall seconds).
+    The defaults are what :meth:`from_bench` reads from the bench's own defaults at
+    time-scale 0.2 (a test holds them equal).
     """
 
     levels: tuple[Level, ...]

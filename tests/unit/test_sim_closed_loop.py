@@ -36,6 +36,7 @@ def test_the_plan_is_inflight_bench_compares_sweep() -> None:
     # pause after a level (2 samples, at most 0.5 s wall) is 1 seed s.
     assert plan.sample_interval_s == pytest.approx(0.5)
     assert plan.settle_s == pytest.approx(1.0)
+    assert SweepPlan(levels=plan.levels) == plan  # the dataclass defaults are the bench's
     small = _plan(concurrency=[2, 6], requests=12)
     assert [(lv.concurrency, lv.requests) for lv in small.levels] == [(2, 12), (6, 12)]
 
