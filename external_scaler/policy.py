@@ -19,6 +19,9 @@ Two policies:
   The HPA keeps its current count while ``value ÷ (target × current)`` is within its
   tolerance (10 %): at 10 replicas of 4 slots, L = 44 (four requests queued) does not
   scale up. ``Decision.desired_replicas`` predicts that hold (``inflight.hpa_math``).
+  With ``growthHorizonSeconds`` set (off by default), each L in that maximum is padded
+  with :func:`growth_headroom`: the L that the arrivals' current growth brings over the
+  horizon (a replica's start-up and the loop's lag), for open-loop traffic.
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,

@@ -292,7 +292,12 @@ def _guarded(fn: Any) -> Any:
     return run
 
 
-def _workload_flags(p: argparse.ArgumentParser, closed_loop: bool = False) -> None:
+def _workload_flags(
+    p: argparse.ArgumentParser, out_dir: bool = True, closed_loop: bool = False
+) -> None:
+    """The workload, stack and SLO flags; ``--out-dir``/``--force`` unless ``out_dir`` is
+    False (``tune`` writes one file, ``--out``); ``closed_loop``: ``--scenario sweep`` too
+    (``compare``)."""
     g = p.add_argument_group("workload: one of --scenario, --arrivals, --trace")
     g.add_argument(
         "--scenario",
@@ -310,6 +315,8 @@ def _workload_flags(p: argparse.ArgumentParser, closed_loop: bool = False) -> No
     s.add_argument("--max-replicas", type=int)
     s.add_argument("--startup-s", type=float, help="replica start-up, seed seconds")
     add_open_loop_flags(p)
+    if not out_dir:
+        return
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--force", action="store_true", help="write into a non-empty --out-dir")
 

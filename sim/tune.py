@@ -25,6 +25,7 @@ kept in :attr:`TuneResult.judged`, so a user can see the points around the answe
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -140,6 +141,13 @@ Mapper = Callable[
 ]
 
 
+def _judge_item(judge: Judge, item: tuple[Candidate, int]) -> Verdict:
+    """``judge`` on one (candidate, seed) pair; module level so that
+    ``functools.partial(_judge_item, judge)`` pickles (a process pool's ``map_fn``) whenever
+    ``judge`` does."""
+    return judge(item[0], item[1])
+
+
 def _serial_map(
     fn: Callable[[tuple[Candidate, int]], Verdict], items: Sequence[tuple[Candidate, int]]
 ) -> Iterable[Verdict]:
@@ -164,7 +172,7 @@ def tune(
     def judge_all(candidates: Sequence[Candidate]) -> list[Judged]:
         todo = [c for c in dict.fromkeys(candidates) if c not in cache]
         items = [(c, s) for c in todo for s in seeds]
-        verdicts = list(run_map(lambda cs: judge(cs[0], cs[1]), items))
+        verdicts = list(run_map(functools.partial(_judge_item, judge), items))
         for i, c in enumerate(todo):
             cache[c] = Judged(c, tuple(verdicts[i * len(seeds) : (i + 1) * len(seeds)]))
         return [cache[c] for c in candidates]
