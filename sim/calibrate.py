@@ -187,6 +187,31 @@ def serving_delays(
     return out
 
 
+def _figures(m: Doc) -> dict[str, Any]:
+    return {k: m.get(k) for k in ("slo_attainment", "replica_seconds", "changes")}
+
+
+def phase_spread(runs: Sequence[Doc], live: Doc) -> dict[str, Any]:
+    """The simulated figures over scrape phases (min, max) and whether the live ones lie
+    within them widened by the bars (3 points; 5 %)."""
+    att = [r["slo_attainment"] for r in runs if r["slo_attainment"] is not None]
+    rs = [r["replica_seconds"] for r in runs if r["replica_seconds"] is not None]
+    la, lr = live.get("slo_attainment"), live.get("replica_seconds")
+    inside = (
+        bool(att and rs)
+        and la is not None
+        and lr is not None
+        and min(att) - ATTAINMENT_BAR <= la <= max(att) + ATTAINMENT_BAR
+        and min(rs) * (1 - REPLICA_SECONDS_BAR) <= lr <= max(rs) * (1 + REPLICA_SECONDS_BAR)
+    )
+    return {
+        "runs": list(runs),
+        "slo_attainment": [min(att), max(att)] if att else None,
+        "replica_seconds": [min(rs), max(rs)] if rs else None,
+        "live_inside": inside,
+    }
+
+
 def _summary(values: Sequence[float]) -> dict[str, float | int | None]:
     if not values:
         return {"n": 0, "median": None, "max": None}
@@ -311,8 +336,13 @@ def calibrate_openloop(
     policies: Sequence[str] | None,
     scrape_offset_s: float = 0.0,
     startup_s: float | None = None,
+    phases: int = 1,
 ) -> dict[str, Any]:
-    """Simulate the live comparison's requests for each of its policies; judge."""
+    """Simulate the live comparison's requests for each of its policies; judge.
+
+    ``phases`` > 1: each policy is also simulated with its scrapes at ``phases`` offsets
+    spread over one scrape interval, and the row gets the spread (``phase_spread``) and
+    whether the live figures lie within it, widened by the bars (``live_inside``)."""
     from bench.openloop_args import plan_from_args
     from bench.openloop_compare import resolve_policies
     from sim import report
@@ -334,14 +364,26 @@ def calibrate_openloop(
         raise CalibrationError(f"--live {path}: no policy to calibrate")
     seed = scenario.get("seed") or 1
     sim_runs: dict[str, dict[str, Any]] = {}
+    spreads: dict[str, list[dict[str, Any]]] = {}
     for policy in resolve_policies(",".join(names), hi, max(1, lo)):
         config = replace(sim_config(plan, policy, seed), scrape_offset_s=scrape_offset_s)
         if startup_s is not None:
             config = replace(config, startup_s=startup_s)
         result = simulate(config, plan.requests, plan.end_s)
         sim_runs[policy.name] = report.measures(result, plan.slo)
+        spreads[policy.name] = []
+        for k in range(phases if phases > 1 else 0):
+            offset_s = round(k * config.scrape_interval_s / phases, 6)
+            m = report.measures(
+                simulate(replace(config, scrape_offset_s=offset_s), plan.requests, plan.end_s),
+                plan.slo,
+            )
+            spreads[policy.name].append({"scrape_offset_s": offset_s, **_figures(m)})
     live_runs = {n: body["runs"][n] for n in names}
     rows = openloop_rows(sim_runs, live_runs)
+    for name, row in rows.items():
+        if spreads.get(name):
+            row["phase_spread"] = phase_spread(spreads[name], live_runs[name])
     for name, row in rows.items():
         file = live_runs[name].get("file")
         if file and (path / file).exists():
@@ -356,6 +398,7 @@ def calibrate_openloop(
         "scrape_offset_s": scrape_offset_s,
         "bars": {"attainment_points": 100 * ATTAINMENT_BAR, "replica_seconds_rel": 0.05},
         "startup_s": plan.startup_s if startup_s is None else startup_s,
+        "phases": phases,
         "policies": rows,
     }
 
@@ -367,6 +410,17 @@ def _pct(v: float | None, digits: int = 2) -> str:
 
 def _num(v: float | None, fmt: str = ".3f") -> str:
     return "–" if v is None else format(v, fmt)
+
+
+def _spread(row: Doc) -> str:
+    sp = row.get("phase_spread")
+    if not sp or sp["slo_attainment"] is None:
+        return "–"
+    (a0, a1), (r0, r1) = sp["slo_attainment"], sp["replica_seconds"]
+    return (
+        f"{100 * a0:.1f}–{100 * a1:.1f} %, {r0:.0f}–{r1:.0f} "
+        f"({'yes' if sp['live_inside'] else '**no**'})"
+    )
 
 
 def _delay(row: Doc) -> str:
@@ -440,8 +494,9 @@ def markdown(body: Doc) -> str:
             "from a replica asked for to the router serving it (median / max over the run).",
             "",
             "| policy | live attainment | sim | Δ points | live replica-s | sim | Δ | "
-            "changes live / sim | live serving delay s | within |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "changes live / sim | live serving delay s | within | sim over phases: "
+            "attainment, replica-s (live inside) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
         ]
         for name, r in body["policies"].items():
             ok = r["attainment_within"] and r["replica_seconds_within"]
@@ -453,7 +508,7 @@ def markdown(body: Doc) -> str:
                 f"{_num(r['sim_replica_seconds'], '.0f')} | "
                 f"{_pct(r['replica_seconds_diff'], 1)} | "
                 f"{r['live_changes']} / {r['sim_changes']} | {_delay(r)} | "
-                f"{'yes' if ok else '**no**'} |"
+                f"{'yes' if ok else '**no**'} | {_spread(r)} |"
             )
     lines += ["", f"Every figure within its bar: {'yes' if body['within'] else 'no'}."]
     return "\n".join(lines) + "\n"
@@ -464,6 +519,7 @@ def calibrate(
     policies: Sequence[str] | None = None,
     scrape_offset_s: float = 0.0,
     startup_s: float | None = None,
+    phases: int = 1,
 ) -> dict[str, Any]:
     """Read the live directories, simulate, judge: ``calibration.json``'s body.
 
@@ -482,7 +538,7 @@ def calibrate(
         if len(paths) != 1:
             raise CalibrationError("--live: one open-loop comparison at a time")
         path, live = lives[str(paths[0])]
-        body = calibrate_openloop(path, live, policies, scrape_offset_s, startup_s)
+        body = calibrate_openloop(path, live, policies, scrape_offset_s, startup_s, phases)
     body = {"schema": SCHEMA, "live": [str(p) for p in paths], **body}
     body["within"] = within_all(body)
     return body
@@ -498,7 +554,9 @@ def _main(a: argparse.Namespace) -> int:
     logging.getLogger("inflight.up").setLevel(logging.ERROR)
     try:
         policies = [p for p in a.policies.split(",") if p.strip()] if a.policies else None
-        body = calibrate(a.live or [], policies, a.scrape_offset_s, a.startup_s)
+        if a.phases < 1:
+            raise CalibrationError(f"--phases: must be >= 1, got {a.phases}")
+        body = calibrate(a.live or [], policies, a.scrape_offset_s, a.startup_s, a.phases)
         out = new_out_dir(a.out_dir, "calibrations", a.force)
         write_new(out / "calibration.json", json.dumps(body, indent=1) + "\n", a.force)
         md = markdown(body)
@@ -533,6 +591,13 @@ def register(sub: Any) -> None:
         default=None,
         help="open loop: simulate this replica start-up, seed s, instead of the live "
         "run's (e.g. the live serving delay calibration.json reports)",
+    )
+    p.add_argument(
+        "--phases",
+        type=int,
+        default=1,
+        help="open loop: also simulate every policy at N scrape phases over one interval "
+        "and report the spread (default 1: none)",
     )
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--force", action="store_true", help="write into a non-empty --out-dir")

@@ -190,3 +190,19 @@ def test_serving_delays_run_from_the_ask_to_the_router_serving() -> None:
     # (served at 300); 6 asked at 200, served at 330.
     assert serving_delays(timeline, samples) == [105.0, 100.0, 130.0]
     assert serving_delays([[0.0, 2]], [[0.0, 0, 0, 2]]) == []
+
+
+def test_phase_spread_says_whether_live_lies_within_the_simulated_range() -> None:
+    from sim.calibrate import phase_spread
+
+    runs = [
+        {"slo_attainment": 0.62, "replica_seconds": 7300.0},
+        {"slo_attainment": 0.80, "replica_seconds": 7100.0},
+    ]
+    sp = phase_spread(runs, {"slo_attainment": 0.79, "replica_seconds": 7226.0})
+    assert sp["slo_attainment"] == [0.62, 0.80] and sp["replica_seconds"] == [7100.0, 7300.0]
+    assert sp["live_inside"]
+    assert not phase_spread(runs, {"slo_attainment": 0.84, "replica_seconds": 7226.0})[
+        "live_inside"
+    ]
+    assert not phase_spread(runs, {"slo_attainment": 0.7, "replica_seconds": 7700.0})["live_inside"]
