@@ -206,3 +206,48 @@ def test_phase_spread_says_whether_live_lies_within_the_simulated_range() -> Non
         "live_inside"
     ]
     assert not phase_spread(runs, {"slo_attainment": 0.7, "replica_seconds": 7700.0})["live_inside"]
+
+
+# --- the open-loop ramp: results/2026-12-01-ramp (inflight bench compare --scenario ramp,
+# time-scale 0.1, seed 1; the lead's live run of 2026-12-01) -------------------------------
+RAMP = RESULTS / "2026-12-01-ramp"
+GROWTH = "saturation[targetSaturation=0.7;growthHorizonSeconds=200]"
+# Within 3 points of SLO attainment at the default scrape phase. Missed (reported in
+# results/2026-12-01-calibration/NOTES.md, not widened): saturation (-16.4 points at phase
+# 0; inside the phase spread, below), epp-queue (-8.1).
+ATTAINMENT_MET = ["fixed:8", GROWTH, "kpa", "ray", "vllm-waiting", "hpa-rps", "qps"]
+# Within 5 % of replica-seconds. Missed: vllm-waiting (+17.5 %).
+REPLICA_SECONDS_MET = ["fixed:8", "saturation", GROWTH, "kpa", "ray", "epp-queue", "hpa-rps", "qps"]
+
+
+@pytest.fixture(scope="module")
+def ramp() -> dict[str, Any]:
+    return calibrate([RAMP])
+
+
+def test_the_live_ramp_is_committed_and_simulated_on_the_same_requests(
+    ramp: dict[str, Any],
+) -> None:
+    assert ramp["kind"] == "open-loop" and ramp["scenario"] == "ramp" and ramp["seed"] == 1
+    assert set(ramp["policies"]) == set(ATTAINMENT_MET) | {"saturation", "epp-queue"}
+
+
+@pytest.mark.parametrize("policy", ATTAINMENT_MET)
+def test_ramp_slo_attainment_within_3_points(ramp: dict[str, Any], policy: str) -> None:
+    row = ramp["policies"][policy]
+    assert row["attainment_within"], f"{policy}: {row['attainment_diff_points']:+.1f} points"
+
+
+@pytest.mark.parametrize("policy", REPLICA_SECONDS_MET)
+def test_ramp_replica_seconds_within_5_percent(ramp: dict[str, Any], policy: str) -> None:
+    row = ramp["policies"][policy]
+    assert row["replica_seconds_within"], f"{policy}: {row['replica_seconds_diff']:+.1%}"
+
+
+def test_ramp_saturation_is_inside_the_simulated_spread_over_scrape_phases() -> None:
+    # On the 5 req/s plateau L sits on a replica boundary (ceil(L / 4) is 5 or 6): the
+    # scrape phase decides whether it scales down to 5 and queues (62.5 %) or not (80 %).
+    body = calibrate([RAMP], ["saturation"], phases=5)
+    spread = body["policies"]["saturation"]["phase_spread"]
+    assert spread["live_inside"], spread["slo_attainment"]
+    assert spread["slo_attainment"][1] - spread["slo_attainment"][0] > 0.1  # bimodal
