@@ -17,6 +17,7 @@ from pydantic_settings import NoDecode
 from emulator.profile import Profile, ProfileError
 from inflight import config, ready
 from inflight.config import Cli
+from inflight.procs import process_age_s
 
 DEFAULT_MODEL = "Qwen/Qwen3-32B-FP8"
 _REF = Profile()
@@ -171,6 +172,6 @@ def serve(settings: EmulatorSettings) -> int:
     )
     if settings.ready_file is not None:
         ready.write(settings.ready_file, {"http": port})
-    if not server.serve(server.build_app(profile, names, CollectorRegistry()), sock):
+    if not server.serve(server.build_app(profile, names, CollectorRegistry(), process_age_s), sock):
         return 3  # start-up failed (uvicorn logged why)
     return 0

@@ -66,6 +66,7 @@ class Replica:
         served_names: tuple[str, ...],
         registry: CollectorRegistry,
         loop: asyncio.AbstractEventLoop,
+        started_s_ago: float = 0.0,
     ) -> None:
         if not served_names:
             raise ValueError("at least one served model name is required")
@@ -75,7 +76,10 @@ class Replica:
         self.metrics = EngineMetrics(served_names[0], self._gauges, registry)
         self.engine = Engine(profile, observer=self.metrics)
         self.events: dict[Sequence, asyncio.Event] = {}
-        self.ready_at_s = loop.time() + profile.startup_wall_s
+        # Start-up counts from the process's start, as a vLLM pod's does: the seconds
+        # Python spends importing before this line (amplified 1/time-scale times in seed
+        # time on a busy machine) are part of it, not added to it.
+        self.ready_at_s = loop.time() + max(0.0, profile.startup_wall_s - started_s_ago)
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
@@ -286,11 +290,14 @@ def build_app(
     profile: Profile,
     served_names: tuple[str, ...],
     registry: CollectorRegistry,
+    startup_elapsed: Callable[[], float] = lambda: 0.0,
 ) -> FastAPI:
     """The emulator's FastAPI application; ``registry`` is this app's own.
 
     The replica (engine, metrics, timer) is made at start-up, on the serving loop, and
-    closed at shutdown.
+    closed at shutdown. ``startup_elapsed()`` is how much of the start-up has already
+    passed when the replica is made (the process's age, from the wiring site; 0 in tests
+    that build the app in-process).
     """
     if not served_names:
         raise ValueError("at least one served model name is required")
@@ -298,7 +305,9 @@ def build_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        state["replica"] = Replica(profile, served_names, registry, asyncio.get_running_loop())
+        state["replica"] = Replica(
+            profile, served_names, registry, asyncio.get_running_loop(), startup_elapsed()
+        )
         try:
             yield
         finally:

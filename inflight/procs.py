@@ -62,6 +62,28 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22)."""
+    try:
+        rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    # rest[0] is field 3 (state); field 22 is rest[19].
+    return int(rest[19]) if len(rest) > 19 else None
+
+
+def process_age_s(pid: int | None = None) -> float:
+    """Seconds since process ``pid`` (default: this one) started; 0.0 when unknown."""
+    ticks = start_time(os.getpid() if pid is None else pid)
+    try:
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    if ticks is None:
+        return 0.0
+    return max(0.0, uptime_s - ticks / os.sysconf("SC_CLK_TCK"))
+
+
 def pid_alive(pid: int) -> bool:
     """True while process ``pid`` exists and is not a zombie.
 

@@ -27,19 +27,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from inflight.procs import ManagedProcess, group_alive, group_pids
+from inflight.procs import ManagedProcess, group_alive, group_pids, start_time
 
 log = logging.getLogger("inflight.up.orphans")
-
-
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22)."""
-    try:
-        rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
-    except OSError:
-        return None
-    # rest[0] is field 3 (state); field 22 is rest[19].
-    return int(rest[19]) if len(rest) > 19 else None
 
 
 def _pgid(pid: int) -> int | None:
