@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.cli import concurrency_list
 from bench.openloop_args import OpenLoopPlan, add_open_loop_flags, plan_from_args
 from bench.openloop_compare import resolve_policies
 from bench.openloop_report import build_comparison, comparison_markdown
@@ -36,6 +37,8 @@ from inflight import names
 from sim import report
 from sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 
+# `inflight sim compare --scenario sweep`: the closed-loop sweep (sim.sweep_compare).
+CLOSED_LOOP_SCENARIOS = ("sweep",)
 # Without a scenario: `inflight bench compare`'s replica bounds (bench/openloop_compare.py).
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 2
 DEFAULT_SEEDS = "1,2,3"
@@ -205,7 +208,14 @@ def _plot_run(result: SimResult, measures: dict[str, Any]) -> dict[str, Any]:
 
 
 def _compare(a: argparse.Namespace) -> int:
-    seeds = _seeds(a.seeds)
+    if a.scenario in CLOSED_LOOP_SCENARIOS:
+        from sim.sweep_compare import main as sweep_main
+
+        return sweep_main(a)
+    for flag, value in (("--concurrency", a.concurrency), ("--requests", a.requests)):
+        if value is not None:
+            raise UsageError(f"{flag}: the closed-loop sweep's (--scenario sweep)")
+    seeds = _seeds(a.seeds or DEFAULT_SEEDS)
     if a.seed is not None:
         raise UsageError("--seed: compare takes --seeds")
     plans = {seed: _plan(a, seed) for seed in seeds}
@@ -282,11 +292,19 @@ def _guarded(fn: Any) -> Any:
     return run
 
 
-def _workload_flags(p: argparse.ArgumentParser, out_dir: bool = True) -> None:
+def _workload_flags(
+    p: argparse.ArgumentParser, out_dir: bool = True, closed_loop: bool = False
+) -> None:
     """The workload, stack and SLO flags; ``--out-dir``/``--force`` unless ``out_dir`` is
-    False (``tune`` writes one file, ``--out``)."""
+    False (``tune`` writes one file, ``--out``); ``closed_loop``: ``--scenario sweep`` too
+    (``compare``)."""
     g = p.add_argument_group("workload: one of --scenario, --arrivals, --trace")
-    g.add_argument("--scenario", choices=sorted(SCENARIOS), help="bench/scenarios.py")
+    g.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS) + (list(CLOSED_LOOP_SCENARIOS) if closed_loop else []),
+        help="bench/scenarios.py"
+        + ("; sweep: the closed-loop sweep of inflight bench compare" if closed_loop else ""),
+    )
     g.add_argument(
         "--prompt-tokens",
         help="N | lognormal:MEAN:SIGMA | uniform:A:B (default: the scenario's, else 3000)",
@@ -326,8 +344,22 @@ def register(subparsers: Any) -> None:
     run.set_defaults(func=_guarded(_run))
 
     cmp = sub.add_parser("compare", help="several policies on several seeds")
-    _workload_flags(cmp)
-    cmp.add_argument("--seeds", default=DEFAULT_SEEDS, help=f"default {DEFAULT_SEEDS}")
+    _workload_flags(cmp, closed_loop=True)
+    cmp.add_argument(
+        "--seeds", default=None, help=f"default {DEFAULT_SEEDS} (--scenario sweep: one, 1)"
+    )
+    cmp.add_argument(
+        "--concurrency",
+        type=concurrency_list,
+        default=None,
+        help="--scenario sweep: workers per level (default: inflight bench compare's)",
+    )
+    cmp.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="--scenario sweep: requests per level (default: inflight bench compare's)",
+    )
     cmp.add_argument(
         "--policies",
         help="as inflight bench compare's: fixed:N, "
@@ -337,7 +369,7 @@ def register(subparsers: Any) -> None:
     cmp.set_defaults(func=_guarded(_compare))
 
     # Hooks: other modules of this package add their own subcommands when present.
-    for module_name in ("sim.prom_trace", "sim.tune_cli"):
+    for module_name in ("sim.prom_trace", "sim.tune_cli", "sim.calibrate"):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

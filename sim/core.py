@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -89,6 +89,9 @@ class SimConfig:
     profile: Profile = field(default_factory=Profile)
     scaler_metadata: Mapping[str, str] = field(default_factory=dict)
     scrape_interval_s: float = SCRAPE_INTERVAL_S
+    # Prometheus offsets a target's scrapes by a hash of its labels: the first scrape is
+    # this long after the run's start (calibration: the phase live runs do not record).
+    scrape_offset_s: float = 0.0
     hpa_sync_s: float = HPA_SYNC_S
     polling_interval_s: float = POLLING_INTERVAL_S
     cooldown_s: float = COOLDOWN_S
@@ -108,6 +111,11 @@ class SimConfig:
             )
         if self.startup_s < 0:
             raise ValueError(f"--startup-s must be ≥ 0, got {self.startup_s}")
+        if not 0 <= self.scrape_offset_s < self.scrape_interval_s:
+            raise ValueError(
+                f"scrape_offset_s must be in [0, {self.scrape_interval_s:g}), "
+                f"got {self.scrape_offset_s:g}"
+            )
         fixed = fixed_replicas(self.policy)
         if fixed is None and self.policy not in policy_names():
             raise ValueError(
@@ -203,6 +211,9 @@ class Simulation:
         self._l_integral = 0.0
         self._l_last_s = 0.0
         self.autoscaler: Autoscaler | None = None
+        # Called when a request ends: a closed loop's clients send their next one
+        # (sim.closed_loop); None for a planned (open-loop) run.
+        self.on_end: Callable[[RequestResult], None] | None = None
         fixed = fixed_replicas(config.policy)
         first = fixed if fixed is not None else max(1, config.min_replicas)
         self.fleet.start_ready(first)
@@ -333,6 +344,15 @@ class Simulation:
         self.events.at(now + self.config.scrape_interval_s, self._scrape, _P_SCRAPE)
 
     # --- requests ----------------------------------------------------------------------
+    def send(self, prompt_tokens: int, max_tokens: int) -> RequestResult:
+        """A request sent now, outside the plan (a closed loop's client, ``sim.closed_loop``):
+        it arrives at the router at this instant, after the event that sent it."""
+        res = RequestResult(self.events.now_s, prompt_tokens, max_tokens)
+        self.results.append(res)
+        self._pending += 1
+        self.events.at(self.events.now_s, partial(self._arrive, res), _P_WORK)
+        return res
+
     def _arrive(self, res: RequestResult) -> None:
         self._account_l()
         self._open += 1
@@ -402,6 +422,8 @@ class Simulation:
         res.end_s = self.events.now_s if end_s is None else end_s
         self._open -= 1
         self._pending -= 1
+        if self.on_end is not None:
+            self.on_end(res)
 
     # --- bookkeeping -------------------------------------------------------------------
     def _account_l(self) -> None:
@@ -424,14 +446,19 @@ class Simulation:
             self.timeline.append(point)
 
     # --- run ---------------------------------------------------------------------------
-    def run(self) -> SimResult:
+    def run(self, done: Callable[[], bool] | None = None) -> SimResult:
+        """Run until every request has ended and the workload is over, or ``done()`` turns
+        true (a closed loop: its last level ended), or ``drain_s`` past ``end_s``."""
         events = self.events
         self._changed()
-        events.at(events.now_s, self._scrape, _P_SCRAPE)
+        events.at(events.now_s + self.config.scrape_offset_s, self._scrape, _P_SCRAPE)
         for res in self.results:
             events.at(res.sent_s, partial(self._arrive, res))
         stop_s = self.end_s + self.config.drain_s
-        events.run_until(stop_s, stop=lambda: self._pending == 0 and events.now_s >= self.end_s)
+        events.run_until(
+            stop_s,
+            stop=done or (lambda: self._pending == 0 and events.now_s >= self.end_s),
+        )
         finished_s = events.now_s
         self._account_l()
         for res in self.results:
