@@ -23,6 +23,7 @@ COPY emulator/ emulator/
 COPY orchestrator/ orchestrator/
 COPY bench/ bench/
 COPY dashboards/ dashboards/
+COPY sim/ sim/
 RUN pip wheel --wheel-dir /wheels .
 
 # --- runtime: the wheels installed, nothing else; runs as an unprivileged user whose
