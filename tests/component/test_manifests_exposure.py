@@ -100,8 +100,9 @@ def test_every_probe_of_the_scaler_is_one_the_policy_lets_in(objs: list[Obj]) ->
         }
 
 
-def _build_with_component(tmp_path: Path) -> list[Obj]:
-    """An overlay of the emulator stack with the component, as a user would write it."""
+def build_with_component(tmp_path: Path, component: str = COMPONENT.name) -> list[Obj]:
+    """An overlay of the emulator stack with ``components/<component>``, as a user would
+    write it."""
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     rel = os.path.relpath(MANIFESTS, overlay)  # kustomize refuses absolute paths
@@ -111,7 +112,7 @@ def _build_with_component(tmp_path: Path) -> list[Obj]:
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
                 "resources": [f"{rel}/overlays/emulator"],
-                "components": [f"{rel}/components/hpa-scale-up-tolerance"],
+                "components": [f"{rel}/components/{component}"],
             }
         )
     )
@@ -127,7 +128,7 @@ def _build_with_component(tmp_path: Path) -> list[Obj]:
 
 
 def test_tolerance_component_sets_the_hpa_and_tells_the_scaler(tmp_path: Path) -> None:
-    objs = _build_with_component(tmp_path)
+    objs = build_with_component(tmp_path)
     so, meta = scaled_object(objs)
     assert not _crd_errors(so)
     scale_up = so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]
