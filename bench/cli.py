@@ -182,6 +182,14 @@ def register(subparsers: Any) -> None:
         help="open loop: replica start-up, seed s (default the scenario's; else the emulator's)",
     )
     cmp.add_argument(
+        "--hold-deadline-s",
+        type=float,
+        default=None,
+        help="open loop: the router's --hold-deadline-s under inflight's own policies, seed "
+        "s: held requests still within it go before late ones (0: FIFO; default inflight "
+        "up's; peers always hold FIFO)",
+    )
+    cmp.add_argument(
         "--out-dir",
         type=Path,
         required=True,

@@ -40,6 +40,7 @@ from bench.run_cmd import BenchError, closed_loop_args, sweep_to_result
 from bench.stack import Policy, Stack, StackError, parse_policies
 from bench.sweep import Level, sweep_levels
 from bench.table import checks_list, comparison_table, run_table
+from orchestrator.hold_order import HOLD_DEADLINE_S
 
 T = TypeVar("T")
 
@@ -230,6 +231,8 @@ def main(args: argparse.Namespace) -> int:
         "time_scale": time_scale,
         "units": "seed time: wall seconds / time_scale; rates per seed second",
         "wall_s": round(wall_s, 1),
+        # inflight up's default for its own policies (orchestrator.hold_order)
+        "hold_deadline_s": HOLD_DEADLINE_S,
         "policies": [p.name for p in policies],
         "checks": checks,
         "reproduced": reproduced(checks),

@@ -46,6 +46,8 @@ class OpenLoopPlan:
     max_replicas: int | None
     startup_s: float | None  # None: the replica's default
     meta: dict[str, Any] = field(default_factory=dict)  # arrivals/trace, lengths, seed
+    # --hold-deadline-s, seed s (None: inflight up's default, orchestrator.hold_order)
+    hold_deadline_s: float | None = None
 
     def scenario_meta(self) -> dict[str, Any]:
         """The scenario part of a comparison's ``scenario_meta``."""
@@ -58,6 +60,7 @@ class OpenLoopPlan:
             "min_replicas": self.min_replicas,
             "max_replicas": self.max_replicas,
             "startup_s": self.startup_s,
+            "hold_deadline_s": self.hold_deadline_s,
             "drain_s": self.drain_s,
             "slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s},
         }
@@ -118,6 +121,9 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
     startup: float | None = getattr(args, "startup_s", None)
     if startup is not None and startup < 0:
         raise ValueError(f"--startup-s: must be >= 0, got {startup}")
+    deadline: float | None = getattr(args, "hold_deadline_s", None)
+    if deadline is not None and deadline < 0:
+        raise ValueError(f"--hold-deadline-s: must be >= 0 (0: FIFO), got {deadline}")
     meta: dict[str, Any]
     if args.trace:
         for flag, value in (("--prompt-tokens", args.prompt_tokens),
@@ -172,6 +178,7 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
         max_replicas=max_r,
         startup_s=startup,
         meta=meta,
+        hold_deadline_s=deadline,
     )
 
 

@@ -35,6 +35,7 @@ from bench.openloop_run import read_timeline_rows, run_document, send_plan
 from bench.results import ResultFileExists, dumps, new_out_dir, write_new
 from bench.run_cmd import BenchError
 from bench.stack import Policy, Stack, StackError, parse_policies
+from orchestrator.hold_order import HOLD_DEADLINE_S, hold_order_note
 
 # Seed → wall: 0.1 (a 1,500 s ramp takes 150 s of wall per policy). Measured on this
 # 2-core machine (`inflight bench emulator --time-scale 0.1 --stream --replicas 8`): 0.987
@@ -66,11 +67,15 @@ def main(args: argparse.Namespace) -> int:
         policies = resolve_policies(args.policies, max_r, max(1, min_r))
         time_scale = args.time_scale or OPEN_LOOP_TIME_SCALE
         extra_up = [] if plan.startup_s is None else ["--startup-s", f"{plan.startup_s:g}"]
+        if plan.hold_deadline_s is not None:
+            extra_up += ["--hold-deadline-s", f"{plan.hold_deadline_s:g}"]
         out = new_out_dir(args.out_dir, "comparisons", args.force)
         state_root: Path = args.state_root or Path("state") / "bench" / out.name
     except (ValueError, ResultFileExists, BenchError) as exc:
         print(f"inflight bench compare: {exc}", file=sys.stderr)
         return 2
+    hold_deadline_s = HOLD_DEADLINE_S if plan.hold_deadline_s is None else plan.hold_deadline_s
+    notes.append(hold_order_note(hold_deadline_s))
     started = datetime.now(UTC)
     t_wall = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
@@ -98,6 +103,7 @@ def main(args: argparse.Namespace) -> int:
         "wall_s": round(time.monotonic() - t_wall, 1),
         "source": "live",
         **plan.scenario_meta(),
+        "hold_deadline_s": hold_deadline_s,
         "min_replicas": min_r,
         "max_replicas": max_r,
         "startup_up_args": extra_up,

@@ -22,6 +22,8 @@ ROUTER_REQUEST_DURATION: Final = "router_request_duration_seconds"  # histogram:
 ROUTER_TTFB: Final = "router_time_to_first_byte_seconds"  # histogram
 ROUTER_UPSTREAM_ERRORS: Final = "router_upstream_errors_total"  # counter{endpoint,reason}
 ROUTER_RETRIES: Final = "router_retries_total"  # counter
+# counter: held requests that waited past --hold-deadline-s (served after on-time ones)
+ROUTER_HELD_LATE: Final = "router_held_late_total"
 
 ENDPOINT_STATES: Final = ("ready", "draining", "unhealthy")
 
@@ -37,6 +39,7 @@ ROUTER_METRICS: Final[dict[str, str]] = {
     ROUTER_TTFB: "histogram",
     ROUTER_UPSTREAM_ERRORS: "counter",
     ROUTER_RETRIES: "counter",
+    ROUTER_HELD_LATE: "counter",
 }
 
 # --- Scaler (Prometheus text at GET /metrics on the scaler's --metrics-port) -----------

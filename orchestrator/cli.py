@@ -27,6 +27,7 @@ from inflight.config import (
     report,
     wants_print,
 )
+from orchestrator.hold_order import HOLD_DEADLINE_S
 
 if TYPE_CHECKING:
     from orchestrator.stack import UpConfig
@@ -94,6 +95,16 @@ class UpSettings(Settings):
         Field(ge=0),
         Cli("seed seconds of replica start-up, passed to the default emulator (--startup-s)"),
     ] = None
+    hold_deadline_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli(
+            "seed seconds: the router serves held requests that can still meet this wait "
+            "(the TTFT target less the prefill) before those already past it, under "
+            "inflight's own policies (peers hold FIFO, as their systems do); 0 = FIFO "
+            f"(default {HOLD_DEADLINE_S:g})"
+        ),
+    ] = HOLD_DEADLINE_S
     scaler_metadata: Annotated[
         str | None,
         Cli(
@@ -293,6 +304,7 @@ def up_config(settings: UpSettings) -> UpConfig:
         startup_timeout_s=settings.startup_timeout_s,
         log_level=settings.log_level,
         scaler_overrides=settings.scaler_overrides,
+        hold_deadline_s=settings.hold_deadline_s * ts,
     )
 
 

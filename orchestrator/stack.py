@@ -40,6 +40,7 @@ from inflight.procs import ManagedProcess, ProcessError, port_is_free
 from inflight.prom import PrometheusServer
 from orchestrator import hpa, orphans
 from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
+from orchestrator.hold_order import router_hold_deadline_s
 from orchestrator.keda import KedaSpec
 from orchestrator.peer_loop import PromReader, build_peer
 from orchestrator.peers.base import ControlLoop, PeerIO
@@ -95,6 +96,8 @@ class UpConfig:
     prometheus_wanted: bool = True  # False: --no-prometheus (use_prometheus says if it runs)
     #: --scaler-metadata: trigger metadata keys set over inflight up's own (validated).
     scaler_overrides: tuple[tuple[str, str], ...] = ()
+    #: --hold-deadline-s, real seconds (0: the router holds FIFO).
+    hold_deadline_s: float = 0.0
 
     @property
     def scaler_metadata(self) -> dict[str, str]:
@@ -112,6 +115,35 @@ class UpConfig:
         always for our policies; for a peer, where its own deployment queues them."""
         peer = PEERS.get(self.policy)
         return True if peer is None else peer.router_hold
+
+    @property
+    def router_hold_deadline_s(self) -> float | None:
+        """The router's ``--hold-deadline-s`` (real seconds), or None: FIFO."""
+        return router_hold_deadline_s(self.hold_deadline_s, peer=self.policy in PEERS)
+
+
+def router_args(cfg: UpConfig, endpoints_file: Path) -> list[str]:
+    """``inflight router``'s arguments under ``cfg``: holding (our policies, and the
+    peers that hold) and the order of held requests (``orchestrator.hold_order``)."""
+    argv = [
+        "router",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(cfg.router_port),  # 0: the router binds a port from the OS and reports it
+        "--slots-per-endpoint",
+        str(cfg.slots_per_replica),
+        "--endpoints-file",
+        str(endpoints_file),
+        "--file-poll-s",
+        "0.2",
+    ]
+    if cfg.router_holds:
+        argv.append("--hold-when-full")
+        deadline = cfg.router_hold_deadline_s
+        if deadline is not None:
+            argv += ["--hold-deadline-s", f"{deadline:.6g}"]
+    return argv
 
 
 def scaler_metadata(
@@ -257,23 +289,8 @@ class Stack:
         if cfg.router_port and not port_is_free(cfg.router_port):
             # Not ours: shutdown must not report it as a port we left busy.
             raise StackError(f"--port {cfg.router_port} is in use; pick another or pass 0")
-        argv = [
-            *_inflight(),
-            "router",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(cfg.router_port),  # 0: the router binds a port from the OS and reports it
-            "--slots-per-endpoint",
-            str(cfg.slots_per_replica),
-            "--endpoints-file",
-            str(self.state.path(ENDPOINTS)),
-            "--file-poll-s",
-            "0.2",
-        ]
-        if cfg.router_holds:
-            argv.append("--hold-when-full")
-        else:
+        argv = [*_inflight(), *router_args(cfg, self.state.path(ENDPOINTS))]
+        if not cfg.router_holds:
             log.info("router without --hold-when-full: requests queue in the replicas")
         self.router, ports = self._start_process(argv, "router", "/health", "http")
         self.router_port = ports["http"]

@@ -62,6 +62,7 @@ def serve(config: RouterConfig) -> int:
         hold_when_full=config.hold_when_full,
         max_queue=config.max_queue,
         queue_timeout_s=config.queue_timeout_s,
+        hold_deadline_s=config.hold_deadline_s,
     )
     background: list[Background] = []
     if config.endpoints is not None:

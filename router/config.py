@@ -58,6 +58,7 @@ class RouterConfig:
     log_level: str
     allow_routes: tuple[Route, ...] = ()  # --allow-route: forwarded beside router.routes' table
     ready_file: Path | None = None
+    hold_deadline_s: float | None = None  # --hold-deadline-s; None: plain FIFO
 
 
 class RouterSettings(config.Settings):
@@ -93,6 +94,16 @@ class RouterSettings(config.Settings):
     ] = False
     max_queue: Annotated[int, Field(ge=0), Cli("held requests at most (503 beyond)")] = 1024
     queue_timeout_s: Annotated[float, Field(gt=0), Cli("longest hold before 504 (seconds)")] = 300.0
+    hold_deadline_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli(
+            "with --hold-when-full: a request held longer than this has missed its "
+            "time-to-first-token target, so held requests still within it go first (oldest "
+            "first), then the late ones (oldest first); set it to the TTFT target minus the "
+            "prefill time. 0 = plain FIFO (default)"
+        ),
+    ] = 0.0
     max_body_bytes: Annotated[int, Field(ge=1), Cli("413 above this body size")] = 16 * 1024 * 1024
     dispatch: Annotated[
         Literal["least-outstanding", "random"],
@@ -184,6 +195,11 @@ class RouterSettings(config.Settings):
                 None,
                 f"{named('k8s_service')}/{named('k8s_port_name')} need {named('k8s_namespace')}",
             )
+        if self.hold_deadline_s and not self.hold_when_full:
+            raise FieldError(
+                "hold_deadline_s",
+                f"orders held requests, so it needs {named('hold_when_full')}",
+            )
         return self
 
     def router_config(self) -> RouterConfig:
@@ -212,6 +228,7 @@ class RouterSettings(config.Settings):
             log_level=self.log_level,
             allow_routes=tuple(parse_route(text) for text in self.allow_route),
             ready_file=self.ready_file,
+            hold_deadline_s=self.hold_deadline_s or None,
         )
 
 

@@ -15,12 +15,22 @@ With it, a request waits here in FIFO order until a slot frees or an endpoint ap
 (scale from zero), bounded by ``max_queue`` and ``queue_timeout_s``. A slot is assigned
 to the head waiter *at the moment it frees* (in ``release``/``pump``), so no request can
 overtake the queue.
+
+``hold_deadline_s`` (``--hold-deadline-s``) changes the order under overload only: a
+request held longer than that has already missed its time-to-first-token target, so the
+held requests still within it are served first (oldest first: earliest deadline first),
+then the late ones (oldest first). Without overload nobody waits that long and the order
+is plain FIFO. This is the adaptive LIFO of Maurer, "Fail at Scale", ACM Queue 13(8),
+2015 (serve the newest when a queue is congested, because the oldest are already lost)
+with a bounded reordering: a late request is overtaken only by requests that can still
+be on time, and is never dropped (``queue_timeout_s`` still bounds its wait).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -55,21 +65,37 @@ class Dispatcher:
         hold_when_full: bool = False,
         max_queue: int = 1024,
         queue_timeout_s: float = 60.0,
+        hold_deadline_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_queue < 0:
             raise ValueError(f"--max-queue must be ≥ 0, got {max_queue}")
         if queue_timeout_s <= 0:
             raise ValueError(f"--queue-timeout-s must be > 0, got {queue_timeout_s}")
+        if hold_deadline_s is not None and not hold_deadline_s > 0:
+            raise ValueError(f"--hold-deadline-s must be > 0, got {hold_deadline_s}")
         self.pool = pool
         self.hold_when_full = hold_when_full
         self.max_queue = max_queue
         self.queue_timeout_s = queue_timeout_s
+        self.hold_deadline_s = hold_deadline_s
+        self._clock = clock
         self.inflight = 0  # L: accepted and not finished, held ones included
-        self._waiters: deque[Waiter] = deque()
+        # Held requests, oldest first: those still within hold_deadline_s (with the time
+        # each was held), and those past it (all of them when there is no deadline, so
+        # the order is plain FIFO and no clock is read).
+        self._fresh: deque[tuple[float, Waiter]] = deque()
+        self._late: deque[Waiter] = deque()
+        self.late_total = 0  # held requests that waited past hold_deadline_s
 
     @property
     def queued(self) -> int:
-        return len(self._waiters)
+        return len(self._fresh) + len(self._late)
+
+    @property
+    def queued_late(self) -> int:
+        """Held requests already past ``hold_deadline_s`` (as of the last pump)."""
+        return len(self._late) if self.hold_deadline_s is not None else 0
 
     def admit(self, open: Opener[R], not_delivered: OnNotDelivered) -> Admission[R]:
         """``async with dispatcher.admit(open, not_delivered) as ticket:`` — see
@@ -81,7 +107,7 @@ class Dispatcher:
 
         ``acquire``'s first step, callable without a coroutine (the admission's hot path).
         """
-        if not self._waiters:
+        if not self._fresh and not self._late:
             ep = self.pool.choose(below_slots=self.hold_when_full)
             if ep is not None:
                 self.pool.acquire(ep)
@@ -118,34 +144,55 @@ class Dispatcher:
             raise
 
     def hold(self, waiter: Waiter) -> None:
-        """Queue ``waiter`` (FIFO) for the next free slot; QueueFull at ``max_queue``.
+        """Queue ``waiter`` for the next free slot; QueueFull at ``max_queue``.
 
         ``acquire``'s holding step, apart so the simulator (``sim/``), whose waiters are
         not asyncio futures, holds requests by the same rule: :meth:`pump` hands the slot
         over with ``waiter.set_result(ep)``.
         """
-        if len(self._waiters) >= self.max_queue:
+        if self.queued >= self.max_queue:
             raise QueueFull(f"router queue is full ({self.max_queue} requests held)")
-        self._waiters.append(waiter)
+        if self.hold_deadline_s is None:
+            self._late.append(waiter)
+        else:
+            self._fresh.append((self._clock(), waiter))
 
     def unhold(self, waiter: Waiter) -> None:
         """Take a waiter that gave up (timeout, client gone) out of the queue, if there."""
+        for i, (_, held) in enumerate(self._fresh):
+            if held is waiter:
+                del self._fresh[i]
+                return
         with contextlib.suppress(ValueError):
-            self._waiters.remove(waiter)
+            self._late.remove(waiter)
+
+    def _next_waiter(self) -> Waiter:
+        """The held request a free slot goes to (the queue is not empty): the oldest one
+        still within ``hold_deadline_s``, else the oldest late one."""
+        fresh = self._fresh
+        if fresh and self.hold_deadline_s is not None:
+            cutoff = self._clock() - self.hold_deadline_s
+            while fresh and fresh[0][0] <= cutoff:
+                self._late.append(fresh.popleft()[1])
+                self.late_total += 1
+        if fresh:
+            return fresh.popleft()[1]
+        return self._late.popleft()
 
     def release(self, ep: Endpoint) -> None:
         """Give back a slot taken by ``acquire`` (call exactly once, in a ``finally``)."""
         self.pool.release(ep)
-        if self._waiters:
+        if self._fresh or self._late:
             self.pump()
 
     def pump(self) -> None:
-        """Hand free slots to held requests, oldest first (call after any pool change)."""
-        while self._waiters:
+        """Hand free slots to held requests in :meth:`_next_waiter`'s order (call after
+        any pool change)."""
+        while self._fresh or self._late:
             ep = self.pool.choose(below_slots=True)
             if ep is None:
                 return
-            fut = self._waiters.popleft()
+            fut = self._next_waiter()
             if fut.done():  # cancelled while waiting
                 continue
             self.pool.acquire(ep)

@@ -74,6 +74,12 @@ class _StateCollector(Collector):
             "Requests held in the router's queue, not yet dispatched.",
             value=d.queued,
         )
+        yield CounterMetricFamily(
+            names.ROUTER_HELD_LATE,
+            "Held requests that waited past --hold-deadline-s (their TTFT target is lost), "
+            "so requests still within it were served first.",
+            value=d.late_total,
+        )
         per = GaugeMetricFamily(
             names.ROUTER_ENDPOINT_INFLIGHT,
             "Requests dispatched to this endpoint and not finished.",

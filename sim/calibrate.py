@@ -287,6 +287,8 @@ def calibrate_sweep(
             seed=1,
             command=(),
             scrape_offset_s=scrape_offset_s,
+            # The live sweeps were made before the router's --hold-deadline-s (FIFO).
+            hold_deadline_s=float(first_body.get("hold_deadline_s", 0.0)),
         )
     sim_changes = {n: repro.replica_changes(d, *repro.sweep_span(d)) for n, d in sim_runs.items()}
     live_changes = {
@@ -327,6 +329,8 @@ def openloop_args(scenario: Mapping[str, Any]) -> argparse.Namespace:
         min_replicas=scenario.get("min_replicas"),
         max_replicas=scenario.get("max_replicas"),
         startup_s=scenario.get("startup_s"),
+        # Live comparisons made before the router's --hold-deadline-s held FIFO.
+        hold_deadline_s=scenario.get("hold_deadline_s", 0.0),
     )
 
 

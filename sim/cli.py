@@ -34,6 +34,7 @@ from bench.slo import Outcome, slo_measures
 from bench.stack import Policy, parse_policies
 from bench.trace import TraceError
 from inflight import names
+from orchestrator.hold_order import HOLD_DEADLINE_S, hold_order_note
 from sim import report
 from sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 
@@ -96,6 +97,8 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
     kwargs: dict[str, Any] = {}
     if plan.startup_s is not None:
         kwargs["startup_s"] = plan.startup_s
+    if plan.hold_deadline_s is not None:
+        kwargs["hold_deadline_s"] = plan.hold_deadline_s
     try:
         return SimConfig(
             policy=policy.name if policy.frozen else policy.kind,
@@ -132,6 +135,9 @@ def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> di
             "min_replicas": lo,
             "max_replicas": hi,
             "startup_s": SimConfig().startup_s if plan.startup_s is None else plan.startup_s,
+            "hold_deadline_s": HOLD_DEADLINE_S
+            if plan.hold_deadline_s is None
+            else plan.hold_deadline_s,
         }
     )
     if plan.meta.get("seed") is not None:
@@ -249,7 +255,10 @@ def _compare(a: argparse.Namespace) -> int:
     notes = [
         f"Simulated (inflight sim), seeds {', '.join(map(str, seeds))}: SLO figures over "
         "every seed's requests together; replica-seconds, changes and reversals are the "
-        "seeds' mean; each seed's own figures are under runs.<policy>.seeds."
+        "seeds' mean; each seed's own figures are under runs.<policy>.seeds.",
+        hold_order_note(
+            first.hold_deadline_s if first.hold_deadline_s is not None else HOLD_DEADLINE_S
+        ),
     ]
     markdown = comparison_markdown(comparison, notes=notes)
     write_new(out / "comparison.md", markdown, a.force)
@@ -314,6 +323,12 @@ def _workload_flags(
     s.add_argument("--min-replicas", type=int)
     s.add_argument("--max-replicas", type=int)
     s.add_argument("--startup-s", type=float, help="replica start-up, seed seconds")
+    s.add_argument(
+        "--hold-deadline-s",
+        type=float,
+        help="the router's --hold-deadline-s under inflight's own policies, seed seconds "
+        f"(0: FIFO; default inflight up's, {HOLD_DEADLINE_S:g}; peers always hold FIFO)",
+    )
     add_open_loop_flags(p)
     if not out_dir:
         return

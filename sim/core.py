@@ -30,6 +30,7 @@ from emulator.engine import Sequence as EngineSeq
 from emulator.profile import Profile
 from orchestrator import hpa
 from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
+from orchestrator.hold_order import HOLD_DEADLINE_S, router_hold_deadline_s
 from orchestrator.keda import KedaSpec
 from orchestrator.scaler_client import ScalerUnavailable
 from orchestrator.stack import SCRAPE_INTERVAL_S, scaler_metadata
@@ -98,6 +99,8 @@ class SimConfig:
     stream_interval_s: float = STREAM_INTERVAL_S
     max_queue: int = MAX_QUEUE
     queue_timeout_s: float = QUEUE_TIMEOUT_S
+    # inflight up --hold-deadline-s (orchestrator.hold_order: peers hold FIFO); 0 = FIFO.
+    hold_deadline_s: float = HOLD_DEADLINE_S
     drain_s: float = 600.0
     warmup_s: float = 120.0
     seed: int = 0  # the router's tie-breaking among equally loaded replicas
@@ -199,6 +202,10 @@ class Simulation:
             max_queue=config.max_queue,
             queue_timeout_s=config.queue_timeout_s,
             hold_when_full=True if self.peer is None else self.peer.router_hold,
+            hold_deadline_s=router_hold_deadline_s(
+                config.hold_deadline_s, peer=self.peer is not None
+            ),
+            clock=lambda: self.events.now_s,
         )
         self.scrapes = S.Scrapes()
         self.fleet = Fleet(config.replica_profile, self.events, self.router, self._changed)

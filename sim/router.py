@@ -28,6 +28,10 @@ MAX_QUEUE = 1024
 QUEUE_TIMEOUT_S = 300.0
 
 
+def _no_clock() -> float:
+    raise AssertionError("the router read a clock it was not given")
+
+
 class Held:
     """A request held in the router's FIFO: the dispatcher's ``Waiter``.
 
@@ -61,13 +65,19 @@ class SimRouter:
         max_queue: int = MAX_QUEUE,
         queue_timeout_s: float = QUEUE_TIMEOUT_S,
         hold_when_full: bool = True,
+        hold_deadline_s: float | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        if hold_deadline_s is not None and clock is None:
+            raise ValueError("a hold deadline needs the simulation's clock")
         self.pool = Pool(slots, rng=rng)
         self.dispatcher = Dispatcher(
             self.pool,
             hold_when_full=hold_when_full,
             max_queue=max_queue,
             queue_timeout_s=queue_timeout_s,
+            hold_deadline_s=hold_deadline_s,
+            clock=clock if clock is not None else _no_clock,
         )
         self.received = 0  # router_requests_received_total
 

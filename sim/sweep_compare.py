@@ -28,6 +28,7 @@ from bench.results import dumps, new_out_dir, write_new
 from bench.run_cmd import BenchError, closed_loop_args
 from bench.stack import Policy, parse_policies
 from bench.table import checks_list, comparison_table, run_table
+from orchestrator.hold_order import HOLD_DEADLINE_S
 from sim.closed_loop import SweepPlan, simulate_sweep, sweep_result
 from sim.core import SimConfig, policy_names
 
@@ -62,7 +63,12 @@ def bench_compare_args(**overrides: Any) -> argparse.Namespace:
 
 
 def sim_config(
-    policy: Policy, max_replicas: int, startup_s: float, seed: int, scrape_offset_s: float = 0.0
+    policy: Policy,
+    max_replicas: int,
+    startup_s: float,
+    seed: int,
+    scrape_offset_s: float = 0.0,
+    hold_deadline_s: float = HOLD_DEADLINE_S,
 ) -> SimConfig:
     """The stack ``inflight bench compare`` starts for ``policy`` (``Policy.up_args``)."""
     return SimConfig(
@@ -73,6 +79,7 @@ def sim_config(
         scaler_metadata=dict(policy.metadata),
         seed=seed,
         scrape_offset_s=scrape_offset_s,
+        hold_deadline_s=hold_deadline_s,
     )
 
 
@@ -85,9 +92,10 @@ def run_policy(
     seed: int,
     command: Sequence[str] = (),
     scrape_offset_s: float = 0.0,
+    hold_deadline_s: float = HOLD_DEADLINE_S,
 ) -> dict[str, Any]:
     """One policy's simulated sweep: the live bench's run document (``RunResult.to_json``)."""
-    config = sim_config(policy, max_replicas, startup_s, seed, scrape_offset_s)
+    config = sim_config(policy, max_replicas, startup_s, seed, scrape_offset_s, hold_deadline_s)
     run = simulate_sweep(config, plan)
     result = sweep_result(
         run,
@@ -225,6 +233,7 @@ def main(a: argparse.Namespace) -> int:
         "seed": seeds[0],
         "max_replicas": max_replicas,
         "startup_s": startup_s,
+        "hold_deadline_s": HOLD_DEADLINE_S,
         "sweep": {
             "concurrency": [lv.concurrency for lv in plan.levels],
             "requests": args.requests,

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 import urllib.request
 from pathlib import Path
 
@@ -446,6 +447,53 @@ async def test_hold_when_full_waits_for_an_endpoint_and_bounds_the_queue(
         write_endpoints(path, [emu.url])
         code, _ = await held
         assert code == 200
+    wait_for(lambda: all_idle(router, [emu]), SETTLE_S, what="idle")
+
+
+async def test_hold_deadline_serves_a_request_still_on_time_before_a_late_one(
+    procs: ProcessTracker, tmp_path: Path
+) -> None:
+    """``--hold-deadline-s``: with no endpoint, "old" is held past the deadline, then "new"
+    arrives; when one single-slot endpoint appears, "new" (still on time) is served
+    first and "old" after it, and the router counts one late request. Plain FIFO would
+    serve "old" first."""
+    deadline_s = 3.0
+    path = tmp_path / "endpoints.json"
+    write_endpoints(path, [])
+    emu = start_emulator(procs)
+    router = start_router(
+        procs,
+        "--endpoints-file",
+        str(path),
+        extra=("--slots-per-endpoint", "1", "--hold-when-full", "--hold-deadline-s",
+               str(deadline_s), "--file-poll-s", "0.2"),
+    )  # fmt: skip
+    done: list[str] = []
+
+    async def send(session: aiohttp.ClientSession, name: str) -> int:
+        code, _ = await post(session, router, completion_body(5))
+        done.append(name)
+        return code
+
+    async with aiohttp.ClientSession() as session:
+        old = asyncio.create_task(send(session, "old"))
+        await asyncio.to_thread(
+            wait_for, lambda: status(router)["queued"] == 1, 10.0, 0.05, "old held"
+        )
+        held_at = time.monotonic()
+        # The deadline is a span of time: wait for the clock itself, nothing else.
+        await asyncio.to_thread(
+            wait_for, lambda: time.monotonic() - held_at > deadline_s + 0.2, 10.0, 0.05,
+            "old to be past the deadline",
+        )  # fmt: skip
+        new = asyncio.create_task(send(session, "new"))
+        await asyncio.to_thread(
+            wait_for, lambda: status(router)["queued"] == 2, 10.0, 0.05, "new held"
+        )
+        write_endpoints(path, [emu.url])  # "new" has waited well under 3 s when it lands
+        assert await new == 200 and await old == 200
+    assert done == ["new", "old"]
+    assert metric_sum(metrics_text(router.url), names.ROUTER_HELD_LATE) == 1.0
     wait_for(lambda: all_idle(router, [emu]), SETTLE_S, what="idle")
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -144,9 +146,128 @@ async def test_slot_handed_over_as_the_waiter_is_cancelled_is_passed_on() -> Non
     assert ep.inflight == 1
 
 
+# --- --hold-deadline-s: requests that can still be on time go first ------------------
+class Clock:
+    """The dispatcher's clock, moved by hand (the dispatcher reads it, nothing sleeps)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Slot:
+    """A plain waiter (the simulator's kind): records the endpoint it was handed."""
+
+    def __init__(self, name: str, got: list[str]) -> None:
+        self.name, self._got, self._done = name, got, False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, result: Endpoint, /) -> None:
+        self._done = True
+        self._got.append(self.name)
+
+
+def held_dispatcher(clock: Callable[[], float], **kw: Any) -> Dispatcher:
+    pool = Pool(1)
+    pool.set_endpoints([A])
+    return Dispatcher(pool, hold_when_full=True, clock=clock, **kw)
+
+
+def deadline_dispatcher(clock: Clock, deadline_s: float = 1.5) -> tuple[Dispatcher, Endpoint]:
+    d = held_dispatcher(clock, hold_deadline_s=deadline_s)
+    ep = d.try_acquire()
+    assert ep is not None
+    return d, ep
+
+
+def test_deadline_serves_requests_still_within_it_before_late_ones_oldest_first() -> None:
+    clock = Clock()
+    d, ep = deadline_dispatcher(clock)
+    got: list[str] = []
+    for name, at in (("late1", 100.0), ("late2", 100.5), ("fresh1", 101.0), ("fresh2", 101.2)):
+        clock.now = at
+        d.hold(Slot(name, got))
+    clock.now = 102.1  # late1 waited 2.1 s, late2 1.6 s: past 1.5; fresh1 1.1, fresh2 0.9
+    for _ in range(4):
+        d.release(ep)  # the slot goes to the next held request, which takes it
+    assert got == ["fresh1", "fresh2", "late1", "late2"]
+    assert d.late_total == 2 and d.queued == 0 and d.queued_late == 0
+
+
+def test_deadline_without_overload_is_fifo() -> None:
+    clock = Clock()
+    d, ep = deadline_dispatcher(clock)
+    got: list[str] = []
+    for i in range(3):
+        clock.now = 100.0 + 0.1 * i
+        d.hold(Slot(f"r{i}", got))
+    clock.now = 100.5  # nobody waited 1.5 s
+    for _ in range(3):
+        d.release(ep)
+    assert got == ["r0", "r1", "r2"] and d.late_total == 0
+
+
+def test_without_a_deadline_late_requests_keep_their_place_and_no_clock_is_read() -> None:
+    def no_clock() -> float:
+        raise AssertionError("FIFO read the clock")
+
+    d = held_dispatcher(no_clock)
+    ep = d.try_acquire()
+    assert ep is not None
+    got: list[str] = []
+    for name in ("old", "new"):
+        d.hold(Slot(name, got))
+    d.release(ep)
+    d.release(ep)
+    assert got == ["old", "new"] and d.late_total == 0
+
+
+def test_deadline_a_late_request_that_gave_up_leaves_the_queue_and_takes_no_slot() -> None:
+    clock = Clock()
+    d, ep = deadline_dispatcher(clock)
+    got: list[str] = []
+    gone, fresh = Slot("gone", got), Slot("fresh", got)
+    d.hold(gone)
+    clock.now = 102.0
+    d.hold(fresh)
+    d.release(ep)  # fresh first; "gone" is moved to the late queue
+    assert got == ["fresh"] and d.queued_late == 1
+    d.unhold(gone)  # its client went away
+    assert d.queued == 0
+    d.release(ep)
+    assert got == ["fresh"] and ep.inflight == 0  # the slot stayed free
+
+
+async def test_deadline_with_asyncio_waiters_and_the_queue_bound() -> None:
+    clock = Clock()
+    d = held_dispatcher(clock, hold_deadline_s=1.0, max_queue=2)
+    ep = await d.acquire()
+    old = asyncio.create_task(d.acquire())
+    await settle()
+    clock.now += 5.0
+    new = asyncio.create_task(d.acquire())
+    await settle()
+    with pytest.raises(QueueFull):
+        await d.acquire()  # late and fresh together count against --max-queue
+    d.release(ep)
+    await settle()
+    assert new.done() and not old.done()
+    d.release(new.result())
+    assert (await old) is ep
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
-    [({"max_queue": -1}, "--max-queue"), ({"queue_timeout_s": 0}, "--queue-timeout-s")],
+    [
+        ({"max_queue": -1}, "--max-queue"),
+        ({"queue_timeout_s": 0}, "--queue-timeout-s"),
+        ({"hold_deadline_s": 0}, "--hold-deadline-s"),
+        ({"hold_deadline_s": -1.0}, "--hold-deadline-s"),
+    ],
 )
 def test_bad_settings_name_the_flag(kw: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -62,3 +62,42 @@ def test_a_peer_is_a_policy_and_the_scaler_stays_on_saturation() -> None:
     assert config.scaler_metadata["policy"] == "saturation"
     assert not config.router_holds
     assert build_config(build_parser().parse_args(["up", "--policy", "kpa"])).router_holds
+
+
+def router_args_of(*argv: str) -> list[str]:
+    from pathlib import Path
+
+    from orchestrator.stack import router_args
+
+    return router_args(build_config(build_parser().parse_args(["up", *argv])), Path("ep.json"))
+
+
+def flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_our_policies_order_held_requests_by_the_deadline_scaled_to_real_time() -> None:
+    # 1.5 seed s by default (orchestrator.hold_order); real seconds = seed s × time-scale.
+    assert flag(router_args_of(), "--hold-deadline-s") == "1.5"
+    args = router_args_of("--time-scale", "0.1", "--hold-deadline-s", "1.8")
+    assert "--hold-when-full" in args and flag(args, "--hold-deadline-s") == "0.18"
+    assert flag(router_args_of("--policy", "qps"), "--hold-deadline-s") == "1.5"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--hold-deadline-s", "0"), ("--policy", "kpa"), ("--policy", "epp-queue")],
+)
+def test_fifo_with_a_zero_deadline_and_under_every_peer(argv: tuple[str, ...]) -> None:
+    args = router_args_of(*argv)
+    assert "--hold-when-full" in args and "--hold-deadline-s" not in args
+
+
+def test_peers_that_do_not_hold_get_neither_flag() -> None:
+    args = router_args_of("--policy", "vllm-waiting")
+    assert "--hold-when-full" not in args and "--hold-deadline-s" not in args
+
+
+def test_a_negative_deadline_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="--hold-deadline-s"):
+        settings("--hold-deadline-s", "-1")

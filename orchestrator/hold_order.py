@@ -1,0 +1,42 @@
+"""How the router orders the requests it holds, per control plane: one rule for
+``inflight up`` (``orchestrator.stack``) and ``inflight sim`` (``sim.core``).
+
+The router's ``--hold-deadline-s`` (``router.dispatch``) serves held requests that can
+still meet their time-to-first-token target before those already past it. inflight's own
+policies (saturation, qps, fixed replicas) run with it. A peer's run models that system
+as deployed, and each of those holds or queues first come, first served: Knative's
+activator and queue-proxy, Ray Serve's router, llm-d's flow control (FCFS within a
+priority band) and vLLM's own scheduler (``--scheduling-policy fcfs`` by default). So a
+peer's run keeps the router's FIFO.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: ``inflight up --hold-deadline-s``'s default, seed seconds: the open-loop benchmark's
+#: time-to-first-token target (2 s, ``bench.slo.DEFAULT_SLO``) less 0.5 s for the
+#: prefill and the first token. Chosen with ``inflight sim``: SLO attainment is flat from
+#: 1.25 to 1.9 s on the ramp, spike and diurnal scenarios (docs/benchmark-openloop.md).
+HOLD_DEADLINE_S: Final = 1.5
+
+
+def router_hold_deadline_s(deadline_s: float, *, peer: bool) -> float | None:
+    """The router's ``--hold-deadline-s`` (in ``deadline_s``'s unit) for a run, or None
+    (FIFO): None when ``deadline_s`` is 0 or the run is a peer's control plane."""
+    if deadline_s < 0:
+        raise ValueError(f"--hold-deadline-s must be ≥ 0, got {deadline_s:g}")
+    if deadline_s == 0 or peer:
+        return None
+    return deadline_s
+
+
+def hold_order_note(deadline_s: float) -> str:
+    """A comparison's note on how the router ordered held requests (seed seconds)."""
+    if deadline_s == 0:
+        return "The router held requests first come, first served under every policy."
+    return (
+        f"Under inflight's own policies the router served held requests still within "
+        f"--hold-deadline-s {deadline_s:g} s before those past it; under the peers' it held "
+        "them first come, first served, as their own systems do (orchestrator/hold_order.py)."
+    )
