@@ -2,7 +2,7 @@
 
 Why the bench needs its own handler: Python turns SIGINT into ``KeyboardInterrupt`` only when
 SIGINT is not ignored at start-up, and a shell that starts a command in the background
-(``cmd &`` in a script, ``nohup``) starts it with SIGINT ignored: Ctrl-C (or ``kill -INT``)
+(``cmd &`` in a script, ``nohup cmd &``) starts it with SIGINT ignored: Ctrl-C (or ``kill -INT``)
 then did nothing at all. SIGTERM had no handler, so it killed the bench on the spot and left
 every ``inflight up`` (each in its own session) running. Under :func:`handled` both signals
 raise :class:`Interrupted`, whatever the bench inherited; it unwinds through the ``finally``

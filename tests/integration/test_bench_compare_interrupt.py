@@ -9,8 +9,8 @@ its state dir and /proc), signals the bench, and then asserts: exit code 130 (SI
 finished policy's run file kept, the interrupted policy's not written, no comparison.json.
 
 The hardest case is first: SIGINT to the bench's PID alone, with SIGINT ignored when it
-started, as a shell that starts a command in the background leaves it (a script run with
-`&` or `nohup`): Python then never turns SIGINT into KeyboardInterrupt, which is why Ctrl-C
+started, as a shell that starts a command in the background leaves it (`cmd &` in a
+script): Python then never turns SIGINT into KeyboardInterrupt, which is why Ctrl-C
 was ignored before.
 """
 
@@ -33,9 +33,9 @@ from inflight.procs import pid_alive, port_is_free
 from orchestrator import state
 from tests.support import INFLIGHT, wait_for
 
-# 0.5 requests per seed second for 60 seed s, at time-scale 0.05: 3 wall seconds of traffic.
+# 0.5 requests per seed second for 80 seed s, at time-scale 0.05: 4 wall seconds of traffic.
 ARGS = (
-    "bench", "compare", "--no-progress", "--arrivals", "poisson:0:0.5,60:0.5",
+    "bench", "compare", "--no-progress", "--arrivals", "poisson:0:0.5,80:0.5",
     "--prompt-tokens", "500", "--max-tokens", "50", "--seed", "3", "--drain-s", "20",
     "--time-scale", "0.05", "--startup-s", "0", "--max-replicas", "2",
     "--min-replicas", "1", "--sample-interval-s", "0.05",
