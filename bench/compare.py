@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import cpu, proctree
+from bench import cpu, interrupt, proctree
 from bench.repro import reproduced, reproduction_checks
 from bench.results import ResultFileExists, RunResult, dumps, new_out_dir, write_new
 from bench.run_cmd import BenchError, closed_loop_args, sweep_to_result
@@ -88,23 +88,26 @@ def on_stack(
     )
     up_args = [*policy.up_args(max_replicas, min_replicas), *stack.extra_args]
     print(f"== {label}: starting inflight up ({' '.join(up_args)})", file=sys.stderr, flush=True)
-    stack.start(args.stack_timeout_s)
-    cpu_before = proctree.tree_cpu_s(stack.pid)
-    machine_before = cpu.mark()
     wall0 = time.monotonic()
+    # One try from the start: Ctrl-C or SIGTERM (bench.interrupt) anywhere in it stops the stack.
     try:
+        stack.start(args.stack_timeout_s)
+        cpu_before = proctree.tree_cpu_s(stack.pid)
+        machine_before = cpu.mark()
+        wall0 = time.monotonic()
         result = body(stack)
         stack.snapshot()
         stack_cpu_s = proctree.tree_cpu_s(stack.pid) - cpu_before
     finally:
         wall_s = time.monotonic() - wall0
-        report = stack.stop()
+        with interrupt.deferred():  # a signal during the stop waits for this line too
+            report = stack.stop()
+            print(
+                f"== {label}: stopped; clean={report.get('clean')} wall={wall_s:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
     loadgen_s, busy = cpu.since(machine_before, cpu.mark())
-    print(
-        f"== {label}: stopped; clean={report.get('clean')} wall={wall_s:.0f}s",
-        file=sys.stderr,
-        flush=True,
-    )
     extra = {
         "stack": {**report, "stack_info": stack.info, "state_dir": str(state_dir)},
         "cpu": {
@@ -163,6 +166,55 @@ def _one(
     )
 
 
+@dataclasses.dataclass
+class Progress:
+    """How far a comparison got: what the line of an interrupted one says."""
+
+    out: Path | None = None
+    state_root: Path | None = None
+    running: str | None = None  # the policy (run) whose stack runs now
+    kept: list[str] = dataclasses.field(default_factory=list)  # files written, whole
+    compared: bool = False  # comparison.json and comparison.md written
+
+    def write(self, path: Path, text: str, force: bool) -> None:
+        """Write a result file whole: a signal that arrives meanwhile waits for the end."""
+        with interrupt.deferred():
+            write_new(path, text, force)
+            self.kept.append(path.name)
+
+    def interrupted(self, exc: interrupt.Interrupted) -> int:
+        """Print the one line of an interrupted comparison; its exit code (130, 143)."""
+        if self.out is None:
+            line = "nothing was started"
+        else:
+            during = (
+                f"during {self.running} (its stack is stopped, its partial run not written)"
+                if self.running is not None
+                else "between runs"
+            )
+            kept = f"kept in {self.out}: {', '.join(self.kept)}" if self.kept else "no file kept"
+            line = f"{during}; {kept}"
+            if not self.compared:
+                line += "; no comparison.json: the comparison is incomplete"
+            line += f"; stack logs in {self.state_root}"
+        print(f"inflight bench compare: interrupted by {exc.name} {line}", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return exc.exit_code
+
+
+def interruptible(
+    main: Callable[[argparse.Namespace, Progress], int], args: argparse.Namespace
+) -> int:
+    """Run a comparison's ``main``; Ctrl-C or SIGTERM stop it (:mod:`bench.interrupt`): the
+    running stack is stopped by its ``finally``, then one line and exit code 130 or 143."""
+    progress = Progress()
+    with interrupt.handled():
+        try:
+            return main(args, progress)
+        except interrupt.Interrupted as exc:
+            return progress.interrupted(exc)
+
+
 def main(args: argparse.Namespace) -> int:
     from bench.openloop_args import is_open_loop
 
@@ -170,6 +222,10 @@ def main(args: argparse.Namespace) -> int:
         from bench.openloop_compare import main as open_loop_main
 
         return open_loop_main(args)
+    return interruptible(_closed_loop, args)
+
+
+def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
     try:
         args = closed_loop_args(args)
         for flag, attr in (("--min-replicas", "min_replicas"), ("--startup-s", "startup_s")):
@@ -197,15 +253,20 @@ def main(args: argparse.Namespace) -> int:
     t_wall = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
     slowing: dict[str, dict[str, Any]] = {}
+    progress.out, progress.state_root = out, state_root
     try:
         for policy in policies if sweep else ():
+            progress.running = policy.name
             result = _one(policy, args, time_scale, levels, state_root / policy.slug, policy.name)
             doc = result.to_json()
-            write_new(out / f"{policy.slug}.json", dumps(doc), args.force)
-            write_new(out / f"{policy.slug}.md", run_table(doc), args.force)
+            with interrupt.deferred():  # both files or, interrupted before, neither
+                progress.write(out / f"{policy.slug}.json", dumps(doc), args.force)
+                progress.write(out / f"{policy.slug}.md", run_table(doc), args.force)
+                progress.running = None
             runs[policy.name] = doc
         if with_slowing:
             for policy in (p for p in policies if p.kind in ("qps", "saturation")):
+                progress.running = f"slowing {policy.name}"
                 result = _one(
                     policy,
                     args,
@@ -217,7 +278,9 @@ def main(args: argparse.Namespace) -> int:
                 )
                 doc = result.to_json()
                 doc["slowing_phases"] = [[t, m] for t, m in slow.schedule]
-                write_new(out / f"slowing-{policy.slug}.json", dumps(doc), args.force)
+                with interrupt.deferred():
+                    progress.write(out / f"slowing-{policy.slug}.json", dumps(doc), args.force)
+                    progress.running = None
                 slowing[policy.name] = doc
     except (StackError, BenchError, ResultFileExists, ValueError) as exc:
         print(f"inflight bench compare: {exc}", file=sys.stderr)
@@ -257,9 +320,11 @@ def main(args: argparse.Namespace) -> int:
             for name, d in slowing.items()
         },
     }
-    write_new(out / "comparison.json", dumps(summary), args.force)
     md = _markdown(summary, runs, slowing, time_scale, wall_s, started)
-    write_new(out / "comparison.md", md, args.force)
+    with interrupt.deferred():  # both or, interrupted before, neither
+        progress.write(out / "comparison.json", dumps(summary), args.force)
+        progress.write(out / "comparison.md", md, args.force)
+        progress.compared = True
     from bench.plots import sweep_plot, timeseries_plot
 
     if runs:
