@@ -39,8 +39,9 @@ from inflight import extras, names
 
 PROG = "inflight sim trace-from-prometheus"
 COUNTER = names.ROUTER_REQUESTS_RECEIVED
-PROMPT_HISTOGRAM = "vllm:request_prompt_tokens"
-OUTPUT_HISTOGRAM = "vllm:request_generation_tokens"
+# vLLM's (and the emulator's) tokens per finished request
+PROMPT_HISTOGRAM = names.VLLM_REQUEST_PROMPT_TOKENS
+OUTPUT_HISTOGRAM = names.VLLM_REQUEST_GENERATION_TOKENS
 LOOKBACK_S = 300.0  # Prometheus' default lookback delta: the sample before/after the window
 CHUNK_S = 3600  # one range selector reads at most this much history
 TIME_FORMS = "RFC 3339 (2026-12-01T16:00:00Z, or with an offset) or unix seconds"
