@@ -3,8 +3,9 @@
 Reads, over ``--start`` … ``--end``, the raw samples of the router's request counter
 (``router_requests_received_total{--selector}``) and, where present, vLLM's token histograms
 (``vllm:request_prompt_tokens``, ``vllm:request_generation_tokens``, matched by
-``--vllm-selector``), and writes a JSONL trace (``bench/trace.py``'s format) that
-``inflight bench run --trace`` and ``inflight sim run --trace`` replay. The arithmetic —
+``--vllm-selector``; the emulator exports them too), and writes a JSONL trace
+(``bench/trace.py``'s format) that ``inflight bench run --trace`` and
+``inflight sim run --trace`` replay. The arithmetic —
 exact counts per scrape interval, resets, arrivals as a Poisson stream conditioned on each
 interval's count, lengths from histogram buckets — is the pure :mod:`sim.trace_rebuild`;
 this module is the I/O: flags, PromQL through ``prometheus-api-client`` (blocking, offline),
