@@ -99,6 +99,8 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
         kwargs["startup_s"] = plan.startup_s
     if plan.hold_deadline_s is not None:
         kwargs["hold_deadline_s"] = plan.hold_deadline_s
+    if plan.hold_deadline_peers:
+        kwargs["hold_deadline_peers"] = True
     try:
         return SimConfig(
             policy=policy.name if policy.frozen else policy.kind,
@@ -138,6 +140,7 @@ def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> di
             "hold_deadline_s": HOLD_DEADLINE_S
             if plan.hold_deadline_s is None
             else plan.hold_deadline_s,
+            "hold_deadline_peers": plan.hold_deadline_peers,
         }
     )
     if plan.meta.get("seed") is not None:
@@ -257,7 +260,8 @@ def _compare(a: argparse.Namespace) -> int:
         "every seed's requests together; replica-seconds, changes and reversals are the "
         "seeds' mean; each seed's own figures are under runs.<policy>.seeds.",
         hold_order_note(
-            first.hold_deadline_s if first.hold_deadline_s is not None else HOLD_DEADLINE_S
+            first.hold_deadline_s if first.hold_deadline_s is not None else HOLD_DEADLINE_S,
+            first.hold_deadline_peers,
         ),
     ]
     markdown = comparison_markdown(comparison, notes=notes)
@@ -327,7 +331,13 @@ def _workload_flags(
         "--hold-deadline-s",
         type=float,
         help="the router's --hold-deadline-s under inflight's own policies, seed seconds "
-        f"(0: FIFO; default inflight up's, {HOLD_DEADLINE_S:g}; peers always hold FIFO)",
+        f"(0: FIFO; default inflight up's, {HOLD_DEADLINE_S:g}; the peers hold FIFO)",
+    )
+    s.add_argument(
+        "--hold-deadline-peers",
+        action="store_true",
+        help="the peers' runs get --hold-deadline-s too: each peer's autoscaler behind "
+        "inflight's router instead of its own system's FIFO (what the order alone is worth)",
     )
     add_open_loop_flags(p)
     if not out_dir:
