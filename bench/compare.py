@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench import cpu, interrupt, proctree
+from bench import slowing as slowing_model
 from bench.repro import reproduced, reproduction_checks
 from bench.results import ResultFileExists, RunResult, dumps, new_out_dir, write_new
 from bench.run_cmd import BenchError, closed_loop_args, sweep_to_result
@@ -47,21 +48,6 @@ T = TypeVar("T")
 DEFAULT_TIME_SCALE = 0.2
 DEFAULT_MAX_REPLICAS = 2
 CLOSED_LOOP_POLICIES = "fixed:1,fixed:2,qps,saturation"
-
-
-def slowing_level(concurrency: int, max_tokens: list[int], phase_s: float) -> Level:
-    """One continuous closed-loop level whose answers lengthen every ``phase_s`` seed seconds."""
-    if concurrency < 1:
-        raise ValueError(f"--slowing-concurrency must be >= 1, got {concurrency}")
-    if not max_tokens or any(m < 1 for m in max_tokens):
-        raise ValueError(f"--slowing-max-tokens: positive integers needed, got {max_tokens}")
-    return Level(
-        concurrency=concurrency,
-        requests=None,
-        max_tokens=max_tokens[0],
-        duration_s=phase_s * len(max_tokens),
-        schedule=tuple((i * phase_s, m) for i, m in enumerate(max_tokens)),
-    )
 
 
 def on_stack(
@@ -239,21 +225,19 @@ def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
         out = new_out_dir(args.out_dir, "comparisons", args.force)
         state_root: Path = args.state_root or Path("state") / "bench" / out.name
         levels = list(sweep_levels(args.concurrency, args.requests, args.max_tokens))
-        slow = slowing_level(
-            args.slowing_concurrency,
-            [int(x) for x in args.slowing_max_tokens.split(",") if x.strip()],
-            args.slowing_phase_s,
-        )
+        slow = slowing_model.level_from_args(args)
     except (ValueError, ResultFileExists, BenchError) as exc:
         print(f"inflight bench compare: {exc}", file=sys.stderr)
         return 2
-    sweep = getattr(args, "scenario", "sweep") != "slowing"
-    with_slowing = not args.no_slowing or not sweep
+    sweep, with_slowing = slowing_model.scenario_runs(
+        getattr(args, "scenario", None), args.no_slowing
+    )
     started = datetime.now(UTC)
     t_wall = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
     slowing: dict[str, dict[str, Any]] = {}
     progress.out, progress.state_root = out, state_root
+    slowing_files: dict[str, str] = {}
     try:
         for policy in policies if sweep else ():
             progress.running = policy.name
@@ -265,7 +249,7 @@ def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
                 progress.running = None
             runs[policy.name] = doc
         if with_slowing:
-            for policy in (p for p in policies if p.kind in ("qps", "saturation")):
+            for policy in slowing_model.slowing_policies(policies):
                 progress.running = f"slowing {policy.name}"
                 result = _one(
                     policy,
@@ -274,12 +258,13 @@ def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
                     [slow],
                     state_root / f"slowing-{policy.slug}",
                     f"slowing {policy.name}",
-                    gap_s=0.0,
+                    gap_s=slowing_model.GAP_S,
                 )
                 doc = result.to_json()
-                doc["slowing_phases"] = [[t, m] for t, m in slow.schedule]
+                doc["slowing_phases"] = slowing_model.phases_field(slow)
+                slowing_files[policy.name] = slowing_model.file_name(policy)
                 with interrupt.deferred():
-                    progress.write(out / f"slowing-{policy.slug}.json", dumps(doc), args.force)
+                    progress.write(out / slowing_files[policy.name], dumps(doc), args.force)
                     progress.running = None
                 slowing[policy.name] = doc
     except (StackError, BenchError, ResultFileExists, ValueError) as exc:
@@ -312,7 +297,7 @@ def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
         },
         "slowing": {
             name: {
-                "file": f"slowing-{name}.json",
+                "file": slowing_files[name],
                 "valid": d["valid"],
                 "invalid_reasons": d["invalid_reasons"],
                 "cpu": d.get("cpu"),
@@ -336,8 +321,8 @@ def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
         timeseries_plot(
             slowing,
             out / "slowing.png",
-            title="slowing model: constant concurrency, answers lengthen",
-            phases=[(t, f"max_tokens {m}") for t, m in slow.schedule],
+            title=slowing_model.PLOT_TITLE,
+            phases=slowing_model.plot_phases(slow),
         )
     print(md)
     return 0 if summary["reproduced"] else 1

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.cli import concurrency_list
-from bench.openloop_args import OpenLoopPlan, add_open_loop_flags, plan_from_args
+from bench.cli import add_slowing_flags, concurrency_list
+from bench.openloop_args import CLOSED_LOOP, OpenLoopPlan, add_open_loop_flags, plan_from_args
 from bench.openloop_compare import resolve_policies
 from bench.openloop_report import build_comparison, comparison_markdown
 from bench.results import ResultFileExists, new_out_dir, write_new
@@ -38,8 +38,9 @@ from orchestrator.hold_order import HOLD_DEADLINE_S, hold_order_note
 from sim import report
 from sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 
-# `inflight sim compare --scenario sweep`: the closed-loop sweep (sim.sweep_compare).
-CLOSED_LOOP_SCENARIOS = ("sweep",)
+# `inflight sim compare --scenario sweep|slowing`: the closed-loop comparison
+# (sim.sweep_compare), `inflight bench compare`'s closed-loop scenarios.
+CLOSED_LOOP_SCENARIOS = CLOSED_LOOP
 # Without a scenario: `inflight bench compare`'s replica bounds (bench/openloop_compare.py).
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 2
 DEFAULT_SEEDS = "1,2,3"
@@ -316,7 +317,12 @@ def _workload_flags(
         "--scenario",
         choices=sorted(SCENARIOS) + (list(CLOSED_LOOP_SCENARIOS) if closed_loop else []),
         help="bench/scenarios.py"
-        + ("; sweep: the closed-loop sweep of inflight bench compare" if closed_loop else ""),
+        + (
+            "; sweep: the closed-loop sweep of inflight bench compare, then the slowing model "
+            "unless --no-slowing; slowing: the slowing model only"
+            if closed_loop
+            else ""
+        ),
     )
     g.add_argument(
         "--prompt-tokens",
@@ -371,7 +377,7 @@ def register(subparsers: Any) -> None:
     cmp = sub.add_parser("compare", help="several policies on several seeds")
     _workload_flags(cmp, closed_loop=True)
     cmp.add_argument(
-        "--seeds", default=None, help=f"default {DEFAULT_SEEDS} (--scenario sweep: one, 1)"
+        "--seeds", default=None, help=f"default {DEFAULT_SEEDS} (--scenario sweep|slowing: one, 1)"
     )
     cmp.add_argument(
         "--concurrency",
@@ -385,6 +391,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="--scenario sweep: requests per level (default: inflight bench compare's)",
     )
+    add_slowing_flags(cmp)
     cmp.add_argument(
         "--policies",
         help="as inflight bench compare's: fixed:N, "
