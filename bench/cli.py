@@ -50,6 +50,24 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_slowing_flags(p: argparse.ArgumentParser) -> None:
+    """The slowing-model scenario's flags (``bench.slowing``), on ``inflight bench compare``
+    and ``inflight sim compare`` alike."""
+    p.add_argument("--no-slowing", action="store_true", help="skip the slowing-model scenario")
+    p.add_argument("--slowing-concurrency", type=int, default=8)
+    p.add_argument(
+        "--slowing-max-tokens",
+        default="300,600,1200,2400",
+        help="answer length per phase of the slowing-model scenario",
+    )
+    p.add_argument(
+        "--slowing-phase-s",
+        type=positive_float,
+        default=75.0,
+        help="seed seconds per phase of the slowing-model scenario",
+    )
+
+
 def _workload_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--concurrency",
@@ -203,19 +221,7 @@ def register(subparsers: Any) -> None:
         help="where each stack's state dir (logs, Prometheus data) goes "
         "(default: state/bench/<out-dir name>, ignored by git)",
     )
-    cmp.add_argument("--no-slowing", action="store_true", help="skip the slowing-model scenario")
-    cmp.add_argument("--slowing-concurrency", type=int, default=8)
-    cmp.add_argument(
-        "--slowing-max-tokens",
-        default="300,600,1200,2400",
-        help="answer length per phase of the slowing-model scenario",
-    )
-    cmp.add_argument(
-        "--slowing-phase-s",
-        type=positive_float,
-        default=75.0,
-        help="seed seconds per phase of the slowing-model scenario",
-    )
+    add_slowing_flags(cmp)
     cmp.add_argument(
         "--up-arg",
         action="append",

@@ -33,7 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import cpu, proctree
+from bench import cpu, interrupt, proctree
+from bench import slowing as slowing_model
 from bench.repro import reproduced, reproduction_checks
 from bench.results import ResultFileExists, RunResult, dumps, new_out_dir, write_new
 from bench.run_cmd import BenchError, closed_loop_args, sweep_to_result
@@ -47,21 +48,6 @@ T = TypeVar("T")
 DEFAULT_TIME_SCALE = 0.2
 DEFAULT_MAX_REPLICAS = 2
 CLOSED_LOOP_POLICIES = "fixed:1,fixed:2,qps,saturation"
-
-
-def slowing_level(concurrency: int, max_tokens: list[int], phase_s: float) -> Level:
-    """One continuous closed-loop level whose answers lengthen every ``phase_s`` seed seconds."""
-    if concurrency < 1:
-        raise ValueError(f"--slowing-concurrency must be >= 1, got {concurrency}")
-    if not max_tokens or any(m < 1 for m in max_tokens):
-        raise ValueError(f"--slowing-max-tokens: positive integers needed, got {max_tokens}")
-    return Level(
-        concurrency=concurrency,
-        requests=None,
-        max_tokens=max_tokens[0],
-        duration_s=phase_s * len(max_tokens),
-        schedule=tuple((i * phase_s, m) for i, m in enumerate(max_tokens)),
-    )
 
 
 def on_stack(
@@ -88,23 +74,26 @@ def on_stack(
     )
     up_args = [*policy.up_args(max_replicas, min_replicas), *stack.extra_args]
     print(f"== {label}: starting inflight up ({' '.join(up_args)})", file=sys.stderr, flush=True)
-    stack.start(args.stack_timeout_s)
-    cpu_before = proctree.tree_cpu_s(stack.pid)
-    machine_before = cpu.mark()
     wall0 = time.monotonic()
+    # One try from the start: Ctrl-C or SIGTERM (bench.interrupt) anywhere in it stops the stack.
     try:
+        stack.start(args.stack_timeout_s)
+        cpu_before = proctree.tree_cpu_s(stack.pid)
+        machine_before = cpu.mark()
+        wall0 = time.monotonic()
         result = body(stack)
         stack.snapshot()
         stack_cpu_s = proctree.tree_cpu_s(stack.pid) - cpu_before
     finally:
         wall_s = time.monotonic() - wall0
-        report = stack.stop()
+        with interrupt.deferred():  # a signal during the stop waits for this line too
+            report = stack.stop()
+            print(
+                f"== {label}: stopped; clean={report.get('clean')} wall={wall_s:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
     loadgen_s, busy = cpu.since(machine_before, cpu.mark())
-    print(
-        f"== {label}: stopped; clean={report.get('clean')} wall={wall_s:.0f}s",
-        file=sys.stderr,
-        flush=True,
-    )
     extra = {
         "stack": {**report, "stack_info": stack.info, "state_dir": str(state_dir)},
         "cpu": {
@@ -163,6 +152,55 @@ def _one(
     )
 
 
+@dataclasses.dataclass
+class Progress:
+    """How far a comparison got: what the line of an interrupted one says."""
+
+    out: Path | None = None
+    state_root: Path | None = None
+    running: str | None = None  # the policy (run) whose stack runs now
+    kept: list[str] = dataclasses.field(default_factory=list)  # files written, whole
+    compared: bool = False  # comparison.json and comparison.md written
+
+    def write(self, path: Path, text: str, force: bool) -> None:
+        """Write a result file whole: a signal that arrives meanwhile waits for the end."""
+        with interrupt.deferred():
+            write_new(path, text, force)
+            self.kept.append(path.name)
+
+    def interrupted(self, exc: interrupt.Interrupted) -> int:
+        """Print the one line of an interrupted comparison; its exit code (130, 143)."""
+        if self.out is None:
+            line = "nothing was started"
+        else:
+            during = (
+                f"during {self.running} (its stack is stopped, its partial run not written)"
+                if self.running is not None
+                else "between runs"
+            )
+            kept = f"kept in {self.out}: {', '.join(self.kept)}" if self.kept else "no file kept"
+            line = f"{during}; {kept}"
+            if not self.compared:
+                line += "; no comparison.json: the comparison is incomplete"
+            line += f"; stack logs in {self.state_root}"
+        print(f"inflight bench compare: interrupted by {exc.name} {line}", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return exc.exit_code
+
+
+def interruptible(
+    main: Callable[[argparse.Namespace, Progress], int], args: argparse.Namespace
+) -> int:
+    """Run a comparison's ``main``; Ctrl-C or SIGTERM stop it (:mod:`bench.interrupt`): the
+    running stack is stopped by its ``finally``, then one line and exit code 130 or 143."""
+    progress = Progress()
+    with interrupt.handled():
+        try:
+            return main(args, progress)
+        except interrupt.Interrupted as exc:
+            return progress.interrupted(exc)
+
+
 def main(args: argparse.Namespace) -> int:
     from bench.openloop_args import is_open_loop
 
@@ -170,6 +208,10 @@ def main(args: argparse.Namespace) -> int:
         from bench.openloop_compare import main as open_loop_main
 
         return open_loop_main(args)
+    return interruptible(_closed_loop, args)
+
+
+def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
     try:
         args = closed_loop_args(args)
         for flag, attr in (("--min-replicas", "min_replicas"), ("--startup-s", "startup_s")):
@@ -183,29 +225,32 @@ def main(args: argparse.Namespace) -> int:
         out = new_out_dir(args.out_dir, "comparisons", args.force)
         state_root: Path = args.state_root or Path("state") / "bench" / out.name
         levels = list(sweep_levels(args.concurrency, args.requests, args.max_tokens))
-        slow = slowing_level(
-            args.slowing_concurrency,
-            [int(x) for x in args.slowing_max_tokens.split(",") if x.strip()],
-            args.slowing_phase_s,
-        )
+        slow = slowing_model.level_from_args(args)
     except (ValueError, ResultFileExists, BenchError) as exc:
         print(f"inflight bench compare: {exc}", file=sys.stderr)
         return 2
-    sweep = getattr(args, "scenario", "sweep") != "slowing"
-    with_slowing = not args.no_slowing or not sweep
+    sweep, with_slowing = slowing_model.scenario_runs(
+        getattr(args, "scenario", None), args.no_slowing
+    )
     started = datetime.now(UTC)
     t_wall = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
     slowing: dict[str, dict[str, Any]] = {}
+    progress.out, progress.state_root = out, state_root
+    slowing_files: dict[str, str] = {}
     try:
         for policy in policies if sweep else ():
+            progress.running = policy.name
             result = _one(policy, args, time_scale, levels, state_root / policy.slug, policy.name)
             doc = result.to_json()
-            write_new(out / f"{policy.slug}.json", dumps(doc), args.force)
-            write_new(out / f"{policy.slug}.md", run_table(doc), args.force)
+            with interrupt.deferred():  # both files or, interrupted before, neither
+                progress.write(out / f"{policy.slug}.json", dumps(doc), args.force)
+                progress.write(out / f"{policy.slug}.md", run_table(doc), args.force)
+                progress.running = None
             runs[policy.name] = doc
         if with_slowing:
-            for policy in (p for p in policies if p.kind in ("qps", "saturation")):
+            for policy in slowing_model.slowing_policies(policies):
+                progress.running = f"slowing {policy.name}"
                 result = _one(
                     policy,
                     args,
@@ -213,11 +258,14 @@ def main(args: argparse.Namespace) -> int:
                     [slow],
                     state_root / f"slowing-{policy.slug}",
                     f"slowing {policy.name}",
-                    gap_s=0.0,
+                    gap_s=slowing_model.GAP_S,
                 )
                 doc = result.to_json()
-                doc["slowing_phases"] = [[t, m] for t, m in slow.schedule]
-                write_new(out / f"slowing-{policy.slug}.json", dumps(doc), args.force)
+                doc["slowing_phases"] = slowing_model.phases_field(slow)
+                slowing_files[policy.name] = slowing_model.file_name(policy)
+                with interrupt.deferred():
+                    progress.write(out / slowing_files[policy.name], dumps(doc), args.force)
+                    progress.running = None
                 slowing[policy.name] = doc
     except (StackError, BenchError, ResultFileExists, ValueError) as exc:
         print(f"inflight bench compare: {exc}", file=sys.stderr)
@@ -249,7 +297,7 @@ def main(args: argparse.Namespace) -> int:
         },
         "slowing": {
             name: {
-                "file": f"slowing-{name}.json",
+                "file": slowing_files[name],
                 "valid": d["valid"],
                 "invalid_reasons": d["invalid_reasons"],
                 "cpu": d.get("cpu"),
@@ -257,9 +305,11 @@ def main(args: argparse.Namespace) -> int:
             for name, d in slowing.items()
         },
     }
-    write_new(out / "comparison.json", dumps(summary), args.force)
     md = _markdown(summary, runs, slowing, time_scale, wall_s, started)
-    write_new(out / "comparison.md", md, args.force)
+    with interrupt.deferred():  # both or, interrupted before, neither
+        progress.write(out / "comparison.json", dumps(summary), args.force)
+        progress.write(out / "comparison.md", md, args.force)
+        progress.compared = True
     from bench.plots import sweep_plot, timeseries_plot
 
     if runs:
@@ -271,8 +321,8 @@ def main(args: argparse.Namespace) -> int:
         timeseries_plot(
             slowing,
             out / "slowing.png",
-            title="slowing model: constant concurrency, answers lengthen",
-            phases=[(t, f"max_tokens {m}") for t, m in slow.schedule],
+            title=slowing_model.PLOT_TITLE,
+            phases=slowing_model.plot_phases(slow),
         )
     print(md)
     return 0 if summary["reproduced"] else 1

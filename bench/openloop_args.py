@@ -48,6 +48,8 @@ class OpenLoopPlan:
     meta: dict[str, Any] = field(default_factory=dict)  # arrivals/trace, lengths, seed
     # --hold-deadline-s, seed s (None: inflight up's default, orchestrator.hold_order)
     hold_deadline_s: float | None = None
+    # inflight sim --hold-deadline-peers: the peers get the deadline too (sim only)
+    hold_deadline_peers: bool = False
 
     def scenario_meta(self) -> dict[str, Any]:
         """The scenario part of a comparison's ``scenario_meta``."""
@@ -179,6 +181,7 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
         startup_s=startup,
         meta=meta,
         hold_deadline_s=deadline,
+        hold_deadline_peers=bool(getattr(args, "hold_deadline_peers", False)),
     )
 
 

@@ -27,12 +27,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.compare import on_stack, unclean_reason
+from bench import interrupt
+from bench.compare import Progress, interruptible, on_stack, unclean_reason
 from bench.openloop import OpenLoopRun
 from bench.openloop_args import OpenLoopPlan, plan_from_args
 from bench.openloop_report import build_comparison, comparison_markdown
 from bench.openloop_run import read_timeline_rows, run_document, send_plan
-from bench.results import ResultFileExists, dumps, new_out_dir, write_new
+from bench.results import ResultFileExists, dumps, new_out_dir
 from bench.run_cmd import BenchError
 from bench.stack import Policy, Stack, StackError, parse_policies
 from orchestrator.hold_order import HOLD_DEADLINE_S, hold_order_note
@@ -57,6 +58,10 @@ def resolve_policies(text: str | None, max_replicas: int, start_replicas: int) -
 
 
 def main(args: argparse.Namespace) -> int:
+    return interruptible(_main, args)
+
+
+def _main(args: argparse.Namespace, progress: Progress) -> int:
     notes: list[str] = []
     try:
         plan = plan_from_args(args)
@@ -79,12 +84,16 @@ def main(args: argparse.Namespace) -> int:
     started = datetime.now(UTC)
     t_wall = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
+    progress.out, progress.state_root = out, state_root
     try:
         for policy in policies:
+            progress.running = policy.name
             doc = _one(policy, args, plan, time_scale, state_root / policy.slug, max_r, min_r,
                        extra_up)  # fmt: skip
             doc["file"] = f"{policy.slug}.json"
-            write_new(out / doc["file"], dumps(doc), args.force)
+            with interrupt.deferred():
+                progress.write(out / doc["file"], dumps(doc), args.force)
+                progress.running = None
             runs[policy.name] = doc
     except (StackError, BenchError, ResultFileExists, ValueError) as exc:
         print(f"inflight bench compare: {exc}", file=sys.stderr)
@@ -110,9 +119,11 @@ def main(args: argparse.Namespace) -> int:
         "notes": notes,
     }
     comparison = build_comparison(meta, runs)
-    write_new(out / "comparison.json", dumps(comparison), args.force)
     md = comparison_markdown(comparison, notes=notes)
-    write_new(out / "comparison.md", md, args.force)
+    with interrupt.deferred():  # both or, interrupted before, neither
+        progress.write(out / "comparison.json", dumps(comparison), args.force)
+        progress.write(out / "comparison.md", md, args.force)
+        progress.compared = True
     from bench.plots import openloop_timeseries_plot, pareto_plot
 
     pareto_plot(

@@ -8,7 +8,6 @@ ready. The ready count is the replica timeline the bench checks for frozen runs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import Any
 
@@ -80,8 +79,9 @@ class RouterSampler:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # Wait for it without raising its CancelledError: suppressing that one here would
+            # also swallow a cancellation of the caller (asyncio.run's Ctrl-C) arriving now.
+            await asyncio.wait([self._task])
             self._task = None
 
     def between(self, start_t: float, end_t: float) -> tuple[RouterSample, ...]:

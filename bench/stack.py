@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import proctree
+from bench import interrupt, proctree
 from bench.sampler import STATUS_PATH, parse_status
 from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
@@ -174,19 +174,20 @@ class Stack:
             *self.policy.up_args(self.max_replicas, self.min_replicas), *self.extra_args,
         ]  # fmt: skip
         t = time.monotonic()
-        self.process = ManagedProcess(
-            argv, name=f"inflight up ({self.policy.name})",
-            log_path=self.state_dir / "up.log", grace_s=20.0,
-        ).start()  # fmt: skip
+        with interrupt.deferred():  # a signal waits until we hold its handle to stop it by
+            self.process = ManagedProcess(
+                argv, name=f"inflight up ({self.policy.name})",
+                log_path=self.state_dir / "up.log", grace_s=20.0,
+            ).start()  # fmt: skip
         try:
             self._wait_ready(timeout_s)
+            self.started_wall_s = time.monotonic() - t
+            self.snapshot()
         except BaseException:
-            # A timeout, an ``inflight up`` that died, Ctrl-C: its children run in their own
-            # sessions, so stop it (and every process of it seen so far) before going on.
+            # A timeout, an ``inflight up`` that died, Ctrl-C or SIGTERM: its children run in
+            # their own sessions, so stop it (and every process of it seen so far) first.
             self.stop()
             raise
-        self.started_wall_s = time.monotonic() - t
-        self.snapshot()
         return self
 
     def _wait_ready(self, timeout_s: float) -> None:
@@ -249,7 +250,14 @@ class Stack:
         self.seen_ports |= ports_of(pids)
 
     def stop(self, check_timeout_s: float = 30.0) -> dict[str, Any]:
-        """Stop by PID; wait for every seen PID to exit and every seen port to be free."""
+        """Stop by PID; wait for every seen PID to exit and every seen port to be free.
+
+        Not cut short by Ctrl-C or SIGTERM (:func:`bench.interrupt.deferred`): a stop half
+        done would leave the processes it has not reached yet."""
+        with interrupt.deferred():
+            return self._stop(check_timeout_s)
+
+    def _stop(self, check_timeout_s: float) -> dict[str, Any]:
         if self.process is None:
             return {}
         self.snapshot()

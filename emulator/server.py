@@ -73,7 +73,7 @@ class Replica:
         self.profile = profile
         self.served_names = served_names
         self.loop = loop
-        self.metrics = EngineMetrics(served_names[0], self._gauges, registry)
+        self.metrics = EngineMetrics(served_names[0], self._gauges, registry, profile.max_model_len)
         self.engine = Engine(profile, observer=self.metrics)
         self.events: dict[Sequence, asyncio.Event] = {}
         # Start-up counts from the process's start, as a vLLM pod's does: the seconds

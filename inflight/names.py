@@ -116,6 +116,11 @@ VLLM_E2E_LATENCY: Final = "vllm:e2e_request_latency_seconds"
 VLLM_TTFT: Final = "vllm:time_to_first_token_seconds"
 VLLM_ITL: Final = "vllm:inter_token_latency_seconds"
 VLLM_QUEUE_TIME: Final = "vllm:request_queue_time_seconds"
+# histograms of tokens per finished request (buckets: 1-2-5 up to --max-model-len, computed
+# at run time: emulator.metrics.request_tokens_buckets); ``sim trace-from-prometheus`` reads
+# a trace's prompt and output lengths from them
+VLLM_REQUEST_PROMPT_TOKENS: Final = "vllm:request_prompt_tokens"
+VLLM_REQUEST_GENERATION_TOKENS: Final = "vllm:request_generation_tokens"
 VLLM_MODEL_LABEL: Final = "model_name"
 VLLM_ENGINE_LABEL: Final = "engine"
 VLLM_FINISHED_REASON_LABEL: Final = "finished_reason"
@@ -131,6 +136,8 @@ VLLM_METRICS: Final[dict[str, str]] = {
     VLLM_TTFT: "histogram",
     VLLM_ITL: "histogram",
     VLLM_QUEUE_TIME: "histogram",
+    VLLM_REQUEST_PROMPT_TOKENS: "histogram",
+    VLLM_REQUEST_GENERATION_TOKENS: "histogram",
 }
 
 # --- ScaledObject trigger metadata (strings; see external_scaler) -----------------------

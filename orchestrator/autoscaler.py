@@ -11,6 +11,10 @@ Two clocks, as on a cluster:
 * a ``true`` pushed on StreamIsActive (:meth:`Autoscaler.activate`, from any thread)
   scales from zero at the next tick.
 
+Both clocks keep their phase from :meth:`Autoscaler.start`: a sync that ran a tick late
+does not push the next one back, and a stall longer than a period runs one sync, not a
+burst (:func:`orchestrator.periodic.next_due`, which cites what the HPA and KEDA do).
+
 A failed call changes nothing (no metric, no scaling: KEDA without a fallback behaves so),
 and says why in the log and in decisions.jsonl.
 """
@@ -25,6 +29,7 @@ from typing import Protocol
 
 from orchestrator.hpa import HpaSpec, HpaState, hpa_step
 from orchestrator.keda import KedaSpec, keda_step
+from orchestrator.periodic import next_due
 from orchestrator.scaler_client import MetricSpec, ScalerUnavailable
 from orchestrator.state import DecisionRecord
 
@@ -103,12 +108,14 @@ class Autoscaler:
             self._pushed.clear()
             self._keda(now_s, active=True, why="StreamIsActive pushed true")
             polled = True
+        # Each clock is scheduled from its due time, not from this tick (which may come up to
+        # a tick late): the HPA's per-key requeue and KEDA's polling timer fire on time.
         if now_s >= self.next_keda_s:
-            self.next_keda_s = now_s + self.config.polling_interval_s
+            self.next_keda_s = next_due(self.next_keda_s, self.config.polling_interval_s, now_s)
             self._keda_poll(now_s)
             polled = True
         if now_s >= self.next_hpa_s:
-            self.next_hpa_s = now_s + self.config.hpa_sync_s
+            self.next_hpa_s = next_due(self.next_hpa_s, self.config.hpa_sync_s, now_s)
             self._hpa_sync(now_s)
             polled = True
         return polled

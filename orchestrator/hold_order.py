@@ -21,20 +21,30 @@ from typing import Final
 HOLD_DEADLINE_S: Final = 1.5
 
 
-def router_hold_deadline_s(deadline_s: float, *, peer: bool) -> float | None:
+def router_hold_deadline_s(
+    deadline_s: float, *, peer: bool, peers_too: bool = False
+) -> float | None:
     """The router's ``--hold-deadline-s`` (in ``deadline_s``'s unit) for a run, or None
-    (FIFO): None when ``deadline_s`` is 0 or the run is a peer's control plane."""
+    (FIFO): None when ``deadline_s`` is 0 or the run is a peer's control plane, unless
+    ``peers_too`` (``inflight sim --hold-deadline-peers``: what the order alone is worth,
+    each peer's autoscaler behind inflight's router instead of its own system's queue)."""
     if deadline_s < 0:
         raise ValueError(f"--hold-deadline-s must be ≥ 0, got {deadline_s:g}")
-    if deadline_s == 0 or peer:
+    if deadline_s == 0 or (peer and not peers_too):
         return None
     return deadline_s
 
 
-def hold_order_note(deadline_s: float) -> str:
+def hold_order_note(deadline_s: float, peers_too: bool = False) -> str:
     """A comparison's note on how the router ordered held requests (seed seconds)."""
     if deadline_s == 0:
         return "The router held requests first come, first served under every policy."
+    if peers_too:
+        return (
+            f"Under every policy, the peers' too (--hold-deadline-peers), the router served "
+            f"held requests still within --hold-deadline-s {deadline_s:g} s before those "
+            "past it: the peers' autoscalers behind inflight's router, not their own systems."
+        )
     return (
         f"Under inflight's own policies the router served held requests still within "
         f"--hold-deadline-s {deadline_s:g} s before those past it; under the peers' it held "

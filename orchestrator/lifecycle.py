@@ -49,6 +49,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from orchestrator.periodic import next_due
+
 
 class ReplicaPhase(Enum):
     STARTING = "starting"  # process up, not healthy yet: not in the endpoint file
@@ -311,7 +313,11 @@ def _step_ready(
         return _fail(state, now_s, config, "exited")
     if now_s < state.next_health_s or probes.healthy is None:
         return state, ()
-    state = replace(state, next_health_s=now_s + config.health_interval_s)
+    # The kubelet probes on a Go ticker: the next check is on the period's phase, not a
+    # period after this (possibly late) tick (orchestrator.periodic).
+    state = replace(
+        state, next_health_s=next_due(state.next_health_s, config.health_interval_s, now_s)
+    )
     if probes.healthy:
         return replace(state, health_failures=0), ()
     failures = state.health_failures + 1

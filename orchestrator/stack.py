@@ -45,6 +45,7 @@ from orchestrator.keda import KedaSpec
 from orchestrator.peer_loop import PromReader, build_peer
 from orchestrator.peers.base import ControlLoop, PeerIO
 from orchestrator.peers.catalog import OWN_POLICIES, PEERS, PeerSettings
+from orchestrator.periodic import next_due
 from orchestrator.restarts import RestartAction, RestartPolicy, RestartState, restart_step, started
 from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
 from orchestrator.state import (
@@ -496,8 +497,8 @@ class Stack:
                 polled = self.autoscaler.tick(now)
             elif self.peer is not None:
                 polled = self.peer.tick(now)
-            elif now >= self._next_poll_s:
-                self._next_poll_s = now + self.config.hpa_sync_s
+            elif now >= self._next_poll_s:  # a timeline point on the HPA's phase
+                self._next_poll_s = next_due(self._next_poll_s, self.config.hpa_sync_s, now)
                 polled = True
             self._step_processes()
             self._record_point(force=polled)

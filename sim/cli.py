@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.cli import concurrency_list
-from bench.openloop_args import OpenLoopPlan, add_open_loop_flags, plan_from_args
+from bench.cli import add_slowing_flags, concurrency_list
+from bench.openloop_args import CLOSED_LOOP, OpenLoopPlan, add_open_loop_flags, plan_from_args
 from bench.openloop_compare import resolve_policies
 from bench.openloop_report import build_comparison, comparison_markdown
 from bench.results import ResultFileExists, new_out_dir, write_new
@@ -38,8 +38,9 @@ from orchestrator.hold_order import HOLD_DEADLINE_S, hold_order_note
 from sim import report
 from sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 
-# `inflight sim compare --scenario sweep`: the closed-loop sweep (sim.sweep_compare).
-CLOSED_LOOP_SCENARIOS = ("sweep",)
+# `inflight sim compare --scenario sweep|slowing`: the closed-loop comparison
+# (sim.sweep_compare), `inflight bench compare`'s closed-loop scenarios.
+CLOSED_LOOP_SCENARIOS = CLOSED_LOOP
 # Without a scenario: `inflight bench compare`'s replica bounds (bench/openloop_compare.py).
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 2
 DEFAULT_SEEDS = "1,2,3"
@@ -99,6 +100,8 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
         kwargs["startup_s"] = plan.startup_s
     if plan.hold_deadline_s is not None:
         kwargs["hold_deadline_s"] = plan.hold_deadline_s
+    if plan.hold_deadline_peers:
+        kwargs["hold_deadline_peers"] = True
     try:
         return SimConfig(
             policy=policy.name if policy.frozen else policy.kind,
@@ -138,6 +141,7 @@ def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> di
             "hold_deadline_s": HOLD_DEADLINE_S
             if plan.hold_deadline_s is None
             else plan.hold_deadline_s,
+            "hold_deadline_peers": plan.hold_deadline_peers,
         }
     )
     if plan.meta.get("seed") is not None:
@@ -257,7 +261,8 @@ def _compare(a: argparse.Namespace) -> int:
         "every seed's requests together; replica-seconds, changes and reversals are the "
         "seeds' mean; each seed's own figures are under runs.<policy>.seeds.",
         hold_order_note(
-            first.hold_deadline_s if first.hold_deadline_s is not None else HOLD_DEADLINE_S
+            first.hold_deadline_s if first.hold_deadline_s is not None else HOLD_DEADLINE_S,
+            first.hold_deadline_peers,
         ),
     ]
     markdown = comparison_markdown(comparison, notes=notes)
@@ -312,7 +317,12 @@ def _workload_flags(
         "--scenario",
         choices=sorted(SCENARIOS) + (list(CLOSED_LOOP_SCENARIOS) if closed_loop else []),
         help="bench/scenarios.py"
-        + ("; sweep: the closed-loop sweep of inflight bench compare" if closed_loop else ""),
+        + (
+            "; sweep: the closed-loop sweep of inflight bench compare, then the slowing model "
+            "unless --no-slowing; slowing: the slowing model only"
+            if closed_loop
+            else ""
+        ),
     )
     g.add_argument(
         "--prompt-tokens",
@@ -327,7 +337,13 @@ def _workload_flags(
         "--hold-deadline-s",
         type=float,
         help="the router's --hold-deadline-s under inflight's own policies, seed seconds "
-        f"(0: FIFO; default inflight up's, {HOLD_DEADLINE_S:g}; peers always hold FIFO)",
+        f"(0: FIFO; default inflight up's, {HOLD_DEADLINE_S:g}; the peers hold FIFO)",
+    )
+    s.add_argument(
+        "--hold-deadline-peers",
+        action="store_true",
+        help="the peers' runs get --hold-deadline-s too: each peer's autoscaler behind "
+        "inflight's router instead of its own system's FIFO (what the order alone is worth)",
     )
     add_open_loop_flags(p)
     if not out_dir:
@@ -361,7 +377,7 @@ def register(subparsers: Any) -> None:
     cmp = sub.add_parser("compare", help="several policies on several seeds")
     _workload_flags(cmp, closed_loop=True)
     cmp.add_argument(
-        "--seeds", default=None, help=f"default {DEFAULT_SEEDS} (--scenario sweep: one, 1)"
+        "--seeds", default=None, help=f"default {DEFAULT_SEEDS} (--scenario sweep|slowing: one, 1)"
     )
     cmp.add_argument(
         "--concurrency",
@@ -375,6 +391,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="--scenario sweep: requests per level (default: inflight bench compare's)",
     )
+    add_slowing_flags(cmp)
     cmp.add_argument(
         "--policies",
         help="as inflight bench compare's: fixed:N, "

@@ -5,7 +5,8 @@ The sweep's structure is the live bench's own, read from its pieces, not restate
 
 * the levels are ``bench.sweep.sweep_levels(concurrency, requests, max_tokens)`` (or any
   ``bench.sweep.Level``: a request count or a duration, and an answer-length schedule, as
-  ``bench.loadgen.LevelPlan`` takes them);
+  ``bench.loadgen.LevelPlan`` takes them: the slowing model's ``bench.slowing.
+  slowing_level``, whose answers lengthen at the schedule's seed times);
 * warm-up (``warmup_requests`` at ``min(warmup_concurrency, warmup_requests)``), the idle
   gap after it and between levels, and the router sampler's period come from the
   ``bench.sweep.SweepConfig`` that ``bench.run_cmd.sweep_to_result`` builds from
@@ -42,7 +43,7 @@ from bench.model import LevelWindow, RequestRecord, RouterSample, WarmupResult
 from bench.results import RunResult
 from bench.runner import build_result
 from bench.sweep import Level, SweepConfig, sweep_levels
-from bench.workload import DEFAULT_PROMPT_TOKENS, Workload
+from bench.workload import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT_TOKENS, Workload
 from orchestrator.state import TimelinePoint
 from sim.core import RequestResult, SimConfig, SimResult, Simulation
 
@@ -59,12 +60,15 @@ class SweepPlan:
 
     ``settle_s``: the bench's pause after a level before the next gap
     (``bench.sweep._run_level``: ``min(2 × sample_interval_wall_s, 0.5)`` wall seconds).
+    ``max_tokens``: the workload's answer length, the warm-up's (``bench.sweep.run_sweep``
+    sends it the workload's body, whatever the levels' lengths).
     The defaults are what :meth:`from_bench` reads from the bench's own defaults at
     time-scale 0.2 (a test holds them equal).
     """
 
     levels: tuple[Level, ...]
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS
+    max_tokens: int = DEFAULT_MAX_TOKENS
     warmup_requests: int = 8
     warmup_concurrency: int = 4
     gap_s: float = 10.0
@@ -83,6 +87,8 @@ class SweepPlan:
                 raise ValueError(f"--requests must be >= 1, got {lv.requests}")
         if self.prompt_tokens < 1:
             raise ValueError(f"--prompt-tokens must be >= 1, got {self.prompt_tokens}")
+        if self.max_tokens < 1:
+            raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
         if self.warmup_requests < 0:
             raise ValueError(f"--warmup must be >= 0, got {self.warmup_requests}")
         if self.warmup_concurrency < 1:
@@ -93,27 +99,36 @@ class SweepPlan:
             raise ValueError("settle_s must be >= 0 and sample_interval_s > 0")
 
     @classmethod
-    def from_bench(cls, args: argparse.Namespace, time_scale: float) -> SweepPlan:
+    def from_bench(
+        cls,
+        args: argparse.Namespace,
+        time_scale: float,
+        levels: Sequence[Level] | None = None,
+        gap_s: float | None = None,
+    ) -> SweepPlan:
         """The sweep ``inflight bench compare`` runs for its flags ``args`` (resolved by
         ``bench.run_cmd.closed_loop_args``) at ``time_scale``: the levels of
-        ``bench.sweep.sweep_levels`` and the ``SweepConfig`` that ``bench.run_cmd.
-        sweep_to_result`` builds, its wall periods turned into seed seconds."""
-        levels = sweep_levels(args.concurrency, args.requests, args.max_tokens)
+        ``bench.sweep.sweep_levels`` (or ``levels``) and the ``SweepConfig`` that
+        ``bench.run_cmd.sweep_to_result`` builds (``gap_s``: its override of ``--gap-s``,
+        as the slowing runs pass it), its wall periods turned into seed seconds."""
+        if levels is None:
+            levels = sweep_levels(args.concurrency, args.requests, args.max_tokens)
         cfg = SweepConfig(
             router_url="sim:",
             workload=Workload(
                 model="sim", prompt_tokens=args.prompt_tokens, max_tokens=args.max_tokens
             ),
-            levels=levels,
+            levels=tuple(levels),
             time_scale=time_scale,
             warmup_requests=args.warmup,
             warmup_concurrency=args.warmup_concurrency,
-            gap_s=args.gap_s,
+            gap_s=args.gap_s if gap_s is None else gap_s,
             sample_interval_wall_s=args.sample_interval_s,
         )
         return cls(
             levels=cfg.levels,
             prompt_tokens=cfg.workload.prompt_tokens,
+            max_tokens=cfg.workload.max_tokens,
             warmup_requests=cfg.warmup_requests,
             warmup_concurrency=cfg.warmup_concurrency,
             gap_s=cfg.gap_s,
@@ -191,7 +206,7 @@ class ClosedLoop:
             warm = Level(
                 concurrency=min(plan.warmup_concurrency, plan.warmup_requests),
                 requests=plan.warmup_requests,
-                max_tokens=plan.levels[0].max_tokens,
+                max_tokens=plan.max_tokens,
             )
             self._phases.append((warm, True))
         self._phases += [(lv, False) for lv in plan.levels]

@@ -101,6 +101,8 @@ class SimConfig:
     queue_timeout_s: float = QUEUE_TIMEOUT_S
     # inflight up --hold-deadline-s (orchestrator.hold_order: peers hold FIFO); 0 = FIFO.
     hold_deadline_s: float = HOLD_DEADLINE_S
+    # --hold-deadline-peers: the peers' runs get the deadline too (the order alone).
+    hold_deadline_peers: bool = False
     drain_s: float = 600.0
     warmup_s: float = 120.0
     seed: int = 0  # the router's tie-breaking among equally loaded replicas
@@ -203,7 +205,9 @@ class Simulation:
             queue_timeout_s=config.queue_timeout_s,
             hold_when_full=True if self.peer is None else self.peer.router_hold,
             hold_deadline_s=router_hold_deadline_s(
-                config.hold_deadline_s, peer=self.peer is not None
+                config.hold_deadline_s,
+                peer=self.peer is not None,
+                peers_too=config.hold_deadline_peers,
             ),
             clock=lambda: self.events.now_s,
         )

@@ -3,8 +3,9 @@
 Reads, over ``--start`` … ``--end``, the raw samples of the router's request counter
 (``router_requests_received_total{--selector}``) and, where present, vLLM's token histograms
 (``vllm:request_prompt_tokens``, ``vllm:request_generation_tokens``, matched by
-``--vllm-selector``), and writes a JSONL trace (``bench/trace.py``'s format) that
-``inflight bench run --trace`` and ``inflight sim run --trace`` replay. The arithmetic —
+``--vllm-selector``; the emulator exports them too), and writes a JSONL trace
+(``bench/trace.py``'s format) that ``inflight bench run --trace`` and
+``inflight sim run --trace`` replay. The arithmetic —
 exact counts per scrape interval, resets, arrivals as a Poisson stream conditioned on each
 interval's count, lengths from histogram buckets — is the pure :mod:`sim.trace_rebuild`;
 this module is the I/O: flags, PromQL through ``prometheus-api-client`` (blocking, offline),
@@ -39,8 +40,9 @@ from inflight import extras, names
 
 PROG = "inflight sim trace-from-prometheus"
 COUNTER = names.ROUTER_REQUESTS_RECEIVED
-PROMPT_HISTOGRAM = "vllm:request_prompt_tokens"
-OUTPUT_HISTOGRAM = "vllm:request_generation_tokens"
+# vLLM's (and the emulator's) tokens per finished request
+PROMPT_HISTOGRAM = names.VLLM_REQUEST_PROMPT_TOKENS
+OUTPUT_HISTOGRAM = names.VLLM_REQUEST_GENERATION_TOKENS
 LOOKBACK_S = 300.0  # Prometheus' default lookback delta: the sample before/after the window
 CHUNK_S = 3600  # one range selector reads at most this much history
 TIME_FORMS = "RFC 3339 (2026-12-01T16:00:00Z, or with an offset) or unix seconds"

@@ -1,4 +1,4 @@
-"""``inflight sim compare --scenario sweep``: the closed-loop policy comparison, simulated.
+"""``inflight sim compare --scenario sweep|slowing``: the closed-loop comparison, simulated.
 
 What ``inflight bench compare`` (``bench.compare``) runs with its defaults, in virtual
 time: the same flags and defaults (read from the bench's own parser and resolved by
@@ -9,8 +9,13 @@ CLOSED_LOOP_POLICIES``: fixed:1, fixed:2, qps, saturation) and replica bound
 the live bench's ``RunResult`` document; the comparison is ``bench.compare``'s
 ``comparison.json`` layout with the seed's reproduction checks (``bench.repro``) and each
 policy's replica changes (``bench.repro.replica_changes`` over the sweep), plus
-``comparison.md``, ``sweep.png`` and ``timeseries.png``. The slowing model is not
-simulated here.
+``comparison.md``, ``sweep.png`` and ``timeseries.png``.
+
+Then, as live, the slowing model (``bench.slowing``; ``--scenario slowing``: it alone;
+``--no-slowing``: the sweep alone): the same flags and level, the same policies, the
+warm-up then the one level without a gap, each run the live ``slowing-<policy>.json``
+document with its ``slowing_phases``, read by ``bench.repro``'s slowing checks and drawn
+in ``slowing.png``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import repro
+from bench import slowing as slowing_model
 from bench.compare import CLOSED_LOOP_POLICIES, DEFAULT_MAX_REPLICAS, DEFAULT_TIME_SCALE
 from bench.results import dumps, new_out_dir, write_new
 from bench.run_cmd import BenchError, closed_loop_args
@@ -118,10 +124,15 @@ def changes(doc: Mapping[str, Any]) -> list[tuple[float, int, int]]:
 
 
 def summary(
-    runs: Mapping[str, Mapping[str, Any]], meta: Mapping[str, Any], files: Mapping[str, str]
+    runs: Mapping[str, Mapping[str, Any]],
+    meta: Mapping[str, Any],
+    files: Mapping[str, str],
+    slowing: Mapping[str, Mapping[str, Any]] | None = None,
+    slowing_files: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``comparison.json``: ``bench.compare``'s layout, every run's changes added."""
-    checks = repro.reproduction_checks(runs)
+    """``comparison.json``: ``bench.compare``'s layout, every run's changes added;
+    ``slowing``/``slowing_files``: the slowing-model runs and their files."""
+    checks = repro.reproduction_checks(runs, slowing)
     return {
         "schema": SCHEMA,
         **meta,
@@ -138,13 +149,26 @@ def summary(
             }
             for name, d in runs.items()
         },
-        "slowing": {},
+        "slowing": {
+            name: {
+                "file": (slowing_files or {})[name],
+                "valid": d["valid"],
+                "invalid_reasons": d["invalid_reasons"],
+                "changes": [list(c) for c in changes(d)],
+            }
+            for name, d in (slowing or {}).items()
+        },
     }
 
 
-def markdown(body: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> str:
+def markdown(
+    body: Mapping[str, Any],
+    runs: Mapping[str, Mapping[str, Any]],
+    slowing: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    title = "sweep" + (" and slowing model" if slowing else "") if runs else "slowing model"
     lines = [
-        "# Policy comparison, closed-loop sweep (simulated)",
+        f"# Policy comparison, closed loop: {title} (simulated)",
         "",
         f"`{' '.join(body['command'])}`",
         "",
@@ -153,27 +177,44 @@ def markdown(body: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> 
         f"bench runs them at time-scale {body['mirrors_time_scale']:g}. Every figure in "
         "seed time.",
         "",
-        comparison_table(runs),
+    ]
+    if runs:
+        lines.append(comparison_table(runs))
+    if slowing:
+        s = body["slowing_model"]
+        lines += [
+            f"Slowing model: {s['concurrency']} clients, max_tokens "
+            + ", ".join(f"{m} from {t:g} s" for t, m in s["phases"])
+            + " (seed s after the level's start), after a warm-up with no gap.",
+            "",
+        ]
+    lines += [
         "## Reproduction checks (WORKLOAD.md)",
         "",
         checks_list(body["checks"]),
         "## Replica changes (desired; t in seed s from the warm-up's start)",
         "",
     ]
-    for name, r in body["runs"].items():
+    every = [*body["runs"].items(), *((f"slowing {k}", v) for k, v in body["slowing"].items())]
+    for name, r in every:
         text = ", ".join(f"{t:g} s: {a} → {b}" for t, a, b in r["changes"]) or "none"
         lines.append(f"- {name}: {len(r['changes'])} — {text}")
+    lines += ["", "## Validity", ""]
+    for name, r in every:
+        why = "; ".join(r["invalid_reasons"])
+        lines.append(f"- {name}: {'valid' if r['valid'] else 'INVALID: ' + why}")
     lines += ["", "## Per-run tables", ""]
-    for name, d in runs.items():
+    for name, d in [*runs.items(), *((f"slowing {k}", v) for k, v in (slowing or {}).items())]:
         lines += [f"### {name}", "", run_table(d)]
     return "\n".join(lines) + "\n"
 
 
 def main(a: argparse.Namespace) -> int:
-    """``inflight sim compare --scenario sweep``: errors raise ValueError naming the flag."""
+    """``inflight sim compare --scenario sweep|slowing``: errors raise ValueError naming
+    the flag."""
     given = [flag for flag, attr in _OPEN_LOOP_ONLY if getattr(a, attr, None) is not None]
     if given:
-        raise ValueError(f"{given[0]}: open-loop only (not with --scenario sweep)")
+        raise ValueError(f"{given[0]}: open-loop only (not with --scenario {a.scenario})")
     try:
         seeds = [int(s) for s in (a.seeds or "1").split(",") if s.strip()]
     except ValueError:
@@ -204,12 +245,17 @@ def main(a: argparse.Namespace) -> int:
     unknown = [p.name for p in policies if not p.frozen and p.kind not in policy_names()]
     if unknown:
         raise ValueError(f"--policies: not in this build: {', '.join(unknown)}")
+    slow = slowing_model.level_from_args(a)
+    sweep, with_slowing = slowing_model.scenario_runs(a.scenario, a.no_slowing)
     plan = SweepPlan.from_bench(args, DEFAULT_TIME_SCALE)
+    slow_plan = SweepPlan.from_bench(
+        args, DEFAULT_TIME_SCALE, levels=(slow,), gap_s=slowing_model.GAP_S
+    )
     out: Path = new_out_dir(a.out_dir, "comparisons", a.force)
     command = ["inflight", *sys.argv[1:]]
     runs: dict[str, dict[str, Any]] = {}
     files: dict[str, str] = {}
-    for policy in policies:
+    for policy in policies if sweep else ():
         doc = run_policy(
             policy,
             plan,
@@ -223,6 +269,22 @@ def main(a: argparse.Namespace) -> int:
         write_new(out / f"{policy.slug}.md", run_table(doc), a.force)
         runs[policy.name] = doc
         print(f"{policy.name}: {len(changes(doc))} replica change(s)", file=sys.stderr)
+    slowing: dict[str, dict[str, Any]] = {}
+    slowing_files: dict[str, str] = {}
+    for policy in slowing_model.slowing_policies(policies) if with_slowing else ():
+        doc = run_policy(
+            policy,
+            slow_plan,
+            max_replicas=max_replicas,
+            startup_s=startup_s,
+            seed=seeds[0],
+            command=command,
+        )
+        doc["slowing_phases"] = slowing_model.phases_field(slow)
+        slowing_files[policy.name] = slowing_model.file_name(policy)
+        write_new(out / slowing_files[policy.name], dumps(doc), a.force)
+        slowing[policy.name] = doc
+        print(f"slowing {policy.name}: {len(changes(doc))} replica change(s)", file=sys.stderr)
     meta = {
         "created_at": None,  # no clock is read: the same file every time
         "command": command,
@@ -246,15 +308,30 @@ def main(a: argparse.Namespace) -> int:
             "sample_interval_s": plan.sample_interval_s,
         },
     }
-    body = summary(runs, meta, files)
+    if with_slowing:
+        meta["slowing_model"] = {
+            "concurrency": slow.concurrency,
+            "phase_s": a.slowing_phase_s,
+            "phases": slowing_model.phases_field(slow),
+            "gap_s": slow_plan.gap_s,
+        }
+    body = summary(runs, meta, files, slowing, slowing_files)
     write_new(out / "comparison.json", json.dumps(body, indent=1) + "\n", a.force)
-    md = markdown(body, runs)
+    md = markdown(body, runs, slowing)
     write_new(out / "comparison.md", md, a.force)
     from bench.plots import sweep_plot, timeseries_plot
 
-    sweep_plot(runs, out / "sweep.png", title="closed-loop sweep (simulated)")
-    timeseries_plot(
-        runs, out / "timeseries.png", title="L (router), λ (client) and replicas (simulated)"
-    )
+    if runs:
+        sweep_plot(runs, out / "sweep.png", title="closed-loop sweep (simulated)")
+        timeseries_plot(
+            runs, out / "timeseries.png", title="L (router), λ (client) and replicas (simulated)"
+        )
+    if slowing:
+        timeseries_plot(
+            slowing,
+            out / "slowing.png",
+            title=f"{slowing_model.PLOT_TITLE} (simulated)",
+            phases=slowing_model.plot_phases(slow),
+        )
     print(md)
     return 0 if body["reproduced"] else 1

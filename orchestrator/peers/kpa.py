@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.peers.base import PeerIO, apply
 from orchestrator.peers.signals import Signal
+from orchestrator.periodic import next_due
 from orchestrator.scaler_client import ScalerUnavailable
 
 log = logging.getLogger("inflight.up.peers.kpa")
@@ -265,13 +266,15 @@ class KpaLoop:
     def tick(self, now_s: float) -> bool:
         if self.decider is None:
             self.start(now_s)
-        while now_s >= self.next_scrape_s:
-            self.next_scrape_s += self.spec.scrape_s
-            if now_s < self.next_scrape_s:  # scrape once for the latest due time
-                self.scrape(now_s)
+        # Both on Go tickers in Knative (the collector's scrape ticker, the multiscaler's
+        # tickInterval ticker): due on their own phase, one run for any number of missed
+        # ticks (orchestrator.periodic).
+        if now_s >= self.next_scrape_s:
+            self.next_scrape_s = next_due(self.next_scrape_s, self.spec.scrape_s, now_s)
+            self.scrape(now_s)
         if now_s < self.next_tick_s:
             return False
-        self.next_tick_s = now_s + self.spec.tick_s
+        self.next_tick_s = next_due(self.next_tick_s, self.spec.tick_s, now_s)
         self.decide(now_s)
         return True
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.peers.base import PeerIO, apply
 from orchestrator.peers.signals import Signal
+from orchestrator.periodic import next_due
 from orchestrator.scaler_client import ScalerUnavailable
 
 log = logging.getLogger("inflight.up.peers.ray")
@@ -269,7 +270,7 @@ class RayLoop:
         if not self.started:
             self.start(now_s)
         if now_s >= self.next_record_s:
-            self.next_record_s = _next(
+            self.next_record_s = next_due(
                 self.next_record_s, self.spec.metrics_record_interval_s, now_s
             )
             try:
@@ -278,12 +279,12 @@ class RayLoop:
                 log.warning("%s: metrics record failed: %s", self.name, exc)
         pushed = False
         if now_s >= self.next_push_s:
-            self.next_push_s = _next(self.next_push_s, self.spec.metrics_push_interval_s, now_s)
+            self.next_push_s = next_due(self.next_push_s, self.spec.metrics_push_interval_s, now_s)
             self.metrics.push(now_s)
             pushed = True
         if now_s < self.next_decide_s:
             return False
-        self.next_decide_s = _next(self.next_decide_s, self.spec.control_loop_interval_s, now_s)
+        self.next_decide_s = next_due(self.next_decide_s, self.spec.control_loop_interval_s, now_s)
         target = self.io.get_replicas()
         fresh_s = self.spec.stale_after_pushes * self.spec.metrics_push_interval_s
         pushed_at = self.metrics.pushed_at_s
@@ -305,9 +306,3 @@ class RayLoop:
             f"{self.name}: {decision.reason} (total_num_requests {self.metrics.pushed:g})",
         )
         return True
-
-
-def _next(due_s: float, period_s: float, now_s: float) -> float:
-    """The first multiple of ``period_s`` after ``due_s`` that is later than ``now_s``."""
-    missed = math.floor((now_s - due_s) / period_s) + 1
-    return due_s + max(1, missed) * period_s

@@ -120,6 +120,16 @@ def test_eight_requests_on_four_slots(procs: ProcessTracker) -> None:
     assert metric(server, names.VLLM_QUEUE_TIME + "_count") == 8
     assert metric(server, names.VLLM_TTFT + "_count") == 8
     assert metric(server, names.VLLM_ITL + "_count") == 8 * 299
+    # per finished request: 3,000 prompt and 300 output tokens, in vLLM's (2000, 5000] and
+    # (200, 500] buckets of the default --max-model-len 32768
+    for histogram, tokens, le in (
+        (names.VLLM_REQUEST_PROMPT_TOKENS, 3000, ("2000.0", "5000.0")),
+        (names.VLLM_REQUEST_GENERATION_TOKENS, 300, ("200.0", "500.0")),
+    ):
+        assert metric(server, histogram + "_count") == 8
+        assert metric(server, histogram + "_sum") == 8 * tokens
+        assert metric(server, histogram + "_bucket", le=le[0]) == 0
+        assert metric(server, histogram + "_bucket", le=le[1]) == 8
     assert running_waiting(server) == (0, 0)
     assert metric(server, names.VLLM_KV_CACHE_USAGE) == 0
 

@@ -1,13 +1,14 @@
-"""``trace-from-prometheus`` against a real Prometheus that scraped a real router under a
-known open load: the rebuilt trace has the requests that were sent and their rate profile.
+"""``trace-from-prometheus`` against a real Prometheus that scraped a real router and a real
+emulator under a known open load: the rebuilt trace has the requests that were sent, their
+rate profile and their lengths.
 
-A real router (in front of a real emulator) is scraped every 0.5 s. The test sends two
-phases of evenly spaced requests — 3 req/s for 16 s, then 10 req/s for 8 s — without
-waiting for answers (open loop), and records when each was sent. vLLM itself cannot run
-here, so its token histogram comes from a stand-in exporter: a prometheus_client registry
-with vLLM's name, type and labels (``vllm:request_prompt_tokens{model_name, engine}``,
-vLLM's 1-2-5 token buckets) in which the test observes known lengths; the output lengths
-have no histogram, so ``--max-tokens`` is used.
+A real router in front of a real emulator (``--max-model-len 2048``) is scraped every
+0.5 s. The test sends two phases of evenly spaced requests — 3 req/s for 16 s, then 10 req/s
+for 8 s — without waiting for answers (open loop), and records when each was sent and the
+prompt and completion tokens the emulator's answer counted. Lengths come from the
+emulator's own ``vllm:request_prompt_tokens`` and ``vllm:request_generation_tokens``
+(vLLM's names, labels and 1-2-5 token buckets up to 2048): a quarter of the prompts are 15
+tokens, the rest 70; half the requests ask for 4 tokens, half for 40.
 
 What must hold, and why those tolerances:
 
@@ -20,25 +21,25 @@ What must hold, and why those tolerances:
   scrapes of the counter (plus 0.2 s for the request's trip to the router and the
   scrape's read after its timestamp): a rebuilt time lies in the same scrape interval as
   its request's arrival, so only requests that near a boundary can cross it;
-* prompt lengths reproduce the histogram's buckets exactly: 128 requests over 10 + 30
-  observations make whole shares (32 and 96).
+* lengths reproduce the histograms' buckets exactly: every request finished inside the
+  window, and 128 requests in shares of 1/4 and 1/2 make whole counts per bucket; so the
+  rebuilt mean prompt and output lengths differ from the sent means by at most the mean
+  width of the buckets the lengths fell in (within a bucket a length is drawn uniformly).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
-import json
-import threading
+import statistics
 import time
-from collections.abc import Iterator
+from collections import Counter
 from pathlib import Path
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import aiohttp
 import pytest
 from prometheus_api_client import PrometheusConnect
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 
 from bench.trace import read_trace
 from inflight import names
@@ -50,103 +51,94 @@ SCRAPE_S = 0.5
 MODEL = "trace-test-model"
 PHASES = ((3.0, 16.0), (10.0, 8.0))  # (req/s, seconds): 48 + 80 requests
 SLACK_S = 0.2
+MAX_MODEL_LEN = 2048
 # vLLM's request_tokens buckets for max_model_len 2048 (build_1_2_5_buckets)
 TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
-PROMPTS = {15: 10, 70: 30}  # observed prompt length -> how many (buckets (10,20], (50,100])
+# request i: a 15-token prompt (60 characters) when i % 4 == 0, else 70 (280); max_tokens
+# 4 when i is even, else 40: buckets (10, 20] and (50, 100]; (2, 5] and (20, 50]
+PROMPT_CHARS = (60, 280, 280, 280)
+MAX_TOKENS = (4, 40)
 LEAD_S = 1.5  # from the window's start to the first send: over 2 scrape intervals
+HISTOGRAMS = (names.VLLM_REQUEST_PROMPT_TOKENS, names.VLLM_REQUEST_GENERATION_TOKENS)
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-class VllmStandIn:
-    """A loopback exporter of vLLM's prompt-token histogram (vLLM cannot run here)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.prompt = Histogram(
-            "vllm:request_prompt_tokens",
-            "Number of prefill tokens processed.",
-            labelnames=(names.VLLM_MODEL_LABEL, names.VLLM_ENGINE_LABEL),
-            buckets=TOKEN_BUCKETS,
-            registry=self.registry,
-        ).labels(MODEL, "0")
-        self.httpd = make_server("127.0.0.1", 0, self.app, handler_class=_Quiet)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def app(self, environ: dict, start_response) -> list[bytes]:
-        """The text format only, as vLLM's and the emulator's /metrics serve it (asked for
-        OpenMetrics, prometheus_client would escape the colon in vLLM's names)."""
-        start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
-        return [generate_latest(self.registry)]
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.httpd.server_port}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
-
-
-@pytest.fixture
-def vllm() -> Iterator[VllmStandIn]:
-    stand_in = VllmStandIn()
-    yield stand_in
-    stand_in.close()
-
-
-def start_stack(procs: ProcessTracker) -> Server:
+def start_stack(procs: ProcessTracker) -> tuple[Server, Server]:
+    """The emulator and the router in front of it."""
     emulator = procs.start_inflight(
         ["emulator", "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", MODEL,
-         "--max-num-seqs", "4", "--time-scale", "0.05", "--startup-s", "0"],
+         "--max-num-seqs", "4", "--time-scale", "0.05", "--startup-s", "0",
+         "--max-model-len", str(MAX_MODEL_LEN)],
         name="emulator",
     )  # fmt: skip
-    return procs.start_inflight(
+    router = procs.start_inflight(
         ["router", "--host", "127.0.0.1", "--port", "{port}", "--slots-per-endpoint", "4",
          "--endpoints", emulator.url],
         name="router",
     )  # fmt: skip
+    return emulator, router
 
 
-def send_open_loop(url: str, start_wall: float) -> list[float]:
+def send_open_loop(url: str, start_wall: float) -> tuple[list[float], list[tuple[int, int]]]:
     """Send PHASES' requests at their times from ``start_wall`` without waiting for answers;
-    return the wall time each was sent (all answered 200, or the test fails)."""
+    return the wall time each was sent and, per answer, the (prompt, completion) tokens its
+    usage counted (all answered 200, or the test fails)."""
 
-    async def run() -> list[float]:
+    async def run() -> tuple[list[float], list[tuple[int, int]]]:
         loop = asyncio.get_running_loop()
         offset = start_wall - time.time()  # wall → loop time
         base = loop.time() + offset
         sent: list[float] = []
         codes: list[int] = []
-        body = {"model": MODEL, "prompt": "hello " * 20, "max_tokens": 4}
+        usage: list[tuple[int, int]] = []
         async with aiohttp.ClientSession() as session:
 
-            async def one() -> None:
+            async def one(i: int) -> None:
+                body = {
+                    "model": MODEL,
+                    "prompt": "x" * PROMPT_CHARS[i % len(PROMPT_CHARS)],
+                    "max_tokens": MAX_TOKENS[i % len(MAX_TOKENS)],
+                }
                 sent.append(time.time())
                 async with session.post(url + "/v1/completions", json=body) as resp:
-                    await resp.read()
                     codes.append(resp.status)
+                    if resp.status != 200:
+                        await resp.read()
+                        return
+                    counted = (await resp.json())["usage"]
+                    usage.append((counted["prompt_tokens"], counted["completion_tokens"]))
 
             tasks = []
             t = 0.0
+            i = 0
             for rate, seconds in PHASES:
                 n = round(rate * seconds)
-                for i in range(n):
-                    delay = base + t + i / rate - loop.time()
+                for k in range(n):
+                    delay = base + t + k / rate - loop.time()
                     if delay > 0:
                         await asyncio.sleep(delay)  # open loop: the schedule, not a condition
-                    tasks.append(asyncio.create_task(one()))
+                    tasks.append(asyncio.create_task(one(i)))
+                    i += 1
                 t += seconds
             await asyncio.gather(*tasks)
         assert codes == [200] * len(codes), sorted(set(codes))
-        return sent
+        return sent, usage
 
     return asyncio.run(run())
+
+
+def bucket_of(tokens: int) -> tuple[float, float]:
+    """The token bucket ``(lo, hi]`` that holds ``tokens``."""
+    i = bisect.bisect_left(TOKEN_BUCKETS, tokens)
+    lo = 0.0 if i == 0 else float(TOKEN_BUCKETS[i - 1])
+    return lo, float(TOKEN_BUCKETS[i]) if i < len(TOKEN_BUCKETS) else float("inf")
+
+
+def assert_lengths_match(rebuilt: list[int], sent: list[int], what: str) -> None:
+    """Per bucket the same counts; means apart by at most the mean width of those buckets."""
+    assert Counter(map(bucket_of, rebuilt)) == Counter(map(bucket_of, sent)), what
+    width = statistics.fmean(hi - lo for lo, hi in map(bucket_of, sent))
+    gap = abs(statistics.fmean(rebuilt) - statistics.fmean(sent))
+    assert gap <= width, (what, statistics.fmean(rebuilt), statistics.fmean(sent), width)
 
 
 def scrape_times(client: PrometheusConnect, start: float, end: float) -> list[float]:
@@ -167,44 +159,51 @@ def latest(client: PrometheusConnect, query: str) -> float | None:
 def test_a_trace_rebuilt_from_prometheus_matches_the_load_sent(
     procs: ProcessTracker,
     prometheus_factory: PrometheusFactory,
-    vllm: VllmStandIn,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    router = start_stack(procs)
+    emulator, router = start_stack(procs)
     prom = prometheus_factory(
-        jobs={"router": [router.url.removeprefix("http://")], "vllm": [vllm.target]},
+        jobs={
+            "router": [router.url.removeprefix("http://")],
+            "vllm": [emulator.url.removeprefix("http://")],
+        },
         scrape_interval_s=SCRAPE_S,
     )
     client = PrometheusConnect(url=prom.url)
     counter = f'{names.ROUTER_REQUESTS_RECEIVED}{{job="router"}}'
-    histogram = 'vllm:request_prompt_tokens_count{job="vllm"}'
+    counts = [f'{h}_count{{job="vllm"}}' for h in HISTOGRAMS]
     wait_for(lambda: latest(client, counter) == 0, 30, 0.1, "the router's first scrape")
-    wait_for(lambda: latest(client, histogram) == 0, 30, 0.1, "the stand-in's first scrape")
+    wait_for(
+        lambda: all(latest(client, c) == 0 for c in counts), 30, 0.1, "the emulator's first scrape"
+    )
     empty_from = time.time()
     # one more scrape, so the quiet window before the load has two samples
     wait_for(lambda: len(scrape_times(client, empty_from, time.time())) >= 1, 30, 0.1, "a scrape")
     start = time.time()
-    sent = send_open_loop(router.url, start + LEAD_S)
-    for length, count in PROMPTS.items():  # inside the window, at least one scrape from its ends
-        for _ in range(count):
-            vllm.prompt.observe(length)
+    sent, usage = send_open_loop(router.url, start + LEAD_S)
     total = len(sent)
     assert total == sum(round(r * s) for r, s in PHASES)
-    observed = sum(PROMPTS.values())
+    sent_prompts = [p for p, _ in usage]
+    sent_outputs = [o for _, o in usage]
+    # whole shares of 128: 32 and 96 prompts, 64 and 64 outputs
+    assert Counter(sent_prompts) == {15: total // 4, 70: total - total // 4}
+    assert Counter(sent_outputs) == {4: total // 2, 40: total // 2}
     wait_for(lambda: latest(client, counter) == total, 30, 0.1, "the last request's scrape")
-    wait_for(lambda: latest(client, histogram) == observed, 30, 0.1, "the histogram's scrape")
+    # every request finished (was observed) before the window's end
+    wait_for(
+        lambda: all(latest(client, c) == total for c in counts), 30, 0.1, "the histograms' scrape"
+    )
     end = time.time()
 
     out = tmp_path / "trace.jsonl"
     args = ["--url", prom.url, "--selector", 'job="router"', "--vllm-selector", 'job="vllm"',
-            "--start", str(start), "--end", str(end), "--max-tokens", "7",
-            "--seed", "1"]  # fmt: skip
+            "--start", str(start), "--end", str(end), "--seed", "1"]  # fmt: skip
     assert prom_trace.main([*args, "--out", str(out)]) == 0, capsys.readouterr().err
     report = capsys.readouterr().out
     assert f"wrote {total} requests" in report
-    assert f"prompt_tokens from vllm:request_prompt_tokens ({observed} observations)" in report
-    assert "max_tokens from --max-tokens" in report
+    assert f"prompt_tokens from {HISTOGRAMS[0]} ({total} observations)" in report
+    assert f"max_tokens from {HISTOGRAMS[1]} ({total} observations)" in report
 
     trace = read_trace(out)
     # the count is exact
@@ -228,22 +227,27 @@ def test_a_trace_rebuilt_from_prometheus_matches_the_load_sent(
         phase_start = phase_end
     # the rebuilt profile: 3 then 10 req/s, each within its bound above
     assert rates[1] > 2 * rates[0], rates
-    # lengths: the histogram's buckets exactly; the fallback for max_tokens
-    prompts = [r.prompt_tokens for r in trace]
-    share = PROMPTS[15] / observed
-    assert total * share == int(total * share)  # whole shares: 32 and 96
-    assert sum(11 <= p <= 20 for p in prompts) == int(total * share)
-    assert sum(51 <= p <= 100 for p in prompts) == total - int(total * share)
-    assert {r.max_tokens for r in trace} == {7}
+    # lengths, from the emulator's histograms: per bucket exact, means within resolution
+    assert_lengths_match([r.prompt_tokens for r in trace], sent_prompts, "prompt_tokens")
+    assert_lengths_match([r.max_tokens for r in trace], sent_outputs, "max_tokens")
 
     # the same flags and seed give the same trace
     again = tmp_path / "again.jsonl"
     assert prom_trace.main([*args, "--out", str(again)]) == 0
     assert again.read_text() == out.read_text()
 
+    # no histogram matches --vllm-selector: the length flags are used
+    capsys.readouterr()
+    elsewhere = [a if a != 'job="vllm"' else 'job="nosuch"' for a in args]
+    flags = tmp_path / "flags.jsonl"
+    with_flags = [*elsewhere, "--prompt-tokens", "5", "--max-tokens", "7"]
+    assert prom_trace.main([*with_flags, "--out", str(flags)]) == 0, capsys.readouterr().err
+    report = capsys.readouterr().out
+    assert "prompt_tokens from --prompt-tokens; max_tokens from --max-tokens" in report
+    assert {(r.prompt_tokens, r.max_tokens) for r in read_trace(flags)} == {(5, 7)}
+
     # errors: an existing --out, a selector that matches nothing, a quiet window, no
     # histogram for max_tokens and no fallback
-    capsys.readouterr()
     assert prom_trace.main([*args, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"--out: {out} exists" in err and "never overwritten" in err
@@ -256,11 +260,10 @@ def test_a_trace_rebuilt_from_prometheus_matches_the_load_sent(
              "--end", str(start), "--prompt-tokens", "5", "--max-tokens", "5"]  # fmt: skip
     assert prom_trace.main([*quiet, "--out", str(tmp_path / "q.jsonl")]) == 1
     assert "no request arrived" in capsys.readouterr().err
-    no_fallback = [a for a in args if a not in ("--max-tokens", "7")]
+    no_fallback = [*elsewhere, "--prompt-tokens", "5"]
     assert prom_trace.main([*no_fallback, "--out", str(tmp_path / "n.jsonl")]) == 1
     assert "give --max-tokens" in capsys.readouterr().err
     assert not any((tmp_path / n).exists() for n in ("x.jsonl", "q.jsonl", "n.jsonl"))
-    assert json.loads(out.read_text().splitlines()[0])["max_tokens"] == 7
 
 
 def test_an_unreachable_prometheus_is_a_clear_error(

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from bench.cli import concurrency_list
-from bench.compare import slowing_level
 from bench.repro import pooled, replica_changes, reproduced, reproduction_checks
+from bench.slowing import slowing_level
 from bench.stack import parse_policies
 from bench.table import checks_list
 

@@ -186,6 +186,7 @@ def test_metrics_observer_counts_tokens_and_latencies() -> None:
         "m",
         lambda: (engine_box[0].num_running, engine_box[0].num_waiting, 0.0),
         registry,
+        REF.max_model_len,
     )
     engine = Engine(REF, observer=metrics)
     engine_box.append(engine)
@@ -204,6 +205,9 @@ def test_metrics_observer_counts_tokens_and_latencies() -> None:
     assert registry.get_sample_value("vllm:e2e_request_latency_seconds_count", label) == 6
     queued = registry.get_sample_value("vllm:request_queue_time_seconds_sum", label)
     assert queued == pytest.approx(2 * 4.5)
+    for name, tokens in (("prompt", 3000), ("generation", 300)):
+        assert registry.get_sample_value(f"vllm:request_{name}_tokens_count", label) == 6
+        assert registry.get_sample_value(f"vllm:request_{name}_tokens_sum", label) == 6 * tokens
 
 
 def test_histogram_takes_many_equal_observations() -> None:
@@ -313,8 +317,10 @@ class _Recorder:
     def first_token(self, ttft_s: float) -> None:
         self.calls.append(("first_token", ttft_s))
 
-    def finished(self, reason: str, e2e_s: float) -> None:
-        self.calls.append(("finished", reason, e2e_s))
+    def finished(
+        self, reason: str, e2e_s: float, prompt_tokens: int, generation_tokens: int
+    ) -> None:
+        self.calls.append(("finished", reason, e2e_s, prompt_tokens, generation_tokens))
 
 
 _OPS = st.lists(

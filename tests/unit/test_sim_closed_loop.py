@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.compare import DEFAULT_TIME_SCALE, slowing_level
+from bench.compare import DEFAULT_TIME_SCALE
+from bench.slowing import slowing_level
 from bench.stack import parse_policies
 from bench.sweep import Level
 from sim.cli import main
@@ -145,8 +146,16 @@ def test_sim_compare_sweep_writes_the_live_comparisons_layout(tmp_path: Path) ->
     assert body["reproduced"] is True
     assert body["runs"]["fixed:1"]["changes"] == []
     assert body["runs"]["qps"]["changes"][0][1:] == [1, 2]  # qps scales up at c=4
-    for name in ("comparison.md", "sweep.png", "timeseries.png", "saturation.md"):
+    for name in ("comparison.md", "sweep.png", "timeseries.png", "saturation.md", "slowing.png"):
         assert (out / name).stat().st_size > 0
+    # As live, the slowing model follows the sweep (no --no-slowing), and its checks pass.
+    assert {n: r["file"] for n, r in body["slowing"].items()} == {
+        "qps": "slowing-qps.json", "saturation": "slowing-saturation.json"}  # fmt: skip
+    slowing = {c["name"]: c["status"] for c in body["checks"] if "slowing" in c["name"]}
+    assert slowing == {
+        "slowing model: the qps baseline scales down": "PASS",
+        "slowing model: saturation holds (never scales down)": "PASS",
+    }
 
 
 @pytest.mark.parametrize(

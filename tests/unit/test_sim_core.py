@@ -193,7 +193,7 @@ def test_the_control_planes_periods_are_inflight_ups_defaults() -> None:
     assert c.scrape_interval_s == SCRAPE_INTERVAL_S
 
 
-def _spike(policy: str, hold_deadline_s: float) -> dict[str, object]:
+def _spike(policy: str, hold_deadline_s: float, peers_too: bool = False) -> dict[str, object]:
     sc = get_scenario("spike")
     config = SimConfig(
         policy=policy,
@@ -201,6 +201,7 @@ def _spike(policy: str, hold_deadline_s: float) -> dict[str, object]:
         max_replicas=8,
         startup_s=100.0,
         hold_deadline_s=hold_deadline_s,
+        hold_deadline_peers=peers_too,
     )
     return report.measures(simulate(config, sc.plan(1), sc.arrivals.duration_s), DEFAULT_SLO)
 
@@ -221,3 +222,10 @@ def test_the_hold_deadline_serves_on_time_requests_first_and_loses_none() -> Non
 def test_peers_hold_fifo_whatever_the_deadline() -> None:
     # orchestrator.hold_order: a peer's run models its own system, which queues FIFO.
     assert _spike("kpa", 1.5) == _spike("kpa", 0.0)
+
+
+def test_hold_deadline_peers_puts_a_peer_behind_inflights_router() -> None:
+    # inflight sim --hold-deadline-peers: what the order alone is worth under a peer.
+    fifo, ordered = _spike("kpa", 1.5), _spike("kpa", 1.5, peers_too=True)
+    assert ordered["slo_attainment"] > fifo["slo_attainment"] + 0.2  # type: ignore[operator]
+    assert ordered["requests_ok"] == ordered["requests_sent"]

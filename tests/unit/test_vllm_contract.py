@@ -16,13 +16,17 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from emulator import metrics as emulator_metrics
-from emulator.metrics import EngineMetrics
+from emulator.metrics import EngineMetrics, request_tokens_buckets
+from emulator.profile import Profile
 from inflight import names
 from inflight.vllm_contract import contract
 from inflight.vllm_contract.static import read_constant, read_metrics
 
 CONTRACT = contract.load()
 RELEASE = contract.by_series(CONTRACT)
+MAX_MODEL_LEN = Profile().max_model_len  # the emulator's default --max-model-len
+# vLLM's bucket family whose bounds it computes at run time from max_model_len (1-2-5)
+TOKEN_FAMILY = "bucket family 'request_tokens' has no static default"
 
 
 def one(series: str) -> dict[str, Any]:
@@ -35,7 +39,7 @@ def one(series: str) -> dict[str, Any]:
 def emulator_families() -> dict[str, Any]:
     """The emulator's vLLM families as a scraper parses its text exposition."""
     registry = CollectorRegistry()
-    EngineMetrics("m", lambda: (1, 2, 0.5), registry)
+    EngineMetrics("m", lambda: (1, 2, 0.5), registry, MAX_MODEL_LEN)
     text = generate_latest(registry).decode()
     return {f.name: f for f in text_string_to_metric_families(text) if f.name.startswith("vllm:")}
 
@@ -69,15 +73,35 @@ def test_emulator_exposes_only_metrics_of_the_release_with_their_type_labels_hel
     assert wrong == {}
 
 
+def run_time_buckets(series: str) -> list[dict[str, Any]]:
+    """The contract's note that ``series``' bounds are computed at run time, if any."""
+    return [
+        u
+        for u in CONTRACT["unresolved"]
+        if u.get("name") == series and u["what"] == "buckets" and TOKEN_FAMILY in u["reason"]
+    ]
+
+
 def test_emulator_histograms_use_the_release_default_buckets() -> None:
+    token_histograms = set()
     for family in emulator_families().values():
         if family.type != "histogram":
             continue
         bounds = sorted(
             {float(s.labels["le"]) for s in family.samples if s.name.endswith("_bucket")}
         )
-        assert tuple(bounds[:-1]) == tuple(one(family.name)["buckets"]), family.name
         assert bounds[-1] == float("inf")
+        release = one(family.name)["buckets"]
+        if release is None:  # vLLM computes them at run time: its 1-2-5 rule
+            assert run_time_buckets(family.name), f"{family.name}: no bounds in the contract"
+            assert tuple(bounds[:-1]) == request_tokens_buckets(MAX_MODEL_LEN), family.name
+            token_histograms.add(family.name)
+        else:
+            assert tuple(bounds[:-1]) == tuple(release), family.name
+    assert token_histograms == {
+        names.VLLM_REQUEST_PROMPT_TOKENS,
+        names.VLLM_REQUEST_GENERATION_TOKENS,
+    }
 
 
 def test_emulator_reports_every_finished_reason_vllm_creates() -> None:
