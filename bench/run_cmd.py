@@ -37,6 +37,34 @@ async def discover_model(session: aiohttp.ClientSession, router_url: str) -> str
         raise BenchError(f"cannot read the model name from {url} ({exc}); pass --model") from exc
 
 
+def sweep_config(
+    args: argparse.Namespace,
+    router_url: str,
+    model: str,
+    levels: Sequence[Level],
+    time_scale: float,
+    gap_s: float | None = None,
+) -> SweepConfig:
+    """The sweep the closed-loop flags ``args`` (resolved by :func:`closed_loop_args`) ask
+    for: the live bench's and ``inflight sim``'s (``sim.closed_loop.SweepPlan``) one
+    reading. ``gap_s``: an override of ``--gap-s`` (the slowing runs pass 0)."""
+    return SweepConfig(
+        router_url=router_url,
+        workload=Workload(
+            model=model,
+            endpoint=args.endpoint,
+            prompt_tokens=args.prompt_tokens,
+            max_tokens=args.max_tokens,
+        ),
+        levels=tuple(levels),
+        time_scale=time_scale,
+        warmup_requests=args.warmup,
+        warmup_concurrency=args.warmup_concurrency,
+        gap_s=args.gap_s if gap_s is None else gap_s,
+        sample_interval_wall_s=args.sample_interval_s,
+    )
+
+
 async def sweep_to_result(
     *,
     router_url: str,
@@ -54,21 +82,7 @@ async def sweep_to_result(
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as session:
         model = args.model or await discover_model(session, router_url)
-        cfg = SweepConfig(
-            router_url=router_url,
-            workload=Workload(
-                model=model,
-                endpoint=args.endpoint,
-                prompt_tokens=args.prompt_tokens,
-                max_tokens=args.max_tokens,
-            ),
-            levels=tuple(levels),
-            time_scale=time_scale,
-            warmup_requests=args.warmup,
-            warmup_concurrency=args.warmup_concurrency,
-            gap_s=args.gap_s if gap_s is None else gap_s,
-            sample_interval_wall_s=args.sample_interval_s,
-        )
+        cfg = sweep_config(args, router_url, model, levels, time_scale, gap_s)
         bars = Bars(prefix=progress_prefix, enabled=not args.no_progress)
         t0 = time.time()
         try:

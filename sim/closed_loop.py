@@ -9,7 +9,7 @@ The sweep's structure is the live bench's own, read from its pieces, not restate
   slowing_level``, whose answers lengthen at the schedule's seed times);
 * warm-up (``warmup_requests`` at ``min(warmup_concurrency, warmup_requests)``), the idle
   gap after it and between levels, and the router sampler's period come from the
-  ``bench.sweep.SweepConfig`` that ``bench.run_cmd.sweep_to_result`` builds from
+  ``bench.sweep.SweepConfig`` that ``bench.run_cmd.sweep_config`` builds from
   ``inflight bench compare``'s flags, at the live comparison's time-scale
   (``bench.compare.DEFAULT_TIME_SCALE``; :meth:`SweepPlan.from_bench`);
 * the measures are the live bench's: each level becomes a ``bench.model.LevelWindow``
@@ -41,9 +41,10 @@ from typing import cast
 
 from bench.model import LevelWindow, RequestRecord, RouterSample, WarmupResult
 from bench.results import RunResult
+from bench.run_cmd import sweep_config
 from bench.runner import build_result
 from bench.sweep import Level, SweepConfig, sweep_levels
-from bench.workload import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT_TOKENS, Workload
+from bench.workload import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT_TOKENS
 from orchestrator.state import TimelinePoint
 from sim.core import RequestResult, SimConfig, SimResult, Simulation
 
@@ -109,22 +110,11 @@ class SweepPlan:
         """The sweep ``inflight bench compare`` runs for its flags ``args`` (resolved by
         ``bench.run_cmd.closed_loop_args``) at ``time_scale``: the levels of
         ``bench.sweep.sweep_levels`` (or ``levels``) and the ``SweepConfig`` that
-        ``bench.run_cmd.sweep_to_result`` builds (``gap_s``: its override of ``--gap-s``,
+        ``bench.run_cmd.sweep_config`` builds (``gap_s``: its override of ``--gap-s``,
         as the slowing runs pass it), its wall periods turned into seed seconds."""
         if levels is None:
             levels = sweep_levels(args.concurrency, args.requests, args.max_tokens)
-        cfg = SweepConfig(
-            router_url="sim:",
-            workload=Workload(
-                model="sim", prompt_tokens=args.prompt_tokens, max_tokens=args.max_tokens
-            ),
-            levels=tuple(levels),
-            time_scale=time_scale,
-            warmup_requests=args.warmup,
-            warmup_concurrency=args.warmup_concurrency,
-            gap_s=args.gap_s if gap_s is None else gap_s,
-            sample_interval_wall_s=args.sample_interval_s,
-        )
+        cfg = sweep_config(args, "sim:", "sim", levels, time_scale, gap_s)
         return cls(
             levels=cfg.levels,
             prompt_tokens=cfg.workload.prompt_tokens,
