@@ -19,11 +19,7 @@ COPY pyproject.toml README.md ./
 COPY inflight/ inflight/
 COPY router/ router/
 COPY external_scaler/ external_scaler/
-COPY emulator/ emulator/
-COPY orchestrator/ orchestrator/
-COPY bench/ bench/
 COPY dashboards/ dashboards/
-COPY sim/ sim/
 RUN pip wheel --wheel-dir /wheels .
 
 # --- runtime: the wheels installed, nothing else; runs as an unprivileged user whose

@@ -102,7 +102,7 @@ ALERTS: Final = (
     ),
     # The scaler's series carry its own job and a metric_name, not the router's job, so
     # they meet the router's by namespace only (one scaled deployment per namespace).
-    # ``desired`` is the count the HPA derives *with its tolerance* (inflight.hpa_math):
+    # ``desired`` is the count the HPA derives *with its tolerance* (inflight.control.hpa_math):
     # while value ÷ (target × replicas) is within 10 % the HPA holds, desired equals the
     # ready count, and this alert stays quiet (InflightSustainedQueueing still sees it).
     Alert(

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Final
 
 from inflight import names as n
-from inflight.hpa_math import HPA_TOLERANCE
+from inflight.control.hpa_math import HPA_TOLERANCE
 
 # Labels that separate one deployment from another in a shared Prometheus. Prometheus
 # sets ``job`` itself; the Prometheus Operator's ServiceMonitor adds ``namespace``. A
@@ -150,7 +150,7 @@ def saturation_desired_expr(sel: str) -> str:
     ``ceil(stabilized L ÷ (slots × target))``, except that the HPA keeps the current
     (here: ready) count while ``value ÷ (target × ready)`` lies within
     ``[1 − tolerance, 1 + tolerance]`` (Kubernetes' default 10 %): the PromQL twin of
-    ``inflight.hpa_math.replicas_for_average_value``, checked against it by
+    ``inflight.control.hpa_math.replicas_for_average_value``, checked against it by
     ``tests/component/test_dashboards_tolerance.py``. Examples, 4 slots, target 1.0:
     L = 8 on 1 ready → 2; L = 44 on 10 ready → ratio 1.1 → 10, not ceil = 11. With no
     ready replica the ratio is +Inf (or NaN), so the plain ceiling applies.

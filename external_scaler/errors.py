@@ -10,7 +10,7 @@
         └── SourceRejected   the source refused the query itself → INVALID_ARGUMENT
                              (e.g. a selector regex Prometheus' RE2 cannot compile)
 
-``external_scaler.policy.NoSamples`` (the pure core's "no data yet") is mapped to
+``inflight.control.policy.NoSamples`` (the pure core's "no data yet") is mapped to
 UNAVAILABLE as well: a missing signal is never reported as 0, which would scale a busy
 service down; KEDA's ``fallback`` decides what to do instead.
 """

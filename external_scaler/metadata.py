@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from external_scaler.errors import MetadataError
-from external_scaler.policy import POLICIES, SAMPLE_GAP_SCRAPES, PolicyName, PolicySpec
 from external_scaler.selector import parse_selector
 from inflight import names
+from inflight.control.policy import POLICIES, SAMPLE_GAP_SCRAPES, PolicyName, PolicySpec
 
 _T = TypeVar("_T", bound=str)
 

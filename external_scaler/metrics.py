@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from external_scaler.policy import Decision
 from inflight import names
+from inflight.control.policy import Decision
 
 # Query latency buckets (seconds): Prometheus on loopback answers in milliseconds; KEDA's
 # deadline is 3 s.

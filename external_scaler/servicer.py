@@ -29,11 +29,11 @@ from external_scaler.errors import MetadataError, ScalerError, SourceError, Sour
 from external_scaler.limits import LimitExceeded, Limits
 from external_scaler.metadata import ScalerSpec, parse_metadata
 from external_scaler.metrics import ScalerMetrics
-from external_scaler.policy import Decision, NoSamples, evaluate
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.sources import WindowSource
 from inflight import names
+from inflight.control.policy import Decision, NoSamples, evaluate
 
 log = logging.getLogger(__name__)
 

@@ -19,13 +19,13 @@ from inflight import __version__
 
 # (subcommand, module that registers it), in the order ``--help`` lists them.
 SUBCOMMAND_MODULES: tuple[tuple[str, str], ...] = (
-    ("emulator", "emulator.cli"),
+    ("emulator", "inflight.emulator.cli"),
     ("router", "router.cli"),
     ("scaler", "external_scaler.cli"),
-    ("up", "orchestrator.cli"),
-    ("bench", "bench.cli"),
+    ("up", "inflight.up.cli"),
+    ("bench", "inflight.bench.cli"),
     ("dashboards", "dashboards.cli"),
-    ("sim", "sim.cli"),
+    ("sim", "inflight.sim.cli"),
 )
 
 

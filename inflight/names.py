@@ -102,7 +102,7 @@ PROMETHEUS_UP: Final = "up"  # gauge{job,instance}: 1 when the last scrape succe
 PROMETHEUS_METRICS: Final[dict[str, str]] = {PROMETHEUS_UP: "gauge"}
 
 # --- vLLM (and the emulator, which must be indistinguishable) --------------------------
-# Checked against the release pinned in emulator/vllm_metrics.json (read from vLLM's wheel;
+# Checked against the release pinned in inflight/emulator/vllm_metrics.json (read from vLLM's wheel;
 # tests/unit/test_vllm_contract.py). Names are those a query uses: a counter's ``_total``.
 # Every series carries {model_name, engine}: engine is the engine core's index ("0" unless
 # vLLM runs data-parallel engines behind one API server).
@@ -117,7 +117,8 @@ VLLM_TTFT: Final = "vllm:time_to_first_token_seconds"
 VLLM_ITL: Final = "vllm:inter_token_latency_seconds"
 VLLM_QUEUE_TIME: Final = "vllm:request_queue_time_seconds"
 # histograms of tokens per finished request (buckets: 1-2-5 up to --max-model-len, computed
-# at run time: emulator.metrics.request_tokens_buckets); ``sim trace-from-prometheus`` reads
+# at run time: inflight.emulator.metrics.request_tokens_buckets); ``sim trace-from-prometheus``
+# reads
 # a trace's prompt and output lengths from them
 VLLM_REQUEST_PROMPT_TOKENS: Final = "vllm:request_prompt_tokens"
 VLLM_REQUEST_GENERATION_TOKENS: Final = "vllm:request_generation_tokens"

@@ -49,7 +49,7 @@ OnNotDelivered = Callable[[Endpoint, NotDelivered], None]
 
 
 class Waiter(Protocol):
-    """A held request: an ``asyncio.Future[Endpoint]`` live, a plain object in ``sim/``."""
+    """A held request: an ``asyncio.Future[Endpoint]`` live, a plain object in ``inflight/sim/``."""
 
     def done(self) -> bool: ...
 
@@ -146,7 +146,7 @@ class Dispatcher:
     def hold(self, waiter: Waiter) -> None:
         """Queue ``waiter`` for the next free slot; QueueFull at ``max_queue``.
 
-        ``acquire``'s holding step, apart so the simulator (``sim/``), whose waiters are
+        ``acquire``'s holding step, apart so the simulator (``inflight/sim/``), whose waiters are
         not asyncio futures, holds requests by the same rule: :meth:`pump` hands the slot
         over with ``waiter.set_result(ep)``.
         """

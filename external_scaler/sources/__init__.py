@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from external_scaler.metadata import ScalerSpec
-from external_scaler.policy import Window
+from inflight.control.policy import Window
 
 
 @dataclass(frozen=True)

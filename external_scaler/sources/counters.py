@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 
-from external_scaler.policy import Sample
+from inflight.control.policy import Sample
 
 
 def increase(previous: float, current: float) -> float:

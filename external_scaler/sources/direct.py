@@ -21,10 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from external_scaler.errors import MetadataError, SourceEmpty, SourceError
 from external_scaler.metadata import ScalerSpec
 from external_scaler.metrics import ScalerMetrics
-from external_scaler.policy import Sample, Window
 from external_scaler.sources import Observed
 from external_scaler.sources.counters import increase
 from inflight import names
+from inflight.control.policy import Sample, Window
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,6 @@ from external_scaler.errors import (
 )
 from external_scaler.metadata import ScalerSpec
 from external_scaler.metrics import ScalerMetrics
-from external_scaler.policy import Sample, Window
 from external_scaler.sources import Observed
 from external_scaler.sources.counters import counter_total
 from external_scaler.sources.promql import (
@@ -50,6 +49,7 @@ from external_scaler.sources.promql import (
     range_query,
 )
 from inflight import names
+from inflight.control.policy import Sample, Window
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def window_from_matrix(
     """The policy's window from the range query's series; SourceError when L is not whole.
 
     Pure (it logs a partial L, nothing else): ``data`` is the ``data`` of Prometheus'
-    ``query_range`` answer (``resultType: matrix``). The simulator (``sim/``) evaluates
+    ``query_range`` answer (``resultType: matrix``). The simulator (``inflight/sim/``) evaluates
     the same range query on its simulated scrapes and hands the matrix to this function,
     so simulated and live windows are built by one piece of code.
 

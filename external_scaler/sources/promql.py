@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 
 from external_scaler.metadata import ScalerSpec
-from external_scaler.policy import SAMPLE_GAP_SCRAPES
 from inflight import names
+from inflight.control.policy import SAMPLE_GAP_SCRAPES
 
 SIGNAL_LABEL = "signal"
 SIGNAL_INFLIGHT, SIGNAL_ARRIVALS, SIGNAL_READY = "inflight", "arrivals", "ready"

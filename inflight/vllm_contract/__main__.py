@@ -3,7 +3,7 @@
 Downloads the release wheel with pip (``pip download vllm==X --no-deps``) into a temporary
 directory that is deleted afterwards (the wheel is ~350 MB), or reads ``--wheel`` when it
 is already here, then writes the contract file (``--out``, default
-``emulator/vllm_metrics.json``). Needs the network only for the download.
+``inflight/emulator/vllm_metrics.json``). Needs the network only for the download.
 """
 
 from __future__ import annotations

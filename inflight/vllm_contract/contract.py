@@ -1,6 +1,6 @@
 """The committed contract file: what a vLLM release registers, with where it was read from.
 
-One file, ``emulator/vllm_metrics.json``; refreshing for a new release rewrites it (the
+One file, ``inflight/emulator/vllm_metrics.json``; refreshing for a new release rewrites it (the
 previous release stays in git history). ``build`` turns a :class:`~.static.Reading` into
 the file's JSON; ``load`` and ``by_series`` are what the tests read.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from inflight.vllm_contract.static import Metric, Reading, Unresolved
 
-CONTRACT_PATH = Path(__file__).resolve().parents[2] / "emulator" / "vllm_metrics.json"
+CONTRACT_PATH = Path(__file__).resolve().parents[1] / "emulator" / "vllm_metrics.json"
 FORMAT = 1
 
 LIMITS = (

@@ -1,4 +1,5 @@
-"""``bench.loadgen.send_one`` against a loopback server: what a failed stream's error keeps.
+"""``inflight.bench.loadgen.send_one`` against a loopback server: what a failed stream's error
+keeps.
 
 The fault run (``bench chaos``) attributes a failure to the endpoint the router's SSE error
 event names, so the error must keep the stream's last bytes.
@@ -11,8 +12,8 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
-from bench.loadgen import send_one
-from bench.model import RequestRecord
+from inflight.bench.loadgen import send_one
+from inflight.measure.records import RequestRecord
 
 
 async def _send_to(

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.openloop import UNFINISHED_ERROR, littles_law, run_open_loop
-from bench.slo import outcome_from_record
-from bench.trace import PlannedRequest
 from inflight import names
+from inflight.bench.openloop.sender import UNFINISHED_ERROR, littles_law, run_open_loop
+from inflight.measure.slo import outcome_from_record
+from inflight.workload.trace import PlannedRequest
 from tests.support import INFLIGHT, ProcessTracker, Server, wait_for
 
 TIME_SCALE = 0.05

@@ -2,7 +2,7 @@
 
 promtool evaluates ``dashboards.signals.saturation_desired_expr`` (the "saturation rule"
 line of the "what a QPS rule would do" panel) on constant L and ready counts, and each
-answer must equal ``inflight.hpa_math.replicas_for_average_value``, the one Python
+answer must equal ``inflight.control.hpa_math.replicas_for_average_value``, the one Python
 implementation of the HPA's arithmetic. Before the tolerance was accounted for the
 PromQL said ceil(44 / 4) = 11 at 10 replicas, where the HPA stays at 10.
 """
@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from dashboards import signals as s
-from inflight.hpa_math import HPA_TOLERANCE, replicas_for_average_value
+from inflight.control.hpa_math import HPA_TOLERANCE, replicas_for_average_value
 
 ROUTER = 'job="router",instance="r1"'
 SLOTS = 4

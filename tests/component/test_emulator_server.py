@@ -18,8 +18,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulator.profile import Profile
 from inflight import names
+from inflight.emulator.profile import Profile
 from tests.support import ProcessTracker, Server, until, wait_for
 
 MODEL = "test-model"

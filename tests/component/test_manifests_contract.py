@@ -11,7 +11,7 @@ checked against the real thing, never against a copy of it:
 * the ScaledObject's trigger metadata parses with the scaler's real metadata parser,
   uses only ``inflight.names`` META_* keys (and KEDA's own), points at the scaler
   Service's gRPC port, selects this stack's router, and its HPA behaviour, polling
-  interval and cooldown are ``orchestrator.hpa``'s shipped constants;
+  interval and cooldown are ``inflight.control.hpa``'s shipped constants;
 * Services, probes and ServiceMonitors name ports that exist; RBAC lets the router read
   EndpointSlices;
 * the metric names the ServiceMonitors keep and the PrometheusRule uses are the router's,
@@ -126,8 +126,8 @@ def parse_inflight(args: list[str]) -> argparse.Namespace:
 
 
 def settings_model(subcommand: str) -> type[config.Settings]:
-    from emulator.cli import EmulatorSettings
     from external_scaler.cli import ScalerSettings
+    from inflight.emulator.cli import EmulatorSettings
     from router.config import RouterSettings
 
     models: dict[str, type[config.Settings]] = {
@@ -416,7 +416,7 @@ def test_scaledobject_selector_selects_this_stacks_router(objs: list[Obj]) -> No
 
 
 def test_scaledobject_behaviour_is_the_shipped_one(objs: list[Obj]) -> None:
-    from orchestrator.hpa import (
+    from inflight.control.hpa import (
         KEDA_COOLDOWN_PERIOD_S,
         KEDA_POLLING_INTERVAL_S,
         SHIPPED_BEHAVIOR,

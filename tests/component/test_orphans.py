@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from inflight.procs import ManagedProcess, group_alive, pid_alive
-from orchestrator import orphans
+from inflight.up import orphans
 from tests.support import wait_for
 
 # A leader that starts a child in its own group, writes the child's PID, and exits when

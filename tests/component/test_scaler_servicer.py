@@ -29,7 +29,6 @@ from external_scaler.errors import (
 )
 from external_scaler.metadata import ScalerSpec
 from external_scaler.metrics import ScalerMetrics
-from external_scaler.policy import Window
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.server import SERVICE_NAME, ScalerApp
@@ -38,6 +37,7 @@ from external_scaler.sources import Observed
 from external_scaler.sources.direct import DirectSource
 from external_scaler.sources.prometheus import PrometheusSource
 from inflight import names
+from inflight.control.policy import Window
 from tests.support import LoopbackHTTPServer, QuietHandler
 
 INSTANT = {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0"}

@@ -10,17 +10,17 @@ from dataclasses import replace
 
 import pytest
 
+from inflight.control.lifecycle import ReplicaPhase
 from inflight.ports import listening_ports
 from inflight.procs import http_ok, pid_alive, port_is_free
-from orchestrator.lifecycle import ReplicaPhase
-from orchestrator.supervisor import (
+from inflight.up.supervisor import (
     Supervisor,
     SupervisorConfig,
     check_replica_command,
 )
 from tests.support import INFLIGHT, PYTHON, wait_for
 
-FAKE = [PYTHON, "-m", "orchestrator.fake_replica", "--port", "{port}", "--worker"]
+FAKE = [PYTHON, "-m", "inflight.up.fake_replica", "--port", "{port}", "--worker"]
 FAST = SupervisorConfig(
     health_interval_s=0.2,
     health_timeout_s=0.5,

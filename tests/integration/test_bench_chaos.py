@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.chaos_defaults import CI_FAULTS
-from orchestrator.state import read_jsonl
+from inflight.bench.chaos.defaults import CI_FAULTS
+from inflight.statedir import read_jsonl
 from tests.support import INFLIGHT
 
 

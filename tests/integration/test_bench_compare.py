@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import proctree
-from bench import stack as bench_stack
-from bench.stack import Stack, parse_policies
+from inflight.bench import proctree
+from inflight.bench import stack as bench_stack
+from inflight.bench.stack import Stack, parse_policies
 from tests.support import INFLIGHT, PYTHON, LoopbackHTTPServer, QuietHandler
 
 ARGS = (
@@ -89,7 +89,7 @@ def test_stack_json_left_by_a_killed_run_is_not_taken_for_the_new_one(tmp_path: 
              "started_at": 0.0}
         )
     )  # fmt: skip
-    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
     stack = Stack(
         policy=parse_policies("fixed:1")[0],
         state_dir=state_dir,
@@ -119,7 +119,7 @@ def test_an_interrupted_start_stops_the_stack(tmp_path: Path, monkeypatch) -> No
         raise _Interrupted
 
     monkeypatch.setattr(bench_stack, "_router_ready", interrupted)  # once stack.json is there
-    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
     stack = Stack(
         policy=parse_policies("fixed:1")[0],
         state_dir=tmp_path / "state",

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import proctree
+from inflight import statedir as state
+from inflight.bench import proctree
 from inflight.ports import ports_of
 from inflight.procs import pid_alive, port_is_free
-from orchestrator import state
 from tests.support import INFLIGHT, wait_for
 
 # 0.5 requests per seed second for 80 seed s, at time-scale 0.05: 4 wall seconds of traffic.

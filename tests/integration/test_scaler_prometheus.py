@@ -25,13 +25,13 @@ from prometheus_client import CollectorRegistry
 
 from external_scaler.metadata import ScalerSpec, parse_metadata
 from external_scaler.metrics import ScalerMetrics
-from external_scaler.policy import Sample
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.sources import Observed
 from external_scaler.sources.prometheus import PrometheusSource
 from external_scaler.sources.promql import step_for
 from inflight import names
+from inflight.control.policy import Sample
 from inflight.prom import PrometheusServer
 from tests.component.test_scaler_servicer import FakeRouter
 from tests.conftest import PrometheusFactory

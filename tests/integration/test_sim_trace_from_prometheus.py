@@ -41,9 +41,9 @@ import aiohttp
 import pytest
 from prometheus_api_client import PrometheusConnect
 
-from bench.trace import read_trace
 from inflight import names
-from sim import prom_trace
+from inflight.sim import prom_trace
+from inflight.workload.trace import read_trace
 from tests.conftest import PrometheusFactory
 from tests.support import ProcessTracker, Server, wait_for
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.proctree import descendants
-from emulator.cli import DEFAULT_MODEL
+from inflight.bench.proctree import descendants
 from inflight.cli import build_parser
+from inflight.emulator.cli import DEFAULT_MODEL
 from inflight.ports import ports_of
 from inflight.procs import live_processes, pid_alive, port_is_free
-from orchestrator import orphans
-from orchestrator.cli import build_config
-from orchestrator.stack import Stack, StackError
-from orchestrator.state import read_jsonl, read_stack, read_timeline
+from inflight.statedir import read_jsonl, read_stack, read_timeline
+from inflight.up import orphans
+from inflight.up.cli import build_config
+from inflight.up.stack import Stack, StackError
 from tests.support import INFLIGHT, PYTHON, wait_for
 
 TS = "0.05"  # emulator start-up 1.5 s, request ≈ 0.23 s, HPA sync 0.75 s, down window 3 s
@@ -190,7 +190,7 @@ def test_killed_replica_is_replaced_and_never_used_after(procs, tmp_path):
 
 def test_sigterm_stops_every_process_and_frees_every_port(procs, tmp_path):
     state = tmp_path / "state"
-    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}} --worker --startup-s 0.2"
+    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}} --worker --startup-s 0.2"
     flags = ["--time-scale", TS, "--replicas", "2", "--replica-cmd", fake]
     server, info = start_up(procs, state, *flags)
     tree = descendants(server.pid)
@@ -212,7 +212,7 @@ def test_sigterm_stops_every_process_and_frees_every_port(procs, tmp_path):
 
 def test_second_up_on_the_same_state_dir_refuses(procs, tmp_path):
     state = tmp_path / "state"
-    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
     flags = ["--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]
     server, _ = start_up(procs, state, *flags)
     second = launch(
@@ -244,7 +244,7 @@ def test_scale_to_zero_then_a_request_waits_and_succeeds(procs, tmp_path):
 
 def test_groups_left_by_a_killed_up_are_stopped_by_the_next(procs, tmp_path):
     state = tmp_path / "state"
-    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}} --worker"
+    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}} --worker"
     flags = ["--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]
     first, _ = start_up(procs, state, *flags)
     try:
@@ -281,7 +281,7 @@ def test_a_process_still_starting_when_up_is_killed_is_stopped_by_the_next(procs
     """children.json names a process from the moment it starts, not once it is ready."""
     state = tmp_path / "state"
     tree_file = tmp_path / "tree.json"
-    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
     argv = [PYTHON, "-c", KILLED_WHILE_THE_ROUTER_STARTS, "up", "--state-dir", str(state),
             "--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
     server = procs.start(
@@ -306,7 +306,7 @@ def test_a_busy_port_is_named_and_not_taken_for_a_leak(procs, tmp_path):
         other.bind(("127.0.0.1", 0))
         other.listen()
         port = other.getsockname()[1]
-        fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+        fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
         argv = [*INFLIGHT, "up", "--state-dir", str(tmp_path / "s"), "--port", str(port),
                 "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
         proc = launch(procs, argv, "up")
@@ -322,7 +322,7 @@ def test_shutdown_after_a_failed_start_closes_the_log_file(tmp_path):
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
         other.listen()
-        fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+        fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
         argv = ["up", "--state-dir", str(tmp_path / "s"), "--port", str(other.getsockname()[1]),
                 "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
         args = build_parser().parse_args(argv)
@@ -381,11 +381,11 @@ def _served_by(info, url):
 # writes its whole tree (pid -> argv) to TREE_FILE so the test can check it afterwards.
 INJECT = """
 import json, os, pathlib, signal, sys
-from bench.proctree import descendants
+from inflight.bench.proctree import descendants
 from inflight.cli import main
 from inflight.procs import ManagedProcess
-from orchestrator.autoscaler import Autoscaler
-from orchestrator.scaler_client import ScalerClient, ScalerUnavailable
+from inflight.planes.autoscaler import Autoscaler
+from inflight.planes.scaler_client import ScalerClient, ScalerUnavailable
 
 def fail(error):  # None: SIGKILL, no clean-up at all
     def patched(*args, **kwargs):
@@ -421,7 +421,7 @@ KILLED_WHILE_THE_ROUTER_STARTS = INJECT % "ManagedProcess.wait_ready = fail(None
 def test_a_failure_stops_everything_that_was_started(procs, tmp_path, inject, message):
     state = tmp_path / "state"
     tree_file = tmp_path / "tree.json"
-    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}} --worker"
+    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}} --worker"
     argv = [PYTHON, "-c", inject, "up", "--state-dir", str(state),
             "--time-scale", TS, "--replica-cmd", fake]  # fmt: skip
     server = procs.start(
@@ -432,7 +432,7 @@ def test_a_failure_stops_everything_that_was_started(procs, tmp_path, inject, me
         assert server.process.popen.wait(timeout=120) == 1
         tree = {int(pid): argv for pid, argv in json.loads(tree_file.read_text()).items()}
         commands = [" ".join(argv) for argv in tree.values()]
-        for part in ("-m orchestrator.fake_replica", "-m inflight router", "prometheus",
+        for part in ("-m inflight.up.fake_replica", "-m inflight router", "prometheus",
                      "-m inflight scaler"):  # fmt: skip
             assert any(part in c for c in commands), (part, commands)
         alive = [p for p in tree if pid_alive(p)]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.cli import DEFAULT_MODEL
-from orchestrator.state import read_jsonl
+from inflight.emulator.cli import DEFAULT_MODEL
+from inflight.statedir import read_jsonl
 from tests.integration.test_up import launch, start_up, status, timeline
 from tests.support import INFLIGHT, ClosedLoop, wait_for
 

@@ -8,10 +8,10 @@ import os
 import signal
 from pathlib import Path
 
-from bench import chaos_probe
+from inflight.bench.chaos import probe as chaos_probe
 from inflight.procs import http_ok
-from orchestrator.stack import scaler_metadata
-from orchestrator.state import hold_path, read_jsonl, read_stack
+from inflight.statedir import hold_path, read_jsonl, read_stack
+from inflight.up.stack import scaler_metadata
 from tests.support import INFLIGHT, PYTHON, wait_for
 
 TS = 0.05
@@ -23,7 +23,7 @@ def events(state: Path) -> list[tuple[str, str]]:
 
 def test_a_dead_prometheus_is_held_down_then_restarted_and_a_dead_scaler_restarted(procs, tmp_path):
     state = tmp_path / "state"
-    fake = f"{PYTHON} -m orchestrator.fake_replica --port {{port}}"
+    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
     argv = [*INFLIGHT, "up", "--state-dir", str(state), "--time-scale", str(TS),
             "--replica-cmd", fake]  # fmt: skip
     up = procs.start(argv, name="up", ready_path=None, port_placeholder=None, grace_s=40.0)

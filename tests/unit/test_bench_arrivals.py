@@ -1,4 +1,5 @@
-"""bench/arrivals.py: the --arrivals schedule, its integral, and the Poisson process on it."""
+"""inflight/workload/arrivals.py: the --arrivals schedule, its integral, and the Poisson process on
+it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 
 import pytest
 
-from bench.arrivals import ArrivalsError, RateSchedule, arrival_times, parse_arrivals
+from inflight.workload.arrivals import ArrivalsError, RateSchedule, arrival_times, parse_arrivals
 
 RAMP = "poisson:0:1,300:1,600:5,900:5,1170:0.5,1500:0.5"
 

@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.chaos import parse_faults
-from bench.chaos_model import (
+from inflight.bench.chaos.model import (
     ChaosRequest,
     FaultWindow,
     Sample,
@@ -19,8 +18,9 @@ from bench.chaos_model import (
     scale_downs,
     streams_across,
 )
-from bench.chaos_probe import parse_queue
-from bench.chaos_report import chaos_json, chaos_markdown
+from inflight.bench.chaos.probe import parse_queue
+from inflight.bench.chaos.report import chaos_json, chaos_markdown
+from inflight.bench.chaos.run import parse_faults
 from inflight.cli import build_parser
 
 DEAD = "127.0.0.1:41235"

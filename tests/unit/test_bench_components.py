@@ -1,6 +1,6 @@
 """``inflight bench router|emulator|scaler|soak|upstream-client``: flags and the pure parts.
 
-The component benchmarks moved from ``scripts/`` into ``bench.components`` (issue 16,
+The component benchmarks moved from ``scripts/`` into ``inflight.bench.components`` (issue 16,
 item 6); these check that each subcommand is registered, parses its flags, refuses a bad
 value naming the flag, and that the arithmetic the figures rest on still holds.
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.components import emulator, load, wrk
-from emulator.profile import Profile
+from inflight.bench.components import emulator, load, wrk
 from inflight.cli import build_parser
+from inflight.emulator.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,15 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from bench.model import LevelWindow, RequestRecord, RouterSample, WarmupResult
-from bench.results import ResultFileExists, check_writable, write_new
-from bench.runner import build_result, write_result
-from bench.sse import SseCounter
-from bench.stats import level_stats, littles_law_error, percentile, rate_series, time_average
-from bench.table import comparison_table, run_table
-from bench.timeline import changes
-from bench.validity import run_reasons
-from orchestrator.state import (
+from inflight.bench.closedloop.runner import build_result, write_result
+from inflight.bench.sse import SseCounter
+from inflight.measure.records import LevelWindow, RequestRecord, RouterSample, WarmupResult
+from inflight.measure.results import ResultFileExists, check_writable, write_new
+from inflight.measure.stats import (
+    level_stats,
+    littles_law_error,
+    percentile,
+    rate_series,
+    time_average,
+)
+from inflight.measure.table import comparison_table, run_table
+from inflight.measure.timeline import changes
+from inflight.measure.validity import run_reasons
+from inflight.statedir import (
     STACK,
     TIMELINE,
     StackInfo,

@@ -1,4 +1,4 @@
-"""bench/lengths.py: --prompt-tokens / --max-tokens distributions."""
+"""inflight/workload/lengths.py: --prompt-tokens / --max-tokens distributions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from bench.lengths import MAX_TOKENS_PER_SAMPLE, LengthDist, LengthError, parse_length
+from inflight.workload.lengths import MAX_TOKENS_PER_SAMPLE, LengthDist, LengthError, parse_length
 
 
 def _samples(dist: LengthDist, n: int, seed: int = 1) -> list[int]:

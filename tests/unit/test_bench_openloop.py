@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from bench.model import RequestRecord, RouterSample
-from bench.openloop import (
+from inflight.bench.closedloop.run import BenchError, closed_loop_args
+from inflight.bench.openloop.compare import resolve_policies
+from inflight.bench.openloop.run import MAX_SEND_LAG_P99_S, run_document
+from inflight.bench.openloop.sender import (
     PROMPT_TOKEN_ID,
     UNFINISHED_ERROR,
     OpenLoopRun,
@@ -20,14 +22,12 @@ from bench.openloop import (
     littles_law,
     replica_points,
 )
-from bench.openloop_args import OpenLoopPlan, plan_from_args
-from bench.openloop_compare import resolve_policies
-from bench.openloop_report import SCHEMA, build_comparison, comparison_markdown
-from bench.openloop_run import MAX_SEND_LAG_P99_S, run_document
-from bench.run_cmd import BenchError, closed_loop_args
-from bench.slo import DEFAULT_SLO, SloSpec
-from bench.stack import parse_policies
-from bench.trace import PlannedRequest
+from inflight.bench.stack import parse_policies
+from inflight.measure.openloop_report import SCHEMA, build_comparison, comparison_markdown
+from inflight.measure.records import RequestRecord, RouterSample
+from inflight.measure.slo import DEFAULT_SLO, SloSpec
+from inflight.workload.plan import OpenLoopPlan, plan_from_args
+from inflight.workload.trace import PlannedRequest
 
 # --- policies -----------------------------------------------------------------------------
 
@@ -309,7 +309,7 @@ def test_without_the_static_maximum_the_ratio_is_none_and_the_front_uses_replica
 
 
 def test_the_pareto_plot_is_written(tmp_path: Path) -> None:
-    from bench.plots import pareto_plot
+    from inflight.measure.plots import pareto_plot
 
     doc = build_comparison(META, {"fixed:8": _measures(10.0, 0.99),
                                   "x": _measures(5.0, 0.5, valid=False)})  # fmt: skip
@@ -318,7 +318,7 @@ def test_the_pareto_plot_is_written(tmp_path: Path) -> None:
 
 
 def test_the_open_loop_timeseries_plot_is_written(tmp_path: Path) -> None:
-    from bench.plots import openloop_timeseries_plot
+    from inflight.measure.plots import openloop_timeseries_plot
 
     sent = [_sent(0, 0.0, 3.0), _sent(1, 1.0, 3.0)]
     samples = [RouterSample(T0 + t * S, 1, 0, 1) for t in range(10)]

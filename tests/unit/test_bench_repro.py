@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from bench.cli import concurrency_list
-from bench.repro import pooled, replica_changes, reproduced, reproduction_checks
-from bench.slowing import slowing_level
-from bench.stack import parse_policies
-from bench.table import checks_list
+from inflight.bench.cli import concurrency_list
+from inflight.bench.closedloop.slowing import slowing_level
+from inflight.bench.stack import parse_policies
+from inflight.measure.repro import pooled, replica_changes, reproduced, reproduction_checks
+from inflight.measure.table import checks_list
 
 CONCS = (4, 16, 32)
 

@@ -1,4 +1,4 @@
-"""bench/scenarios.py: the named open-loop scenarios and plan_requests."""
+"""inflight/workload/scenarios.py: the named open-loop scenarios and plan_requests."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from bench.arrivals import arrival_times, parse_arrivals
-from bench.lengths import parse_length
-from bench.scenarios import SCENARIOS, Scenario, get_scenario, plan_requests
-from bench.trace import PlannedRequest
+from inflight.workload.arrivals import arrival_times, parse_arrivals
+from inflight.workload.lengths import parse_length
+from inflight.workload.scenarios import SCENARIOS, Scenario, get_scenario, plan_requests
+from inflight.workload.trace import PlannedRequest
 
 
 def test_the_three_scenarios_exist_with_one_line_descriptions() -> None:

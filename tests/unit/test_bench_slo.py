@@ -1,11 +1,11 @@
-"""bench/slo.py: outcomes, SLO attainment, replica-seconds, churn, the Pareto front."""
+"""inflight/measure/slo.py: outcomes, SLO attainment, replica-seconds, churn, the Pareto front."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.model import RequestRecord
-from bench.slo import (
+from inflight.measure.records import RequestRecord
+from inflight.measure.slo import (
     DEFAULT_SLO,
     Outcome,
     SloSpec,

@@ -1,4 +1,4 @@
-"""bench/trace.py: the JSONL trace of planned requests."""
+"""inflight/workload/trace.py: the JSONL trace of planned requests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.trace import PlannedRequest, TraceError, read_trace, write_trace
+from inflight.workload.trace import PlannedRequest, TraceError, read_trace, write_trace
 
 
 def test_write_then_read_gives_the_same_requests(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from inflight.cli import build_parser, main
 
 
 def _emulator(args: Any) -> Any:
-    from emulator.cli import settings_from_args
+    from inflight.emulator.cli import settings_from_args
 
     return settings_from_args(args)
 
@@ -31,7 +31,7 @@ def _scaler(args: Any) -> Any:
 
 
 def _up(args: Any) -> Any:
-    from orchestrator.cli import settings_from_args
+    from inflight.up.cli import settings_from_args
 
     return settings_from_args(args)
 
@@ -323,7 +323,7 @@ def test_the_scaler_can_be_configured_by_env_alone(monkeypatch: pytest.MonkeyPat
 
 def test_describe_says_what_a_field_takes() -> None:
     from external_scaler.cli import ScalerSettings
-    from orchestrator.cli import UpSettings
+    from inflight.up.cli import UpSettings
 
     assert config.describe(ScalerSettings.model_fields["grpc_port"]) == "an integer ≥ 0 and ≤ 65535"
     assert config.describe(UpSettings.model_fields["policy"]) == (

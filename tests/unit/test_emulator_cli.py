@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from emulator.cli import DEFAULT_MODEL, profile_from_args, served_names
-from emulator.profile import Profile
 from inflight.cli import build_parser, main
+from inflight.emulator.cli import DEFAULT_MODEL, profile_from_args, served_names
+from inflight.emulator.profile import Profile
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.engine import Engine, Sequence
-from emulator.metrics import EngineMetrics, Histogram
-from emulator.profile import Profile, ProfileError
+from inflight.emulator.engine import Engine, Sequence
+from inflight.emulator.metrics import EngineMetrics, Histogram
+from inflight.emulator.profile import Profile, ProfileError
 
 REF = Profile(startup_s=0.0, cold_start_requests=0)
 

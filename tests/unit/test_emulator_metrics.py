@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from emulator.engine import Engine, Sequence
-from emulator.metrics import EngineMetrics, request_tokens_buckets
-from emulator.profile import Profile
 from inflight import names
+from inflight.emulator.engine import Engine, Sequence
+from inflight.emulator.metrics import EngineMetrics, request_tokens_buckets
+from inflight.emulator.profile import Profile
 
 LABELS = {names.VLLM_MODEL_LABEL: "m", names.VLLM_ENGINE_LABEL: "0"}
 

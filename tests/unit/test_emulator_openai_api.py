@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from emulator.openai_api import (
+from inflight.emulator.openai_api import (
     ApiError,
     ChatCompletionRequest,
     CompletionRequest,

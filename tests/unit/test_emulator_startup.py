@@ -12,8 +12,8 @@ import asyncio
 
 from prometheus_client import CollectorRegistry
 
-from emulator.profile import Profile
-from emulator.server import Replica
+from inflight.emulator.profile import Profile
+from inflight.emulator.server import Replica
 from inflight.procs import process_age_s
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.hpa import (
+from inflight.control.hpa import (
     KUBERNETES_DEFAULT_SCALE_UP,
     SHIPPED_BEHAVIOR,
     Behavior,
@@ -15,7 +15,7 @@ from orchestrator.hpa import (
     hpa_step,
     replicas_for_average_value,
 )
-from orchestrator.keda import KedaSpec, keda_step
+from inflight.control.keda import KedaSpec, keda_step
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
-from orchestrator.hpa import SHIPPED_BEHAVIOR, HpaSpec
-from orchestrator.keda import KedaSpec
-from orchestrator.scaler_client import MetricSpec, ScalerUnavailable
+from inflight.control.hpa import SHIPPED_BEHAVIOR, HpaSpec
+from inflight.control.keda import KedaSpec
+from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
+from inflight.planes.scaler_client import MetricSpec, ScalerUnavailable
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The HPA's tolerance, defined once (inflight.hpa_math) and used by the scaler's
+"""The HPA's tolerance, defined once (inflight.control.hpa_math) and used by the scaler's
 ``desired`` prediction, the local HPA loop and the metadata that configures it."""
 
 from __future__ import annotations
@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-import orchestrator.hpa
+import inflight.control.hpa
 from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
 from external_scaler.metrics import ScalerMetrics
-from external_scaler.policy import PolicySpec, Sample, decide
-from inflight import hpa_math, names
+from inflight import names
+from inflight.control import hpa_math
+from inflight.control.policy import PolicySpec, Sample, decide
 
 SPEC = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0)
 
@@ -21,8 +22,8 @@ def flat(value: float, n: int = 80, end_s: float = 1000.0) -> list[Sample]:
 
 
 def test_one_implementation_shared_with_the_local_hpa() -> None:
-    assert orchestrator.hpa.replicas_for_average_value is hpa_math.replicas_for_average_value
-    assert orchestrator.hpa.HPA_TOLERANCE is hpa_math.HPA_TOLERANCE
+    assert inflight.control.hpa.replicas_for_average_value is hpa_math.replicas_for_average_value
+    assert inflight.control.hpa.HPA_TOLERANCE is hpa_math.HPA_TOLERANCE
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The pure replica lifecycle (orchestrator.lifecycle): every transition, the scale-down
+"""The pure replica lifecycle (inflight.control.lifecycle): every transition, the scale-down
 order and the crash back-off, stepped in made-up time."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.lifecycle import (
+from inflight.control.lifecycle import (
     ACTIVE_PHASES,
     LIVE_PHASES,
     Backoff,

@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Where a picked port is still the only way, and why.
 ALLOWED = {
     "inflight/procs.py": "the definition",
-    "orchestrator/supervisor.py": "an external --replica-cmd with {port} (vllm serve)",
-    "bench/components/nginx.py": "nginx, the router benchmark's third-party peer",
-    "bench/components/procs.py": "vllm-router, the router benchmark's third-party peer",
+    "inflight/up/supervisor.py": "an external --replica-cmd with {port} (vllm serve)",
+    "inflight/bench/components/nginx.py": "nginx, the router benchmark's third-party peer",
+    "inflight/bench/components/procs.py": "vllm-router, the router benchmark's third-party peer",
 }
 CALL = re.compile(r"\bfree_port\(")
 
@@ -38,7 +38,7 @@ def test_free_port_is_used_only_where_the_child_cannot_report() -> None:
 
 def test_the_default_replica_reports_its_port() -> None:
     from inflight.cli import build_parser
-    from orchestrator.cli import build_config
+    from inflight.up.cli import build_config
 
     config = build_config(build_parser().parse_args(["up", "--no-prometheus"]))
     cmd = list(config.replica_cmd)

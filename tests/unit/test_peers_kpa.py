@@ -1,4 +1,4 @@
-"""Knative's KPA (orchestrator/peers/kpa.py) on the worked examples of Knative's own tests.
+"""Knative's KPA (inflight/planes/peers/kpa.py) on the worked examples of Knative's own tests.
 
 The cases are knative/serving@98e5ef90 ``pkg/autoscaler/aggregation/bucketing_test.go``
 (``TestTimedFloat64BucketsWindowAverage``) and ``pkg/autoscaler/scaling/autoscaler_test.go``
@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from orchestrator.autoscaler import Observation
-from orchestrator.peers.base import PeerIO
-from orchestrator.peers.kpa import KpaDecider, KpaLoop, KpaSpec, TimedBuckets
-from orchestrator.peers.signals import NoData, Signal
-from orchestrator.state import DecisionRecord
+from inflight.planes.autoscaler import Observation
+from inflight.planes.peers.base import PeerIO
+from inflight.planes.peers.kpa import KpaDecider, KpaLoop, KpaSpec, TimedBuckets
+from inflight.planes.peers.signals import NoData, Signal
+from inflight.statedir import DecisionRecord
 
 # --- TimedFloat64Buckets -----------------------------------------------------------------
 

@@ -1,8 +1,8 @@
-"""KEDA's Prometheus trigger (orchestrator/peers/prom_trigger.py) and the peers' catalog.
+"""KEDA's Prometheus trigger (inflight/planes/peers/prom_trigger.py) and the peers' catalog.
 
 The query cases are kedacore/keda@8b4f083c ``pkg/scalers/prometheus_scaler_test.go``
 (``testPromQueryResult``): the answer parsed as the live reader parses it
-(:func:`orchestrator.peer_loop.parse_instant`), then the trigger's ``ignoreNullValues``.
+(:func:`inflight.up.peer_loop.parse_instant`), then the trigger's ``ignoreNullValues``.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from orchestrator.autoscaler import Observation
-from orchestrator.peer_loop import parse_instant
-from orchestrator.peers.base import PeerIO
-from orchestrator.peers.catalog import PEERS, POLICY_NAMES, PeerSettings, rps_target
-from orchestrator.peers.prom_trigger import PromTrigger, PromTriggerSpec, in_milli
-from orchestrator.peers.signals import Signal, promql, rate_window_s
-from orchestrator.scaler_client import ScalerUnavailable
-from orchestrator.state import DecisionRecord
+from inflight.planes.autoscaler import Observation
+from inflight.planes.peers.base import PeerIO
+from inflight.planes.peers.catalog import PEERS, POLICY_NAMES, PeerSettings, rps_target
+from inflight.planes.peers.prom_trigger import PromTrigger, PromTriggerSpec, in_milli
+from inflight.planes.peers.signals import Signal, promql, rate_window_s
+from inflight.planes.scaler_client import ScalerUnavailable
+from inflight.statedir import DecisionRecord
+from inflight.up.peer_loop import parse_instant
 
 ERROR = object()
 
@@ -125,7 +125,7 @@ def test_signals_promql() -> None:
 
 
 def test_policy_names_match_the_cli() -> None:
-    from orchestrator.cli import Policy
+    from inflight.up.cli import Policy
 
     assert typing.get_args(Policy) == POLICY_NAMES
     assert set(PEERS) == {"kpa", "ray", "vllm-waiting", "epp-queue", "hpa-rps"}

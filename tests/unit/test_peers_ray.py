@@ -1,4 +1,4 @@
-"""Ray Serve's default policy (orchestrator/peers/ray_serve.py) on Ray's own test cases.
+"""Ray Serve's default policy (inflight/planes/peers/ray_serve.py) on Ray's own test cases.
 
 From ray-project/ray ``python/ray/serve/tests/unit/test_autoscaling_policy.py`` (commit
 01624ad4): ``_run_upscale_downscale_flow`` (a fake clock advancing 0.1 s per call, as the
@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from orchestrator.autoscaler import Observation
-from orchestrator.peers.base import PeerIO
-from orchestrator.peers.ray_serve import (
+from inflight.planes.autoscaler import Observation
+from inflight.planes.peers.base import PeerIO
+from inflight.planes.peers.ray_serve import (
     DelayState,
     RayLoop,
     RaySpec,
     ray_decide,
     scaling_factors,
 )
-from orchestrator.peers.signals import Signal
-from orchestrator.scaler_client import ScalerUnavailable
-from orchestrator.state import DecisionRecord
+from inflight.planes.peers.signals import Signal
+from inflight.planes.scaler_client import ScalerUnavailable
+from inflight.statedir import DecisionRecord
 
 TICKS_PER_S = 10  # round(1 / CONTROL_LOOP_INTERVAL_S)
 

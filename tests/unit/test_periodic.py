@@ -1,4 +1,4 @@
-"""The fixed-period loops keep their phase (orchestrator.periodic), driven by a virtual clock.
+"""The fixed-period loops keep their phase (inflight.control.periodic), driven by a virtual clock.
 
 Each loop is ticked every 0.7 s, coarser than the live stack's tick, so a due run comes
 up to 0.7 s late: the k-th run must still be at the first tick at or after k periods
@@ -12,10 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
-from orchestrator.autoscaler import AutoscaleConfig, Autoscaler, Observation
-from orchestrator.hpa import SHIPPED_BEHAVIOR, HpaSpec
-from orchestrator.keda import KedaSpec
-from orchestrator.lifecycle import (
+from inflight.control.hpa import SHIPPED_BEHAVIOR, HpaSpec
+from inflight.control.keda import KedaSpec
+from inflight.control.lifecycle import (
     LifecycleConfig,
     ProbeKind,
     Probes,
@@ -24,11 +23,12 @@ from orchestrator.lifecycle import (
     needed,
     step,
 )
-from orchestrator.peers.base import PeerIO
-from orchestrator.peers.kpa import KpaLoop, KpaSpec
-from orchestrator.peers.signals import Signal
-from orchestrator.periodic import next_due
-from orchestrator.scaler_client import MetricSpec
+from inflight.control.periodic import next_due
+from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
+from inflight.planes.peers.base import PeerIO
+from inflight.planes.peers.kpa import KpaLoop, KpaSpec
+from inflight.planes.peers.signals import Signal
+from inflight.planes.scaler_client import MetricSpec
 
 TICK_S = 0.7
 PERIODS = 100

@@ -1,10 +1,10 @@
-"""The pure restart step of the stack's core processes (orchestrator.restarts)."""
+"""The pure restart step of the stack's core processes (inflight.control.restarts)."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.restarts import (
+from inflight.control.restarts import (
     RestartAction,
     RestartPolicy,
     RestartState,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from external_scaler.metadata import MetadataError, parse_metadata
-from external_scaler.policy import PolicySpec, Sample, Window, decide, evaluate, growth_headroom
 from inflight import names
+from inflight.control.policy import PolicySpec, Sample, Window, decide, evaluate, growth_headroom
 
 GROWING = PolicySpec(growth_horizon_s=120.0, growth_window_s=60.0)
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from external_scaler.policy import (
+from inflight.control.policy import (
     NoSamples,
     PolicySpec,
     Sample,

@@ -15,13 +15,13 @@ from external_scaler.errors import (
     SourceTimeout,
 )
 from external_scaler.metadata import parse_metadata
-from external_scaler.policy import PolicySpec, Sample, decide_qps
 from external_scaler.sources.counters import counter_total, increase
 from external_scaler.sources.direct import parse_router_metrics
 from external_scaler.sources.prometheus import _decode
 from external_scaler.sources.prometheus import window_from_matrix as _window
 from external_scaler.sources.promql import range_query, step_for
 from inflight import names
+from inflight.control.policy import PolicySpec, Sample, decide_qps
 
 
 def test_router_query_has_five_labelled_signals() -> None:

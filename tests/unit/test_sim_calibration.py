@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.hpa import KEDA_POLLING_INTERVAL_S
-from sim.calibrate import calibrate
+from inflight.control.hpa import KEDA_POLLING_INTERVAL_S
+from inflight.sim.calibrate import calibrate
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 SWEEPS = [
@@ -126,7 +126,7 @@ def test_fixed_runs_never_change(sweep: dict[str, Any]) -> None:
 
 # --- the judging and the command, on small inputs ---------------------------------------
 def test_changes_match_needs_the_count_the_directions_and_the_time() -> None:
-    from sim.calibrate import changes_match
+    from inflight.sim.calibrate import changes_match
 
     live = [(196.0, 1, 2)]
     assert changes_match([(195.0, 1, 2)], live, 30.0)
@@ -137,7 +137,7 @@ def test_changes_match_needs_the_count_the_directions_and_the_time() -> None:
 
 
 def test_openloop_rows_judge_attainment_in_points_and_replica_seconds_relatively() -> None:
-    from sim.calibrate import openloop_rows
+    from inflight.sim.calibrate import openloop_rows
 
     live = {
         "a": {"slo_attainment": 0.95, "replica_seconds": 1000.0, "changes": 4},
@@ -156,7 +156,7 @@ def test_openloop_rows_judge_attainment_in_points_and_replica_seconds_relatively
 def test_calibrate_names_a_bad_live_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sim.cli import main
+    from inflight.sim.cli import main
 
     out = tmp_path / "out"
     assert main(["sim", "calibrate", "--live", str(tmp_path / "nope"), "--out-dir", str(out)]) == 2
@@ -171,7 +171,7 @@ def test_calibrate_names_a_bad_live_directory(
 
 
 def test_calibrate_writes_the_table(tmp_path: Path) -> None:
-    from sim.cli import main
+    from inflight.sim.cli import main
 
     out = tmp_path / "out"
     argv = ["sim", "calibrate", "--live", str(SWEEPS[0]), "--policies", "fixed:1,saturation"]
@@ -182,7 +182,7 @@ def test_calibrate_writes_the_table(tmp_path: Path) -> None:
 
 
 def test_serving_delays_run_from_the_ask_to_the_router_serving() -> None:
-    from sim.calibrate import serving_delays
+    from inflight.sim.calibrate import serving_delays
 
     timeline = [[-5.0, 3, 3], [10.0, 5, 5], [50.0, 4, 5], [200.0, 6, 6]]
     samples = [[0.0, 0, 0, 3], [115.0, 0, 0, 4], [300.0, 0, 0, 5], [330.0, 0, 0, 6]]
@@ -193,7 +193,7 @@ def test_serving_delays_run_from_the_ask_to_the_router_serving() -> None:
 
 
 def test_phase_spread_says_whether_live_lies_within_the_simulated_range() -> None:
-    from sim.calibrate import phase_spread
+    from inflight.sim.calibrate import phase_spread
 
     runs = [
         {"slo_attainment": 0.62, "replica_seconds": 7300.0},

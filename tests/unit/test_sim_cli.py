@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.trace import PlannedRequest, write_trace
 from inflight.cli import available_subcommands
-from sim.cli import main, parse_scaler_metadata
+from inflight.sim.cli import main, parse_scaler_metadata
+from inflight.workload.trace import PlannedRequest, write_trace
 
 SMALL = ["--arrivals", "poisson:0:2,120:2", "--min-replicas", "1", "--max-replicas", "3"]
 

@@ -1,4 +1,4 @@
-"""The simulator's closed-loop sweep (``sim.closed_loop``) and ``inflight sim compare
+"""The simulator's closed-loop sweep (``inflight.sim.closed_loop``) and ``inflight sim compare
 --scenario sweep``: the live sweep's structure, closed forms on it, bad input named."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.compare import DEFAULT_TIME_SCALE
-from bench.slowing import slowing_level
-from bench.stack import parse_policies
-from bench.sweep import Level
-from sim.cli import main
-from sim.closed_loop import SweepPlan, simulate_sweep, sweep_result
-from sim.core import SimConfig
-from sim.sweep_compare import bench_compare_args, run_policy
+from inflight.bench.closedloop.compare import DEFAULT_TIME_SCALE
+from inflight.bench.closedloop.slowing import slowing_level
+from inflight.bench.closedloop.sweep import Level
+from inflight.bench.stack import parse_policies
+from inflight.sim.cli import main
+from inflight.sim.closed_loop import SweepPlan, simulate_sweep, sweep_result
+from inflight.sim.core import SimConfig
+from inflight.sim.sweep_compare import bench_compare_args, run_policy
 
 # The reference replica: 4 slots, 4.5 s a request at a full batch.
 SLOTS, SERVICE_S = 4, 4.5

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.scenarios import get_scenario
-from bench.slo import DEFAULT_SLO
-from bench.trace import PlannedRequest
-from sim import report
-from sim.core import SimConfig, fixed_replicas, simulate
+from inflight.measure.slo import DEFAULT_SLO
+from inflight.sim import report
+from inflight.sim.core import SimConfig, fixed_replicas, simulate
+from inflight.workload.scenarios import get_scenario
+from inflight.workload.trace import PlannedRequest
 
 SIM_DIR = Path(__file__).resolve().parents[2] / "sim"
 
@@ -118,7 +118,7 @@ def test_the_loop_reads_no_clock_and_a_1500_s_scenario_is_simulated(
     assert len(result.requests) > 3000
 
 
-# The one module of sim/ that does I/O by design: it reads a deployment's Prometheus
+# The one module of inflight/sim/ that does I/O by design: it reads a deployment's Prometheus
 # history (dates on its command line), offline; nothing of the simulation imports it.
 IO_MODULES = {"prom_trace.py"}
 
@@ -182,8 +182,8 @@ def test_scale_to_zero_and_back_on_stream_is_active() -> None:
 
 
 def test_the_control_planes_periods_are_inflight_ups_defaults() -> None:
-    from orchestrator.cli import UpSettings
-    from orchestrator.stack import SCRAPE_INTERVAL_S
+    from inflight.up.cli import UpSettings
+    from inflight.up.stack import SCRAPE_INTERVAL_S
 
     fields = UpSettings.model_fields
     c = SimConfig()
@@ -220,7 +220,7 @@ def test_the_hold_deadline_serves_on_time_requests_first_and_loses_none() -> Non
 
 
 def test_peers_hold_fifo_whatever_the_deadline() -> None:
-    # orchestrator.hold_order: a peer's run models its own system, which queues FIFO.
+    # inflight.control.hold_order: a peer's run models its own system, which queues FIFO.
     assert _spike("kpa", 1.5) == _spike("kpa", 0.0)
 
 

@@ -1,16 +1,16 @@
-"""The simulated supervisor: orchestrator.lifecycle's decisions on virtual probes."""
+"""The simulated supervisor: inflight.control.lifecycle's decisions on virtual probes."""
 
 from __future__ import annotations
 
 import random
 
-from emulator.engine import Sequence
-from emulator.profile import Profile
-from orchestrator.lifecycle import ReplicaPhase
+from inflight.control.lifecycle import ReplicaPhase
+from inflight.emulator.engine import Sequence
+from inflight.emulator.profile import Profile
+from inflight.sim.events import EventQueue
+from inflight.sim.fleet import Fleet
+from inflight.sim.router import SimRouter
 from router.pool import Endpoint
-from sim.events import EventQueue
-from sim.fleet import Fleet
-from sim.router import SimRouter
 
 
 def _fleet(startup_s: float = 30.0) -> tuple[Fleet, EventQueue, SimRouter]:

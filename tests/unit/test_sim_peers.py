@@ -1,17 +1,17 @@
-"""The peers' control planes in the simulator: built from orchestrator.peers, fed by the
+"""The peers' control planes in the simulator: built from inflight.planes.peers, fed by the
 simulated Prometheus, ticked as the live stack ticks them."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.scenarios import get_scenario
-from bench.trace import PlannedRequest
-from orchestrator.peers.catalog import PEERS
-from orchestrator.peers.signals import NoData, Signal
-from sim import peers
-from sim import scrapes as S
-from sim.core import SimConfig, Simulation, policy_names, simulate
+from inflight.planes.peers.catalog import PEERS
+from inflight.planes.peers.signals import NoData, Signal
+from inflight.sim import peers
+from inflight.sim import scrapes as S
+from inflight.sim.core import SimConfig, Simulation, policy_names, simulate
+from inflight.workload.scenarios import get_scenario
+from inflight.workload.trace import PlannedRequest
 
 
 def test_every_peer_is_a_policy() -> None:

@@ -1,4 +1,5 @@
-"""sim.prom_trace without a Prometheus: flags and their errors, the chunked raw-sample reads,
+"""inflight.sim.prom_trace without a Prometheus: flags and their errors, the chunked raw-sample
+reads,
 histograms of several layouts, and what the summary reports (a stand-in answers the range
 selectors; the real Prometheus is in tests/integration/test_sim_trace_from_prometheus.py)."""
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sim import prom_trace
-from sim.prom_trace import Options, Source, TraceFromPromError, parse_time
+from inflight.sim import prom_trace
+from inflight.sim.prom_trace import Options, Source, TraceFromPromError, parse_time
 
 
 # --- --start / --end -----------------------------------------------------------------------

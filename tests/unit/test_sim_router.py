@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from inflight.sim.router import SimRouter
 from router.errors import NoEndpoint, QueueFull
 from router.pool import Endpoint
-from sim.router import SimRouter
 
 
 def _router(hold: bool = True, max_queue: int = 8) -> tuple[SimRouter, list[tuple[str, str]]]:

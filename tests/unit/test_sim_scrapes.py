@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from external_scaler.metadata import parse_metadata
-from external_scaler.policy import Sample
 from external_scaler.sources.prometheus import window_from_matrix
 from external_scaler.sources.promql import range_query
 from inflight import names
-from orchestrator.scaler_client import ScalerUnavailable
-from orchestrator.stack import scaler_metadata
-from sim import scrapes as S
-from sim.scaler import SimScaler
+from inflight.control.policy import Sample
+from inflight.planes.scaler_client import ScalerUnavailable
+from inflight.sim import scrapes as S
+from inflight.sim.scaler import SimScaler
+from inflight.up.stack import scaler_metadata
 
 
 def _scrapes(values: list[tuple[float, float]]) -> S.Scrapes:

@@ -13,17 +13,17 @@ from typing import Any
 
 import pytest
 
-from bench import repro
-from bench import slowing as slowing_model
-from bench.cli import register as register_bench
-from bench.compare import DEFAULT_TIME_SCALE
-from bench.model import RouterSample
-from bench.stats import MAX_LITTLES_LAW_ERROR, littles_law_error, time_average
-from sim.cli import main
-from sim.cli import register as register_sim
-from sim.closed_loop import SweepPlan, simulate_sweep
-from sim.core import SimConfig
-from sim.sweep_compare import bench_compare_args
+from inflight.bench.cli import register as register_bench
+from inflight.bench.closedloop import slowing as slowing_model
+from inflight.bench.closedloop.compare import DEFAULT_TIME_SCALE
+from inflight.measure import repro
+from inflight.measure.records import RouterSample
+from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, littles_law_error, time_average
+from inflight.sim.cli import main
+from inflight.sim.cli import register as register_sim
+from inflight.sim.closed_loop import SweepPlan, simulate_sweep
+from inflight.sim.core import SimConfig
+from inflight.sim.sweep_compare import bench_compare_args
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 # A live `inflight bench compare` at its defaults (its slowing runs are committed).
@@ -96,7 +96,10 @@ def _level_span(doc: Doc) -> tuple[float, float]:
 
 
 def test_the_simulated_runs_match_the_committed_live_ones(simulated: dict[str, Doc]) -> None:
-    assert set(simulated) == {"qps", "saturation"}  # bench.compare runs these two
+    assert set(simulated) == {
+        "qps",
+        "saturation",
+    }  # inflight.bench.closedloop.compare runs these two
     for name, doc in simulated.items():
         live = json.loads((LIVE / f"slowing-{name}.json").read_text())
         assert doc["slowing_phases"] == live["slowing_phases"]
@@ -126,8 +129,10 @@ def test_each_request_is_sent_with_its_phases_max_tokens(simulated: dict[str, Do
 
 
 def test_the_warm_up_sends_the_workloads_length_and_the_level_follows_without_a_gap() -> None:
-    # bench.sweep.run_sweep warms up with the workload's body (--max-tokens), whatever the
-    # slowing level's first phase; bench.compare passes gap_s=0 to the slowing runs.
+    # inflight.bench.closedloop.sweep.run_sweep warms up with the workload's body (--max-tokens),
+    # whatever the
+    # slowing level's first phase; inflight.bench.closedloop.compare passes gap_s=0 to the slowing
+    # runs.
     args = bench_compare_args(max_tokens="200", warmup=4)
     level = slowing_model.slowing_level(4, [100, 400], 30.0)
     plan = SweepPlan.from_bench(args, DEFAULT_TIME_SCALE, levels=(level,), gap_s=0.0)
@@ -164,7 +169,8 @@ def test_littles_law_holds_in_every_phase_as_lambda_falls(simulated: dict[str, D
         samples = [RouterSample(*s) for s in doc["router_samples"]]
         rates, waits = [], []
         for a, b, _ in _phases(doc):
-            # L at the router; λ·W from the client, over the phase (bench.stats.level_stats's
+            # L at the router; λ·W from the client, over the phase
+            # (inflight.measure.stats.level_stats's
             # definition on a window: every request in the system during it, and the time
             # each spent in it).
             l_router = time_average(samples, a, b)

@@ -1,4 +1,5 @@
-"""sim.trace_rebuild: scraped counter samples → arrival times, histogram buckets → lengths."""
+"""inflight.sim.trace_rebuild: scraped counter samples → arrival times, histogram buckets →
+lengths."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 
 import pytest
 
-from sim.trace_rebuild import (
+from inflight.sim.trace_rebuild import (
     Bucket,
     Interval,
     Lengths,

@@ -1,4 +1,4 @@
-"""``sim.tune``'s search on judges whose answers are known in closed form.
+"""``inflight.sim.tune``'s search on judges whose answers are known in closed form.
 
 The judge here is a formula, not the simulator: the search is pure and its correctness
 (bisection bounds, worst seed, the cheapest meeting candidate) is what is under test. The
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.tune import Candidate, SearchSpace, Verdict, tune
+from inflight.sim.tune import Candidate, SearchSpace, Verdict, tune
 
 
 def surface(c: Candidate, seed: int) -> Verdict:

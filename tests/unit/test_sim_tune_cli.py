@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.trace import PlannedRequest, write_trace
-from sim.cli import main
-from sim.tune import Candidate, Verdict
-from sim.tune_cli import WORKLOAD_KEYS, JudgeContext, judge
+from inflight.sim.cli import main
+from inflight.sim.tune import Candidate, Verdict
+from inflight.sim.tune_cli import WORKLOAD_KEYS, JudgeContext, judge
+from inflight.workload.trace import PlannedRequest, write_trace
 
 SEEDS = (1, 2)
 MAX_REPLICAS = 4

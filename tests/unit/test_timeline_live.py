@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.state import TIMELINE, StateDir, StateFileError, TimelinePoint, parse_timeline
+from inflight.statedir import TIMELINE, StateDir, StateFileError, TimelinePoint, parse_timeline
 
 
 def test_a_timeline_written_before_live_reads_with_live_none():

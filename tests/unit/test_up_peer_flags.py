@@ -7,7 +7,7 @@ import pytest
 
 from inflight.cli import build_parser
 from inflight.config import ConfigError
-from orchestrator.cli import UpSettings, build_config, settings_from_args
+from inflight.up.cli import UpSettings, build_config, settings_from_args
 
 
 def settings(*argv: str) -> UpSettings:
@@ -67,7 +67,7 @@ def test_a_peer_is_a_policy_and_the_scaler_stays_on_saturation() -> None:
 def router_args_of(*argv: str) -> list[str]:
     from pathlib import Path
 
-    from orchestrator.stack import router_args
+    from inflight.up.stack import router_args
 
     return router_args(build_config(build_parser().parse_args(["up", *argv])), Path("ep.json"))
 
@@ -77,7 +77,7 @@ def flag(args: list[str], name: str) -> str | None:
 
 
 def test_our_policies_order_held_requests_by_the_deadline_scaled_to_real_time() -> None:
-    # 1.5 seed s by default (orchestrator.hold_order); real seconds = seed s × time-scale.
+    # 1.5 seed s by default (inflight.control.hold_order); real seconds = seed s × time-scale.
     assert flag(router_args_of(), "--hold-deadline-s") == "1.5"
     args = router_args_of("--time-scale", "0.1", "--hold-deadline-s", "1.8")
     assert "--hold-when-full" in args and flag(args, "--hold-deadline-s") == "0.18"

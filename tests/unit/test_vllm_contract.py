@@ -1,6 +1,6 @@
 """vLLM's real metric contract: the emulator and ``inflight.names`` against a vLLM release.
 
-``emulator/vllm_metrics.json`` was read from the pinned vLLM wheel by
+``inflight/emulator/vllm_metrics.json`` was read from the pinned vLLM wheel by
 ``python -m inflight.vllm_contract refresh`` (no network here: the file is committed).
 The emulator is read through its own registry, as a scrape would see it. The static reader
 itself is tested on small sources below.
@@ -15,10 +15,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulator import metrics as emulator_metrics
-from emulator.metrics import EngineMetrics, request_tokens_buckets
-from emulator.profile import Profile
 from inflight import names
+from inflight.emulator import metrics as emulator_metrics
+from inflight.emulator.metrics import EngineMetrics, request_tokens_buckets
+from inflight.emulator.profile import Profile
 from inflight.vllm_contract import contract
 from inflight.vllm_contract.static import read_constant, read_metrics
 

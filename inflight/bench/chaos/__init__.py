@@ -1,0 +1,1 @@
+"""``inflight bench chaos``: the fault run (faults, load, probes, accounting, report)."""

@@ -1,0 +1,319 @@
+"""``inflight bench run|compare|chaos`` and the component benchmarks
+(``inflight.bench.components``):
+the one wiring site of the benchmark.
+
+Heavy imports (aiohttp, matplotlib, tqdm) happen inside the commands so ``inflight --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from inflight import extras
+from inflight.workload.plan import CLOSED_LOOP, add_open_loop_flags
+from inflight.workload.scenarios import SCENARIOS
+
+DEFAULT_CONCURRENCY = "4,8,16,32,64"
+OPEN_LOOP_POLICIES = "fixed:MAX,saturation,kpa,ray,vllm-waiting,epp-queue,hpa-rps,qps"
+
+
+def positive_int_list(text: str) -> list[int]:
+    """``"4,8,16"`` → [4, 8, 16]; every value ≥ 1, at least one."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from exc
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"every value must be >= 1, got {text!r}")
+    return values
+
+
+def concurrency_list(text: str) -> list[int]:
+    """``"4,8,16"`` → [4, 8, 16]; errors name the flag (also read outside argparse)."""
+    try:
+        return positive_int_list(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"--concurrency: {exc}") from None
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from exc
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def add_slowing_flags(p: argparse.ArgumentParser) -> None:
+    """The slowing-model scenario's flags (``inflight.bench.closedloop.slowing``), on ``inflight
+    bench compare``
+    and ``inflight sim compare`` alike."""
+    p.add_argument("--no-slowing", action="store_true", help="skip the slowing-model scenario")
+    p.add_argument("--slowing-concurrency", type=int, default=8)
+    p.add_argument(
+        "--slowing-max-tokens",
+        default="300,600,1200,2400",
+        help="answer length per phase of the slowing-model scenario",
+    )
+    p.add_argument(
+        "--slowing-phase-s",
+        type=positive_float,
+        default=75.0,
+        help="seed seconds per phase of the slowing-model scenario",
+    )
+
+
+def _workload_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--concurrency",
+        type=concurrency_list,
+        default=concurrency_list(DEFAULT_CONCURRENCY),
+        help=f"closed-loop workers per level (default {DEFAULT_CONCURRENCY})",
+    )
+    p.add_argument("--requests", type=int, default=128, help="requests per level (default 128)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=8,
+        help="unmeasured warm-up requests before the first level (default 8)",
+    )
+    p.add_argument("--warmup-concurrency", type=int, default=4)
+    p.add_argument(
+        "--gap-s",
+        type=float,
+        default=10.0,
+        help="idle seed seconds between levels (default 10, as in the seed)",
+    )
+    p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+    p.add_argument("--model", default=None, help="model name (default: the router's /v1/models)")
+    p.add_argument(
+        "--prompt-tokens",
+        default=None,
+        help="prompt length: N (closed loop: only N; default 3000), or in open loop "
+        "lognormal:MEAN:SIGMA or uniform:A:B (default: the scenario's, else 3000)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        default=None,
+        help="answer length, as --prompt-tokens (default 300, or the scenario's)",
+    )
+    p.add_argument(
+        "--sample-interval-s",
+        type=positive_float,
+        default=0.1,
+        help="wall seconds between polls of the router's /router/status (default 0.1)",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite existing result files")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def register(subparsers: Any) -> None:
+    bench = subparsers.add_parser(
+        "bench",
+        help="the reference benchmark: closed-loop sweep, Little's Law check, policy comparison",
+        description="Closed-loop meeting-summary benchmark; every figure in seed time.",
+    )
+    sub = bench.add_subparsers(
+        dest="bench_command",
+        metavar="{run,compare,chaos,router,soak,upstream-client,emulator,scaler}",
+    )
+    sub.required = True
+
+    run = sub.add_parser("run", help="one sweep against a running router")
+    run.add_argument("--url", help="router base URL, e.g. http://127.0.0.1:8000")
+    run.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="an `inflight up` state dir: router URL, time-scale and the replica "
+        "timeline come from its stack.json and timeline.jsonl",
+    )
+    run.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=None,
+        help="time-scale the stack runs at (default: stack.json's, else 1.0)",
+    )
+    run.add_argument(
+        "--frozen",
+        action="store_true",
+        help="the replica count is meant to be fixed: a change makes the run invalid",
+    )
+    run.add_argument("--policy", default=None, help="label for the results (e.g. fixed:2)")
+    run.add_argument("--results-file", type=Path, required=True)
+    run.add_argument("--summary-file", type=Path, default=None)
+    run.add_argument("--plot-dir", type=Path, default=None, help="PNGs here")
+    _workload_flags(run)
+    add_open_loop_flags(run)
+    run.set_defaults(func=_run)
+
+    cmp = sub.add_parser(
+        "compare",
+        help="start `inflight up` per policy, run the same workload on each, compare",
+        description="--scenario sweep (default) or slowing: the seed's closed-loop sweep "
+        "and the slowing model, as before. --scenario ramp|spike|diurnal, --arrivals or "
+        "--trace: open-loop traffic, judged on SLO attainment against replica-seconds.",
+    )
+    cmp.add_argument(
+        "--scenario",
+        default=None,
+        choices=(*CLOSED_LOOP, *SCENARIOS),
+        help="sweep: closed-loop sweep, then the slowing model unless --no-slowing; "
+        "slowing: the slowing model only; ramp|spike|diurnal: open loop (default sweep)",
+    )
+    cmp.add_argument(
+        "--policies",
+        default=None,
+        help="comma-separated: fixed:N, saturation, qps, kpa, ray, vllm-waiting, epp-queue, "
+        "hpa-rps, saturation[KEY=VALUE;...] (scaler metadata, e.g. "
+        "saturation[targetSaturation=0.8;scaleDownWindowSeconds=120]); default "
+        "closed loop fixed:1,fixed:2,qps,saturation; open loop "
+        f"{OPEN_LOOP_POLICIES} (MAX: the scenario's --max-replicas)",
+    )
+    cmp.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=None,
+        help="time-scale of every stack (default: bench compare's DEFAULT_TIME_SCALE)",
+    )
+    cmp.add_argument(
+        "--max-replicas",
+        type=int,
+        default=None,
+        help="default 2 (closed loop), the scenario's (open loop), else 2",
+    )
+    cmp.add_argument(
+        "--min-replicas",
+        type=int,
+        default=None,
+        help="open loop: of every autoscaled policy (default the scenario's, else 1)",
+    )
+    cmp.add_argument(
+        "--startup-s",
+        type=float,
+        default=None,
+        help="open loop: replica start-up, seed s (default the scenario's; else the emulator's)",
+    )
+    cmp.add_argument(
+        "--hold-deadline-s",
+        type=float,
+        default=None,
+        help="open loop: the router's --hold-deadline-s under inflight's own policies, seed "
+        "s: held requests still within it go before late ones (0: FIFO; default inflight "
+        "up's; peers always hold FIFO)",
+    )
+    cmp.add_argument(
+        "--out-dir",
+        type=Path,
+        required=True,
+        help="new folder for the comparison (JSON, Markdown, PNGs, one run file per "
+        "policy, stack logs); refused if it exists unless --force",
+    )
+    cmp.add_argument(
+        "--state-root",
+        type=Path,
+        default=None,
+        help="where each stack's state dir (logs, Prometheus data) goes "
+        "(default: state/bench/<out-dir name>, ignored by git)",
+    )
+    add_slowing_flags(cmp)
+    cmp.add_argument(
+        "--up-arg",
+        action="append",
+        default=[],
+        help="extra argument passed to every `inflight up` (repeatable)",
+    )
+    cmp.add_argument(
+        "--stack-timeout-s",
+        type=positive_float,
+        default=180.0,
+        help="wall seconds to wait for stack.json",
+    )
+    _workload_flags(cmp)
+    add_open_loop_flags(cmp)
+    cmp.set_defaults(func=_compare)
+    _chaos_parser(sub)
+    from inflight.bench.components.cli import register as register_components
+
+    register_components(sub)
+
+
+def _chaos_parser(sub: Any) -> None:
+    from inflight.bench.chaos.defaults import CI_FAULTS, DEFAULT_FAULTS
+
+    ch = sub.add_parser(
+        "chaos",
+        help="the fault run: `inflight up` under open-loop load, faults injected in turn",
+        description=(
+            "Start `inflight up` (emulator replicas, 1..--max-replicas), send open-loop "
+            "Poisson load, inject each fault of --faults once the stack has settled, and "
+            "report per fault: requests sent and failed (on the faulted replica / lost "
+            "otherwise), leaked slots, wrong scale-downs, time to recover, orphans. Exit "
+            "code 1 when the bar is missed. Durations named *-s are seed seconds "
+            "(wall = seed × --time-scale) unless they say wall."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = ch.add_argument
+    add("--out-dir", type=Path, required=True, help="new folder for chaos.json and chaos.md")
+    add("--faults", default=DEFAULT_FAULTS, help=f"comma-separated, in order (CI: {CI_FAULTS})")
+    add("--time-scale", type=positive_float, default=0.2, help="of the whole stack")
+    add("--rate", type=positive_float, default=2.0, help="arrivals per seed second (Poisson)")
+    add("--max-replicas", type=int, default=4)
+    add("--slots", type=int, default=4, help="slots per replica (--max-num-seqs)")
+    add("--model", default=None, help="model name (default: the emulator's)")
+    add("--prompt-tokens", type=int, default=3000)
+    add("--max-tokens", type=int, default=300)
+    add("--long-max-tokens", type=int, default=8000, help="the scale-down fault's long streams")
+    add("--long-streams", type=int, default=4, help="long streams open at the load drop")
+    add("--settle-s", type=positive_float, default=30.0, help="seed s unchanged = settled")
+    add(
+        "--after-s",
+        type=positive_float,
+        default=90.0,
+        help="seed s of load after "
+        "recovery (>= the 60 s scale-down window + a sync: a wrong scale-down shows)",
+    )
+    add("--hang-s", type=positive_float, default=100.0, help="seed s before SIGCONT (hang)")
+    add("--prometheus-down-s", type=positive_float, default=120.0, help="seed s held down")
+    add("--router-missing-s", type=positive_float, default=30.0, help="seed s killed router "
+        "stays in discovery")  # fmt: skip
+    add("--settle-timeout-s", type=positive_float, default=180.0, help="wall s")
+    add("--recover-timeout-s", type=positive_float, default=120.0, help="wall s")
+    add("--drain-timeout-s", type=positive_float, default=180.0, help="wall s")
+    add("--leak-timeout-s", type=positive_float, default=20.0, help="wall s")
+    add("--request-timeout-s", type=positive_float, default=300.0, help="wall s per request")
+    add("--stack-timeout-s", type=positive_float, default=180.0, help="wall s")
+    add("--state-dir", type=Path, default=None, help="the stack's state dir "
+        "(default state/bench/<out-dir name>-chaos)")  # fmt: skip
+    add("--force", action="store_true", help="write into a non-empty --out-dir")
+    ch.set_defaults(func=_chaos)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if (missing := extras.require("bench", "inflight bench run")) is not None:
+        return missing
+    from inflight.bench.closedloop.run import main
+
+    return main(args)
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    from inflight.bench.chaos.run import main
+
+    return main(args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    if (missing := extras.require("bench", "inflight bench compare")) is not None:
+        return missing
+    from inflight.bench.closedloop.compare import main
+
+    return main(args)

@@ -1,0 +1,197 @@
+"""One open-loop run against a router, measured: the shared part of ``bench run`` and
+``bench compare`` in open-loop mode.
+
+It sends the plan (:func:`inflight.bench.openloop.sender.run_open_loop`), reads the replica
+timeline of
+``inflight up`` if there is one, and measures with :func:`inflight.measure.slo.run_measures` (the
+function the simulator calls too): outcomes from the client's records
+(:func:`inflight.measure.slo.outcome_from_record`), replica-seconds of the *live* replicas over the
+traffic window [0, end of the traffic] (the same window for every policy, so the ratio
+compares like with like), changes and reversals of the desired count. The document keeps
+every request, router sample and timeline point, in seed seconds from the start.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from inflight import statedir as state
+from inflight.bench.closedloop.run import discover_model
+from inflight.bench.openloop.sender import OpenLoopRun, littles_law, replica_points, run_open_loop
+from inflight.bench.progress import Bars
+from inflight.measure.slo import outcome_from_record, run_measures, value_at
+from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
+from inflight.workload.plan import OpenLoopPlan
+
+SCHEMA_RUN = "inflight-bench-openloop-run/1"
+
+# A run is invalid when the sender itself fell behind its schedule by more than this many
+# seed seconds at the 99th percentile: the arrivals were then not the planned ones.
+MAX_SEND_LAG_P99_S = 0.25
+
+
+async def send_plan(
+    *,
+    router_url: str,
+    plan: OpenLoopPlan,
+    time_scale: float,
+    model: str | None,
+    sample_interval_s: float,
+    progress_prefix: str = "",
+    progress: bool = True,
+) -> tuple[OpenLoopRun, str]:
+    """Send the plan to the router; return the raw run and the model name used."""
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        name = model or await discover_model(session, router_url)
+        bars = Bars(prefix=progress_prefix, enabled=progress)
+        try:
+            run = await run_open_loop(
+                session,
+                router_url,
+                name,
+                plan.requests,
+                time_scale=time_scale,
+                drain_s=plan.drain_s,
+                end_s=plan.end_s,
+                sample_interval_s=sample_interval_s,
+                on_done=bars(f"open loop {plan.name}", len(plan.requests)),
+            )
+        finally:
+            bars.close()
+    return run, name
+
+
+def run_document(
+    run: OpenLoopRun,
+    plan: OpenLoopPlan,
+    timeline_rows: Sequence[dict[str, Any]],
+    *,
+    policy: str | None,
+    frozen: bool,
+    url: str,
+    model: str,
+    created_at: str,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Measure one run and lay it out as its results file (pure)."""
+    s = run.time_scale
+    outcomes = [outcome_from_record(x.record, run.t0, s, unfinished=x.unfinished) for x in run.sent]
+    live, desired, field = replica_points(timeline_rows, run.t0, s)
+    measures = run_measures(outcomes, live, desired, plan.slo, 0.0, plan.end_s)
+    ll = littles_law(run)
+    lag = [x / s for x in run.send_lag_s]
+    lag_stats = {
+        "p50": percentile(lag, 50),
+        "p99": percentile(lag, 99),
+        "max": max(lag),
+    }
+    reasons: list[str] = []
+    if lag_stats["p99"] > MAX_SEND_LAG_P99_S:
+        reasons.append(
+            f"the sender fell behind its schedule: p99 lag {lag_stats['p99']:.2f} seed s "
+            f"> {MAX_SEND_LAG_P99_S}"
+        )
+    if ll["error"] is not None and ll["error"] > MAX_LITTLES_LAW_ERROR:
+        reasons.append(
+            f"Little's Law: router L {ll['l_router']:.2f} vs client λ·W {ll['lambda_w']:.2f} "
+            f"({100 * ll['error']:.1f} % > {100 * MAX_LITTLES_LAW_ERROR:.0f} %)"
+        )
+    if ll["l_router"] is None:
+        reasons.append("no router sample during the run (Little's Law not checked)")
+    held = {n for t, n in desired if 0.0 < t <= plan.end_s}
+    if desired and frozen and len(held | {value_at(desired, 0.0)}) > 1:
+        reasons.append("the replica count changed during a fixed-replica run")
+    if not timeline_rows:
+        notes = ["no timeline.jsonl: replica-seconds are 0 (not run under inflight up)"]
+    elif field != "live":
+        notes = ["timeline.jsonl has no 'live' field: replica-seconds integrate 'ready'"]
+    else:
+        notes = []
+
+    def rel(t: float) -> float:
+        return round((t - run.t0) / s, 4)
+
+    requests = []
+    for x, o in zip(run.sent, outcomes, strict=True):
+        requests.append(
+            [
+                x.index,
+                x.planned.t_s,
+                x.planned.prompt_tokens,
+                x.planned.max_tokens,
+                round(o.sent_s, 4),
+                None if o.first_s is None else round(o.first_s, 4),
+                None if o.end_s is None else round(o.end_s, 4),
+                o.output_tokens,
+                o.ok,
+                o.cause,
+                x.record.error[:300],
+            ]
+        )
+    return {
+        "schema": SCHEMA_RUN,
+        "created_at": created_at,
+        "command": ["inflight", *sys.argv[1:]],
+        "url": url,
+        "model": model,
+        "policy": policy,
+        "time_scale": s,
+        "units": "seed time: wall seconds / time_scale; rates per seed second",
+        "frozen": frozen,
+        "valid": not reasons,
+        "invalid_reasons": reasons,
+        "notes": notes,
+        "t0_unix": run.t0,
+        "scenario": plan.scenario_meta(),
+        **measures,
+        "replica_field": field,
+        "littles_law": ll,
+        "send_lag_s": lag_stats,
+        "router_sample_errors": run.sample_errors,
+        "requests_columns": [
+            "index",
+            "t_s",
+            "prompt_tokens",
+            "max_tokens",
+            "sent_s",
+            "first_s",
+            "end_s",
+            "output_tokens",
+            "ok",
+            "cause",
+            "error",
+        ],
+        "requests": requests,
+        "router_samples_columns": ["t_s", "inflight", "queued", "ready"],
+        "router_samples": [[rel(x.t), x.inflight, x.queued, x.ready] for x in run.samples],
+        "timeline_columns": ["t_s", "desired", field],
+        "timeline": [[round(t, 4), d, n] for (t, n), (_, d) in zip(live, desired, strict=True)],
+        **(extra or {}),
+    }
+
+
+def read_timeline_rows(path: Path | None) -> list[dict[str, Any]]:
+    """The rows of an ``inflight up`` timeline.jsonl (none without a path or file)."""
+    return [] if path is None else state.read_jsonl(path)
+
+
+def run_markdown(doc: dict[str, Any]) -> str:
+    """A one-run summary: the open-loop comparison's table with one row."""
+    from inflight.measure.openloop_report import build_comparison, comparison_markdown
+
+    meta = {
+        "created_at": doc["created_at"],
+        "command": doc["command"],
+        "time_scale": doc["time_scale"],
+        "source": "live",
+        **doc["scenario"],
+        "max_replicas": doc["scenario"].get("max_replicas") or 0,
+    }
+    label = doc.get("policy") or "run"
+    return comparison_markdown(build_comparison(meta, {label: doc}), notes=doc.get("notes", ()))

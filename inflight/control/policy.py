@@ -1,0 +1,437 @@
+"""The scaling decision: a pure function of the window of samples, the spec and ``now_s``.
+
+No I/O, no clock, no logging: the scaler, the local orchestrator and the bench all call
+the same core, and tests step ``now_s`` instead of sleeping.
+
+Two policies:
+
+* ``saturation`` (the product). The value handed to KEDA is the *stabilized* L:
+
+      value = max over τ in [now − down, now] of  mean(L over (τ − up, τ])
+
+  and the target is ``slots_per_replica × target_saturation``, so the HPA's
+  ``desired = ceil(value / target)`` (KEDA's AverageValue arithmetic) gives the replica
+  count. Scale-up is immediate (only the short ``up`` smoothing stands between L and
+  the value); scale-down happens only when the maximum over the whole ``down`` window
+  fits in fewer replicas. Worked example, 4 slots, target saturation 1.0: 8 requests in
+  flight for the last 10 s → value 8, target 4, desired 2. Load stops: L reads 0, but
+  the 60 s maximum stays 8 until 60 s have passed, then the value falls to 0.
+  The HPA keeps its current count while ``value ÷ (target × current)`` is within its
+  tolerance (10 %): at 10 replicas of 4 slots, L = 44 (four requests queued) does not
+  scale up. ``Decision.desired_replicas`` predicts that hold (``inflight.control.hpa_math``).
+  With ``growthHorizonSeconds`` set (off by default), each L in that maximum is padded
+  with :func:`growth_headroom`: the L that the arrivals' current growth brings over the
+  horizon (a replica's start-up and the loop's lag), for open-loop traffic.
+
+* ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
+  baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,
+  qps < 0.05 → current − 1, else current. It returns ``desired × target`` so the HPA's
+  ``ceil(value / target)`` lands on that count. It scales down a full system: 8 in
+  flight at 33 s each is λ ≈ 0.24/s, "below 0.5", although half the requests queue.
+
+``time_scale`` multiplies every window and divides every rate, so a stack running the
+emulator at time-scale 0.1 sees the seed's dynamics ten times faster.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate, pairwise
+from typing import Final, Literal
+
+from inflight.control.hpa_math import HPA_TOLERANCE, replicas_for_average_value
+
+PolicyName = Literal["saturation", "qps"]
+POLICIES: Final[tuple[PolicyName, ...]] = ("saturation", "qps")
+
+# The seed's rule, in seed time (seconds, requests per second).
+QPS_WINDOW_S: Final = 10.0
+QPS_UP_THRESHOLD: Final = 0.5
+QPS_DOWN_THRESHOLD: Final = 0.05
+
+# Values are rounded to this many decimals before ceil(), so a mean that is 8.0000000001
+# by floating-point accident does not ask for a third replica.
+_DECIMALS: Final = 6
+
+
+# L's samples may be this many scrape intervals apart (or old) before the window stops
+# being a record of L: the source's staleness limit and the policy's gap limit.
+SAMPLE_GAP_SCRAPES: Final = 3
+
+
+class NoSamples(ValueError):
+    """The window holds no sample to decide on ("no data yet" is not a 0)."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One observation: ``value`` at unix time ``t_s`` (seconds)."""
+
+    t_s: float
+    value: float
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """What the policy needs from the ScaledObject metadata, windows already time-scaled.
+
+    ``scale_up_window_s`` and ``scale_down_window_s`` are in wall seconds (the metadata's
+    seconds × time_scale); ``time_scale`` is kept for the qps rule's window and thresholds.
+    """
+
+    slots_per_replica: int = 4
+    target_saturation: float = 1.0
+    scale_up_window_s: float = 10.0
+    scale_down_window_s: float = 60.0
+    activation_inflight: float = 0.0
+    policy: PolicyName = "saturation"
+    time_scale: float = 1.0
+    # The HPA's tolerances (its ``behavior.scaleUp/scaleDown.tolerance``, 10 % unless
+    # set): only for predicting the count the HPA derives, never for the value.
+    hpa_scale_up_tolerance: float = HPA_TOLERANCE
+    hpa_scale_down_tolerance: float = HPA_TOLERANCE
+    # The longest gap (wall s) between samples of L, or between the window's ends and its
+    # nearest sample, that still lets the window decide a scale-down. Metadata sets
+    # SAMPLE_GAP_SCRAPES x ``scrapeIntervalSeconds``; infinite: never checked.
+    max_sample_gap_s: float = math.inf
+    # Start-up-aware headroom (``growthHorizonSeconds``, wall s; 0: off) and the window
+    # the arrival rate's growth is measured over (``growthWindowSeconds``, wall s).
+    growth_horizon_s: float = 0.0
+    growth_window_s: float = 60.0
+
+    @property
+    def target(self) -> float:
+        """L per replica the HPA aims for (requests in flight)."""
+        return self.slots_per_replica * self.target_saturation
+
+    @property
+    def lookback_s(self) -> float:
+        """How far back (wall seconds) samples are needed for any policy."""
+        growth_s = 2 * self.growth_window_s if self.growth_horizon_s > 0 else 0.0
+        return max(self.scale_down_window_s + self.scale_up_window_s, self.qps_window_s, growth_s)
+
+    @property
+    def qps_window_s(self) -> float:
+        """The seed's 10 s arrival window, in wall seconds."""
+        return QPS_WINDOW_S * self.time_scale
+
+
+@dataclass(frozen=True)
+class Window:
+    """Samples over the lookback, as a source delivers them.
+
+    ``inflight``: L (requests running + queued); ``arrivals_total``: requests received, a
+    running total over the routers that never falls (each router's counter resets already
+    corrected by the source, ``sources/counters.py``), so a difference of two samples is
+    the arrivals between them; ``ready_replicas``: endpoints ready.
+    The last two may be empty when the source has no such signal (plain vLLM).
+    """
+
+    inflight: tuple[Sample, ...]
+    arrivals_total: tuple[Sample, ...] = ()
+    ready_replicas: tuple[Sample, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the scaler answers, and why.
+
+    ``value``: the metric value for KEDA (requests in flight); ``target``: the per-replica
+    target; ``desired_replicas``: what the HPA will derive from them before its
+    stabilization, rate policies and min/max clamps: ``ceil(value / target)``, except
+    that the HPA holds the current count while ``value ÷ (target × current)`` is within
+    its tolerance (``inflight.control.hpa_math``; the ready count stands for current, ``ceil``
+    alone when it is unknown); ``inflight``: the latest L;
+    ``ready_replicas``: the latest ready count (None when unknown); ``saturation``: latest
+    L ÷ (slots × ready), None when ready is unknown or 0; ``direction``: desired vs ready
+    (``up``/``down``/``hold``, ``unknown`` without a ready count).
+    """
+
+    policy: PolicyName
+    value: float
+    target: float
+    desired_replicas: int
+    active: bool
+    inflight: float
+    ready_replicas: int | None
+    saturation: float | None
+    direction: Literal["up", "down", "hold", "unknown"]
+    reason: str
+
+
+def evaluate(window: Window, spec: PolicySpec, now_s: float) -> Decision:
+    """Run the policy ``spec.policy`` names."""
+    ready = latest(window.ready_replicas, now_s)
+    ready_count = None if ready is None else max(0, round(ready))
+    if spec.policy == "qps":
+        if ready_count is None:
+            raise NoSamples("the qps policy needs the ready replica count; none in the window")
+        return decide_qps(window.arrivals_total, window.inflight, ready_count, spec, now_s)
+    return decide(
+        window.inflight, spec, now_s, ready_replicas=ready_count, arrivals=window.arrivals_total
+    )
+
+
+def growth_headroom(
+    inflight: Sequence[Sample], arrivals_total: Sequence[Sample], spec: PolicySpec, now_s: float
+) -> float:
+    """The L that the arrivals' current growth adds over ``growth_horizon_s`` (0 if none).
+
+    A replica asked for now serves only after its start-up; on a rising open-loop load
+    the L it meets then is larger than the L that asked for it. With ``T`` =
+    ``growth_window_s``: n₁ arrivals in (now − 2T, now − T], n₂ in (now − T, now]; if the
+    rate grew (n₂ > n₁), λ' = (n₂ − n₁) / T² and, by Little's Law with W = mean L over the
+    last T ÷ (n₂ / T), the headroom is W · λ' · horizon. A steady or falling rate adds
+    nothing, so a closed loop at constant concurrency is never padded once its rate has
+    settled. Worked example: T = 60 s, 240 then 300 arrivals (4 → 5 req/s), mean L 20 →
+    W = 4 s, λ' = 60 / 3600 = 1/60 req/s², horizon 120 s → 4 · 120 / 60 = 8 more in L.
+    """
+    horizon_s, window_s = spec.growth_horizon_s, spec.growth_window_s
+    if horizon_s <= 0 or window_s <= 0:
+        return 0.0
+    a_now = latest(arrivals_total, now_s)
+    a_mid = latest(arrivals_total, now_s - window_s)
+    a_old = latest(arrivals_total, now_s - 2 * window_s)
+    if a_now is None or a_mid is None or a_old is None:
+        return 0.0
+    recent, before = max(0.0, a_now - a_mid), max(0.0, a_mid - a_old)
+    if recent <= before:
+        return 0.0
+    span = _in_span(inflight, now_s - window_s, now_s)
+    if not span:
+        return 0.0
+    mean_l = sum(s.value for s in span) / len(span)
+    w_s = mean_l / (recent / window_s)
+    rate_growth = (recent - before) / window_s / window_s
+    return w_s * rate_growth * horizon_s
+
+
+def decide(
+    samples: Sequence[Sample],
+    spec: PolicySpec,
+    now_s: float,
+    ready_replicas: int | None = None,
+    arrivals: Sequence[Sample] = (),
+) -> Decision:
+    """The saturation policy: the stabilized L and the replica count HPA derives from it.
+
+    ``samples`` are L over at least ``[now − down − up, now]`` (older and future ones are
+    ignored). Raises NoSamples when none falls in that span. With ``growth_horizon_s``
+    set, ``arrivals`` (the arrivals running total) pads the current L with
+    :func:`growth_headroom`.
+    """
+    up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
+    points = _in_span(samples, now_s - down_s - up_s, now_s)
+    if not points:
+        raise NoSamples(
+            f"no sample of L in the last {down_s + up_s:g} s (scale-down + scale-up windows)"
+        )
+    times = [p.t_s for p in points]
+    prefix = [0.0, *accumulate(p.value for p in points)]
+
+    def smoothed(tau_s: float) -> float | None:
+        """Mean of L over (tau − up, tau]; the latest sample at or before tau if none."""
+        hi = bisect.bisect_right(times, tau_s)
+        lo = bisect.bisect_right(times, tau_s - up_s) if up_s > 0 else hi
+        if hi > lo:
+            return (prefix[hi] - prefix[lo]) / (hi - lo)
+        return points[hi - 1].value if hi > 0 else None
+
+    # Evaluate at every sample time in the scale-down window, and at now itself.
+    taus = [t for t in times if t >= now_s - down_s] + [now_s]
+    current = smoothed(now_s)
+    assert current is not None  # points is non-empty and every point is ≤ now_s
+    grows = bool(arrivals) and spec.growth_horizon_s > 0
+
+    def padded(tau_s: float) -> float | None:
+        """L at tau, plus the growth headroom at tau when that is on: the headroom is
+        held over the scale-down window like L itself, so a noisy growth estimate cannot
+        cancel a replica it asked for a moment ago while that replica starts."""
+        v = smoothed(tau_s)
+        if v is None or not grows:
+            return v
+        return v + growth_headroom(samples, arrivals, spec, tau_s)
+
+    plain_peak = max(v for v in (smoothed(t) for t in taus) if v is not None)
+    peak = max(v for v in (padded(t) for t in taus) if v is not None)
+    headroom = peak - plain_peak
+    value = round(max(peak, 0.0), _DECIMALS)
+    target = spec.target
+    desired = hpa_replicas(value, spec, ready_replicas)
+    inflight = points[-1].value
+    active = value > spec.activation_inflight
+    if not active:
+        desired = 0
+    direction = _direction(desired, ready_replicas)
+    if value == 0:
+        reason = f"idle: L was 0 over the last {down_s:g} s"
+    elif value > round(current, _DECIMALS):
+        reason = (
+            f"holding: max of L over the last {down_s:g} s is {value:g} "
+            f"(now {current:g}) = {desired} x {target:g}"
+        )
+    else:
+        reason = f"L {value:g} (mean over {up_s:g} s) = {desired} x {target:g}"
+    if headroom > 0:
+        reason = (
+            f"growing: max of L plus the arrivals' growth over {spec.growth_horizon_s:g} s "
+            f"in the last {down_s:g} s is {value:g} (L alone {plain_peak:g}, now {current:g})"
+            f" = {desired} x {target:g}"
+        )
+    if active and desired != _ceil_div(value, target):
+        reason = (
+            f"within the HPA's tolerance: L {value:g} on {ready_replicas} x {target:g} "
+            f"holds at {desired} (ceil would be {_ceil_div(value, target)})"
+        )
+    if not active and value > 0:
+        reason = f"inactive: {value:g} <= activationInflight {spec.activation_inflight:g}"
+    gap = _largest_gap(times, now_s - down_s - up_s, now_s)
+    if gap > spec.max_sample_gap_s and (ready_replicas is None or desired < ready_replicas):
+        # The window is not a record of L over its span (a Prometheus outage or restart,
+        # a history that starts inside the window): its maximum may miss the peak, so it
+        # may not remove replicas. Scaling up, or holding, on it is safe.
+        raise NoSamples(
+            f"the window of L has a {gap:.1f} s gap (over the {spec.max_sample_gap_s:g} s "
+            f"allowed): no scale-down from {'?' if ready_replicas is None else ready_replicas}"
+            f" to {desired} replicas on partial data"
+        )
+    return Decision(
+        policy="saturation",
+        value=value,
+        target=target,
+        desired_replicas=desired,
+        active=active,
+        inflight=inflight,
+        ready_replicas=ready_replicas,
+        saturation=_saturation(inflight, spec, ready_replicas),
+        direction=direction,
+        reason=reason,
+    )
+
+
+def decide_qps(
+    arrivals_total: Sequence[Sample],
+    inflight: Sequence[Sample],
+    ready_replicas: int,
+    spec: PolicySpec,
+    now_s: float,
+) -> Decision:
+    """The seed's arrival-rate rule (the benchmark's comparison baseline, not the product).
+
+    qps (seed units) = arrivals in the last ``10 × time_scale`` wall seconds ÷ 10 s.
+    Arrivals are the running total's increase between its latest sample at or before
+    ``now − window`` and its latest at or before ``now`` (the source corrects counter
+    resets before summing, so a restarted router's requests still count). Returns
+    ``value = desired × target``. Active when L or the window's arrivals exceed
+    ``activation_inflight``; an active answer never asks for fewer than 1 replica.
+    """
+    window_s = spec.qps_window_s
+    end = latest(arrivals_total, now_s)
+    start = latest(arrivals_total, now_s - window_s)
+    if end is None or start is None:
+        raise NoSamples(
+            f"the qps policy needs the arrivals counter at now and {window_s:g} s before; "
+            "the window does not reach back that far yet"
+        )
+    arrivals = max(0.0, end - start)
+    qps = arrivals / QPS_WINDOW_S  # seed units: requests per seed second
+    current_l = latest(inflight, now_s)
+    l_now = 0.0 if current_l is None else current_l
+    if qps > QPS_UP_THRESHOLD:
+        desired, rule = ready_replicas + 1, f"qps {qps:.3g} > {QPS_UP_THRESHOLD:g}: up"
+    elif qps < QPS_DOWN_THRESHOLD:
+        desired = max(0, ready_replicas - 1)
+        rule = f"qps {qps:.3g} < {QPS_DOWN_THRESHOLD:g}: down"
+    else:
+        desired, rule = ready_replicas, f"qps {qps:.3g} in the dead band: hold"
+    active = l_now > spec.activation_inflight or arrivals > spec.activation_inflight
+    desired = max(desired, 1) if active else 0
+    target = spec.target
+    return Decision(
+        policy="qps",
+        value=round(desired * target, _DECIMALS),
+        target=target,
+        desired_replicas=desired,
+        active=active,
+        inflight=l_now,
+        ready_replicas=ready_replicas,
+        saturation=_saturation(l_now, spec, ready_replicas),
+        direction=_direction(desired, ready_replicas),
+        reason=f"baseline {rule} from {ready_replicas} -> {desired} replicas",
+    )
+
+
+def hpa_replicas(value: float, spec: PolicySpec, ready: int | None) -> int:
+    """The replica count the HPA derives from ``value``, with its tolerance.
+
+    The HPA compares against its current count (pods); the scaler knows the ready count,
+    which is the same once pods have started. Without it, ``ceil(value ÷ target)``.
+    Worked example, target 4: value 44 on 10 ready → ratio 1.1, the HPA holds 10 (not
+    ceil = 11); value 45 → 12.
+    """
+    if ready is None or spec.target < 0.001:
+        # A target under one milli-unit is 0 on KEDA's wire: no HPA arithmetic to mimic.
+        return _ceil_div(value, spec.target)
+    return replicas_for_average_value(
+        value,
+        spec.target,
+        ready,
+        spec.hpa_scale_up_tolerance,
+        scale_down_tolerance=spec.hpa_scale_down_tolerance,
+    )
+
+
+def latest(samples: Sequence[Sample], at_s: float) -> float | None:
+    """The value of the last sample at or before ``at_s`` (None if there is none)."""
+    best: Sample | None = None
+    for sample in samples:
+        if sample.t_s <= at_s and (best is None or sample.t_s >= best.t_s):
+            best = sample
+    return None if best is None else best.value
+
+
+def _largest_gap(times: Sequence[float], start_s: float, end_s: float) -> float:
+    """The longest stretch of [start, end] with no sample (``times`` sorted, within it).
+
+    >>> _largest_gap([1.0, 2.0, 6.0], 0.0, 7.0)
+    4.0
+    >>> _largest_gap([5.0], 0.0, 6.0)  # a history that starts inside the window
+    5.0
+    """
+    edges = [start_s, *times, end_s]
+    return max(b - a for a, b in pairwise(edges))
+
+
+def _in_span(samples: Sequence[Sample], start_s: float, end_s: float) -> list[Sample]:
+    """Finite samples with start ≤ t ≤ end, sorted by time."""
+    return sorted(
+        (s for s in samples if start_s <= s.t_s <= end_s and math.isfinite(s.value)),
+        key=lambda s: s.t_s,
+    )
+
+
+def _ceil_div(value: float, target: float) -> int:
+    """``ceil(value / target)`` after rounding off float noise; 0 when value is 0."""
+    if value <= 0:
+        return 0
+    return math.ceil(round(value / target, _DECIMALS))
+
+
+def _direction(desired: int, ready: int | None) -> Literal["up", "down", "hold", "unknown"]:
+    if ready is None:
+        return "unknown"
+    if desired > ready:
+        return "up"
+    if desired < ready:
+        return "down"
+    return "hold"
+
+
+def _saturation(inflight: float, spec: PolicySpec, ready: int | None) -> float | None:
+    """Latest L ÷ capacity (slots × ready replicas); None when capacity is unknown or 0."""
+    if ready is None or ready <= 0:
+        return None
+    return round(inflight / (spec.slots_per_replica * ready), _DECIMALS)

@@ -1,0 +1,206 @@
+"""vLLM's metrics, by vLLM's names (``inflight.names.VLLM_*``), labels ``model_name, engine``.
+
+One ``EngineMetrics`` per app, registered in a ``CollectorRegistry`` the caller passes in
+(never the global one). It is the engine's ``Observer``: counters and histograms are plain
+numbers updated in the hot path (a histogram takes ``count`` identical observations at once:
+every sequence of a step sees the same inter-token latency) and turned into Prometheus
+families only at scrape time. Gauges (running, waiting, KV cache) are read from the engine
+at scrape time. Durations are wall seconds, as a client of the replica measures them.
+Types, label names, help texts and bucket bounds are those of the vLLM release pinned in
+``inflight/emulator/vllm_metrics.json`` (checked by ``tests/unit/test_vllm_contract.py``); the token
+histograms' bounds, which vLLM computes at run time, follow its rule
+(:func:`request_tokens_buckets`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator, Sequence
+
+from prometheus_client.core import (
+    CollectorRegistry,
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from inflight import names
+
+TTFT_BUCKETS_S = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+    7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+ITL_BUCKETS_S = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+LATENCY_BUCKETS_S = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+
+
+def request_tokens_buckets(max_model_len: int) -> tuple[int, ...]:
+    """vLLM's bounds for its per-request token histograms: 1, 2, 5, 10, 20, 50, … up to
+    ``max_model_len`` (``vllm:request_prompt_tokens``, ``vllm:request_generation_tokens``).
+
+    vLLM's ``build_1_2_5_buckets(max_model_len)`` (``vllm/v1/metrics/loggers.py``, e.g.
+    vllm-project/vllm@005a810b, where ``PrometheusStatLogger`` passes the model config's
+    ``max_model_len``), since moved to ``vllm/v1/metrics/buckets.py`` as
+    ``histogram_buckets("request_tokens", max_model_len)`` (vllm-project/vllm@139b1c3f).
+    The pinned release's contract (0.33.0, ``vllm_metrics.json``) reads that family there
+    and lists its bounds under ``unresolved``: computed at run time, so this is the rule.
+
+    >>> request_tokens_buckets(100), request_tokens_buckets(2048)[-3:]
+    ((1, 2, 5, 10, 20, 50, 100), (500, 1000, 2000))
+    """
+    if max_model_len < 1:
+        raise ValueError(f"--max-model-len must be ≥ 1, got {max_model_len}")
+    out: list[int] = []
+    scale = 1
+    while True:
+        for mantissa in (1, 2, 5):
+            if mantissa * scale > max_model_len:
+                return tuple(out)
+            out.append(mantissa * scale)
+        scale *= 10
+
+
+# vLLM's FINISH_REASON_STRINGS: vLLM creates vllm:request_success for each one up front.
+# The emulator only ever finishes with stop, length or abort; error and repetition stay 0.
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+# One engine core per replica: vLLM labels every engine metric with its index, "0" unless
+# it runs data-parallel engines behind one API server.
+ENGINE_INDEX = "0"
+
+
+class Histogram:
+    """Cumulative-bucket histogram that takes ``count`` equal observations in one call."""
+
+    def __init__(self, bounds_s: Sequence[float]) -> None:  # seconds, or tokens
+        self.bounds = tuple(bounds_s)
+        self.counts = [0] * (len(self.bounds) + 1)  # last: +Inf
+        self.total = 0.0
+
+    def observe(self, value: float, count: int = 1) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += count
+        self.total += value * count
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        acc = 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            acc += n
+            out.append((floatToGoString(bound), acc))  # le as prometheus_client writes it
+        return out
+
+
+class EngineMetrics(Collector):
+    """Counts what the engine reports; exposes it with vLLM's names at scrape time."""
+
+    def __init__(
+        self,
+        model_name: str,
+        gauges: Callable[[], tuple[int, int, float]],
+        registry: CollectorRegistry,
+        max_model_len: int,
+    ) -> None:
+        """``gauges()`` returns (running, waiting, kv cache usage 0–1) at scrape time;
+        ``max_model_len`` (the replica's ``--max-model-len``) bounds the token histograms."""
+        self.model_name = model_name
+        self._gauges = gauges
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.success = dict.fromkeys(FINISHED_REASONS, 0)
+        self.e2e = Histogram(LATENCY_BUCKETS_S)
+        self.queue = Histogram(LATENCY_BUCKETS_S)
+        self.ttft = Histogram(TTFT_BUCKETS_S)
+        self.itl = Histogram(ITL_BUCKETS_S)
+        token_bounds = request_tokens_buckets(max_model_len)
+        self.request_prompt = Histogram(token_bounds)
+        self.request_generation = Histogram(token_bounds)
+        registry.register(self)
+
+    # --- engine Observer -------------------------------------------------------------------
+    def admitted(self, queue_s: float, prompt_tokens: int) -> None:
+        self.queue.observe(queue_s)
+        self.prompt_tokens += prompt_tokens
+
+    def tokens(self, count: int, itl_s: float, itl_count: int) -> None:
+        self.generation_tokens += count
+        if itl_count:
+            self.itl.observe(itl_s, itl_count)
+
+    def first_token(self, ttft_s: float) -> None:
+        self.ttft.observe(ttft_s)
+
+    def finished(
+        self, reason: str, e2e_s: float, prompt_tokens: int, generation_tokens: int
+    ) -> None:
+        # every finish, an abort too (as request_success and e2e): the tokens generated by then
+        self.success[reason] = self.success.get(reason, 0) + 1
+        self.e2e.observe(e2e_s)
+        self.request_prompt.observe(prompt_tokens)
+        self.request_generation.observe(generation_tokens)
+
+    # --- Prometheus Collector --------------------------------------------------------------
+    def describe(self) -> list[Metric]:
+        return []  # collected lazily: gauges read the engine at scrape time
+
+    def collect(self) -> Iterator[Metric]:
+        label = [names.VLLM_MODEL_LABEL, names.VLLM_ENGINE_LABEL]
+        value = [self.model_name, ENGINE_INDEX]
+        running, waiting, kv = self._gauges()
+        for name, doc, v in (
+            (names.VLLM_RUNNING, "Number of requests in model execution batches.", running),
+            (names.VLLM_WAITING, "Number of requests waiting to be processed.", waiting),
+            (names.VLLM_KV_CACHE_USAGE, "KV-cache usage. 1 means 100 percent usage.", kv),
+        ):
+            g = GaugeMetricFamily(name, doc, labels=label)
+            g.add_metric(value, v)
+            yield g
+        for name, doc, v in (
+            (names.VLLM_PROMPT_TOKENS, "Number of prefill tokens processed.", self.prompt_tokens),
+            (
+                names.VLLM_GENERATION_TOKENS,
+                "Number of generation tokens processed.",
+                self.generation_tokens,
+            ),
+        ):
+            c = CounterMetricFamily(name.removesuffix("_total"), doc, labels=label)
+            c.add_metric(value, v)
+            yield c
+        success = CounterMetricFamily(
+            names.VLLM_REQUEST_SUCCESS.removesuffix("_total"),
+            "Count of successfully processed requests.",
+            labels=[*label, names.VLLM_FINISHED_REASON_LABEL],
+        )
+        for reason, n in self.success.items():
+            success.add_metric([*value, reason], n)
+        yield success
+        for name, doc, hist in (
+            (names.VLLM_E2E_LATENCY, "Histogram of e2e request latency in seconds.", self.e2e),
+            (
+                names.VLLM_QUEUE_TIME,
+                "Histogram of time spent in WAITING phase for request.",
+                self.queue,
+            ),
+            (names.VLLM_TTFT, "Histogram of time to first token in seconds.", self.ttft),
+            (names.VLLM_ITL, "Histogram of inter-token latency in seconds.", self.itl),
+            (
+                names.VLLM_REQUEST_PROMPT_TOKENS,
+                "Number of prefill tokens processed.",
+                self.request_prompt,
+            ),
+            (
+                names.VLLM_REQUEST_GENERATION_TOKENS,
+                "Number of generation tokens processed.",
+                self.request_generation,
+            ),
+        ):
+            h = HistogramMetricFamily(name, doc, labels=label)
+            h.add_metric(value, hist.buckets(), hist.total)
+            yield h

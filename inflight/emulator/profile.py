@@ -1,0 +1,113 @@
+"""The timing profile of an emulated replica: how long a step takes, in wall seconds.
+
+One frozen value built once from the settings (``inflight.emulator.cli.EmulatorSettings``) and
+handed to
+the engine. The reference profile is WORKLOAD.md's: 4 slots; a meeting-summary request
+(~3,000 prompt tokens, 300 output tokens) takes about 4.5 s of service at a full batch;
+start-up 30 s; the first requests run ≈1.6× slower (cold start). Every duration is
+multiplied by ``time_scale``.
+
+The step model, with a worked example (reference profile, time-scale 1):
+
+* prefill costs ``prefill_ms_per_1k_tokens`` per 1,000 prompt tokens, paid once, in the
+  step that admits the sequence: 3,000 tokens × 20 ms/1k = 0.06 s;
+* a decode step with ``n`` sequences running takes
+  ``step_full_s × (base_fraction + (1 − base_fraction) × n / slots)``;
+* at a full batch the slots turn over once per service time, so one service time holds
+  ``output_tokens`` steps and ``slots`` prefills:
+  ``service_s = output_tokens × step_full_s + slots × prefill_s``, hence
+  ``step_full_s = (4.5 − 4 × 0.06) / 300 = 0.0142 s`` and throughput = 4 / 4.5 = 0.889 req/s.
+* a lone request: step = 0.0142 × (0.5 + 0.5 × 1/4) = 0.008875 s, so 300 tokens + prefill
+  ≈ 2.72 s: latency grows with the batch, throughput saturates at the slot count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ProfileError(ValueError):
+    """A timing flag has a value the model cannot use; the message names the flag.
+
+    ``field`` is the Profile field at fault and ``problem`` the rest of the message, so the
+    configuration layer (:mod:`inflight.config`) can name the flag and its variable.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"--{field.replace('_', '-')} {problem}")
+        self.field = field
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Timing of one emulated replica. Durations are model seconds before ``time_scale``."""
+
+    max_num_seqs: int = 4
+    time_scale: float = 1.0
+    startup_s: float = 30.0
+    service_s: float = 4.5  # full-batch service time of a reference request
+    reference_prompt_tokens: int = 3000
+    reference_output_tokens: int = 300
+    prefill_ms_per_1k_tokens: float = 20.0
+    step_base_fraction: float = 0.5  # a lone sequence's step, as a fraction of a full one
+    cold_start_requests: int = 4  # the first N admitted sequences are cold
+    cold_start_factor: float = 1.6  # steps run this much slower while a cold one runs
+    default_max_tokens: int = 300  # output length when a request gives no max_tokens
+    max_model_len: int = 32768
+    kv_cache_tokens: int = 16384  # KV capacity, for vllm:kv_cache_usage_perc
+    tick_ms: float = 10.0  # wall ms between wake-ups while tokens stream (not scaled)
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[bool, str, str]] = [
+            (self.max_num_seqs >= 1, "max_num_seqs", "must be ≥ 1"),
+            (self.time_scale > 0, "time_scale", "must be > 0"),
+            (self.startup_s >= 0, "startup_s", "must be ≥ 0"),
+            (self.service_s > 0, "service_s", "must be > 0"),
+            (self.reference_prompt_tokens >= 0, "reference_prompt_tokens", "must be ≥ 0"),
+            (self.reference_output_tokens >= 1, "reference_output_tokens", "must be ≥ 1"),
+            (self.prefill_ms_per_1k_tokens >= 0, "prefill_ms_per_1k_tokens", "must be ≥ 0"),
+            (0 < self.step_base_fraction <= 1, "step_base_fraction", "must be in (0, 1]"),
+            (self.cold_start_requests >= 0, "cold_start_requests", "must be ≥ 0"),
+            (self.cold_start_factor >= 1, "cold_start_factor", "must be ≥ 1"),
+            (self.default_max_tokens >= 1, "default_max_tokens", "must be ≥ 1"),
+            (self.max_model_len >= 1, "max_model_len", "must be ≥ 1"),
+            (self.kv_cache_tokens >= 1, "kv_cache_tokens", "must be ≥ 1"),
+            (self.tick_ms > 0, "tick_ms", "must be > 0"),
+        ]
+        for ok, field, problem in checks:
+            if not ok:
+                value = getattr(self, field)
+                raise ProfileError(field, f"{problem}, got {value:g}")
+        if self.step_full_s <= 0:
+            raise ProfileError(
+                "service_s",
+                f"{self.service_s:g} is too short for --max-num-seqs "
+                f"{self.max_num_seqs} prefills of --reference-prompt-tokens "
+                f"{self.reference_prompt_tokens} at --prefill-ms-per-1k-tokens "
+                f"{self.prefill_ms_per_1k_tokens:g}: no time is left for decoding",
+            )
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        """Wall seconds of prefill for ``prompt_tokens`` (scaled)."""
+        return prompt_tokens / 1000.0 * self.prefill_ms_per_1k_tokens / 1000.0 * self.time_scale
+
+    @property
+    def step_full_s(self) -> float:
+        """Wall seconds of one decode step at a full batch (scaled)."""
+        prefills_s = self.max_num_seqs * self.prefill_s(self.reference_prompt_tokens)
+        return (self.service_s * self.time_scale - prefills_s) / self.reference_output_tokens
+
+    def step_s(self, running: int) -> float:
+        """Wall seconds of one decode step with ``running`` sequences (scaled)."""
+        f = self.step_base_fraction
+        return self.step_full_s * (f + (1.0 - f) * running / self.max_num_seqs)
+
+    @property
+    def startup_wall_s(self) -> float:
+        return self.startup_s * self.time_scale
+
+    @property
+    def predicted_throughput_rps(self) -> float:
+        """Wall requests/s at saturation for reference requests: slots ÷ service time."""
+        return self.max_num_seqs / (self.service_s * self.time_scale)

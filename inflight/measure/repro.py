@@ -1,0 +1,212 @@
+"""Did the comparison reproduce the seed? WORKLOAD.md's "What reproduced means", as pure checks.
+
+Inputs are result documents (``RunResult.to_json()``) keyed by policy name. Each check is
+a dict ``{"name", "status", "passed", "detail"}`` with the numbers in ``detail``, so a
+failure says by how much. ``status`` is ``PASS`` or ``FAIL`` for a criterion of
+WORKLOAD.md, and ``INFO`` for a figure reported without a bar (``passed`` is then None:
+it neither passes nor fails the reproduction). Throughput and p50 at concurrency ≥ 16 are
+pooled over those levels (all their requests over all their seed seconds; the median of
+all their latencies), as the seed's "+99.3% throughput, −50.1% p50 at concurrency ≥ 16"
+were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
+
+HIGH_CONCURRENCY = 16
+Doc = Mapping[str, Any]
+
+
+def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
+    return {"name": name, "status": "PASS" if passed else "FAIL", "passed": bool(passed),
+            "detail": detail}  # fmt: skip
+
+
+def _info(name: str, detail: str) -> dict[str, Any]:
+    """A figure with no bar to meet: reported as INFO, never as PASS."""
+    return {"name": name, "status": "INFO", "passed": None, "detail": detail}
+
+
+def reproduced(checks: Sequence[Mapping[str, Any]]) -> bool:
+    """Every criterion passed (INFO figures do not count either way)."""
+    return all(c["passed"] is not False for c in checks)
+
+
+def pooled(doc: Doc, min_concurrency: int = HIGH_CONCURRENCY) -> tuple[float, float | None]:
+    """(requests/s, p50 s) over every level with concurrency ≥ ``min_concurrency``, seed time."""
+    levels = [lv for lv in doc["levels"] if lv["concurrency"] >= min_concurrency]
+    ok = sum(lv["requests"] - lv["errors"] for lv in levels)
+    seconds = sum(lv["duration_s"] for lv in levels)
+    lat = [r[2] - r[1] for r in doc["requests"] if r[0] >= min_concurrency and r[5]]
+    return (ok / seconds if seconds else 0.0), (percentile(lat, 50) if lat else None)
+
+
+def level_window(doc: Doc, concurrency: int) -> tuple[float, float] | None:
+    """A level's [start, end] in the document's relative seed seconds."""
+    for lv in doc["levels"]:
+        if lv["concurrency"] == concurrency:
+            s = doc["time_scale"]
+            return (lv["start_t"] - doc["t0_unix"]) / s, (lv["end_t"] - doc["t0_unix"]) / s
+    return None
+
+
+def max_replicas_in(doc: Doc, start_s: float, end_s: float) -> int:
+    """Most replicas desired or ready in [start_s, end_s] (timeline), or ready at the router."""
+    values = [max(p[1], p[2]) for p in _timeline_in(doc["timeline"], start_s, end_s)]
+    values += [s[3] for s in doc["router_samples"] if start_s <= s[0] <= end_s]
+    return int(max(values)) if values else 0
+
+
+def _timeline_in(tl: Sequence[Sequence[float]], a: float, b: float) -> list[Sequence[float]]:
+    before = [p for p in tl if p[0] <= a]
+    return before[-1:] + [p for p in tl if a < p[0] <= b]
+
+
+def replica_changes(doc: Doc, start_s: float, end_s: float) -> list[tuple[float, int, int]]:
+    """(t, from, to) for each change of the desired replica count in [start_s, end_s]."""
+    out = []
+    prev = None
+    for p in _timeline_in(doc["timeline"], start_s, end_s):
+        if prev is not None and p[1] != prev:
+            out.append((round(p[0], 1), int(prev), int(p[1])))
+        prev = p[1]
+    return out
+
+
+def sweep_span(doc: Doc) -> tuple[float, float]:
+    """From the sweep's start (warm-up included) to the end of its last level, seed s."""
+    end = max(lv["end_t"] for lv in doc["levels"])
+    return 0.0, (end - doc["t0_unix"]) / doc["time_scale"]
+
+
+def reproduction_checks(
+    runs: Mapping[str, Doc], slowing: Mapping[str, Doc] | None = None
+) -> list[dict[str, Any]]:
+    """Every check WORKLOAD.md lists that the given runs allow; missing runs are skipped."""
+    checks: list[dict[str, Any]] = []
+    sat, f1, f2, qps = (runs.get(k) for k in ("saturation", "fixed:1", "fixed:2", "qps"))
+    c = HIGH_CONCURRENCY
+    if sat is not None:
+        s_thr, s_p50 = pooled(sat)
+        if f1 is not None:
+            b_thr, b_p50 = pooled(f1)
+            ratio = s_thr / b_thr if b_thr else 0.0
+            checks.append(
+                _check(
+                    f"c≥{c}: saturation throughput ≥ 1.9× fixed:1",
+                    ratio >= 1.9,
+                    f"{s_thr:.3f} vs {b_thr:.3f} req/s = {ratio:.2f}×",
+                )
+            )
+            if s_p50 is not None and b_p50:
+                r = s_p50 / b_p50
+                checks.append(
+                    _check(
+                        f"c≥{c}: saturation p50 ≤ 0.55× fixed:1",
+                        r <= 0.55,
+                        f"{s_p50:.1f} vs {b_p50:.1f} s = {r:.2f}×",
+                    )
+                )
+        if f2 is not None:
+            t2, _ = pooled(f2)
+            ratio = s_thr / t2 if t2 else 0.0
+            checks.append(
+                _check(
+                    f"c≥{c}: saturation throughput ≥ 0.95× fixed:2",
+                    ratio >= 0.95,
+                    f"{s_thr:.3f} vs {t2:.3f} req/s = {ratio:.2f}×",
+                )
+            )
+        if qps is not None:
+            tq, _ = pooled(qps)
+            checks.append(
+                _check(
+                    f"c≥{c}: saturation throughput above the qps baseline",
+                    s_thr > tq,
+                    f"{s_thr:.3f} vs {tq:.3f} req/s",
+                )
+            )
+        w4 = level_window(sat, 4)
+        if w4 is not None:
+            m = max_replicas_in(sat, *w4)
+            checks.append(
+                _check(
+                    "c=4: saturation does not scale up", m <= 1, f"most replicas during c=4: {m}"
+                )
+            )
+        ch = replica_changes(sat, *sweep_span(sat))
+        checks.append(
+            _check(
+                "saturation: at most one replica change in the sweep",
+                len(ch) <= 1,
+                f"{len(ch)} change(s): {ch}",
+            )
+        )
+    if qps is not None:
+        w4 = level_window(qps, 4)
+        if w4 is not None:
+            m = max_replicas_in(qps, *w4)
+            checks.append(
+                _check("c=4: the qps baseline scales up", m >= 2, f"most replicas during c=4: {m}")
+            )
+        ch = replica_changes(qps, *sweep_span(qps))
+        checks.append(
+            _info(
+                "qps baseline: replica changes in the sweep (WORKLOAD.md: it flaps)",
+                f"{len(ch)} change(s): {ch}",
+            )
+        )
+    worst: list[str] = []
+    for name, doc in runs.items():
+        for lv in doc["levels"]:
+            e = lv["littles_law_error"]
+            if e is None or e > MAX_LITTLES_LAW_ERROR:
+                worst.append(f"{name} c={lv['concurrency']}: {'∞' if e is None else f'{e:.1%}'}")
+    max_err = max(
+        (lv["littles_law_error"] or 0.0 for d in runs.values() for lv in d["levels"]), default=0.0
+    )
+    checks.append(
+        _check(
+            "Little's Law within 10% per level (every policy)",
+            not worst,
+            f"max {max_err:.1%}" + (f"; over: {', '.join(worst)}" if worst else ""),
+        )
+    )
+    for name, doc in runs.items():
+        if name.startswith("fixed:"):
+            checks.append(
+                _check(
+                    f"{name}: frozen run valid",
+                    doc["valid"],
+                    "; ".join(doc["invalid_reasons"]) or "one replica count",
+                )
+            )
+    if slowing:
+        checks += slowing_checks(slowing)
+    return checks
+
+
+def slowing_checks(slowing: Mapping[str, Doc]) -> list[dict[str, Any]]:
+    """The slowing model: λ falls while L stays; qps scales down, saturation holds."""
+    out: list[dict[str, Any]] = []
+    for name, doc in slowing.items():
+        span = sweep_span(doc)
+        ch = replica_changes(doc, *span)
+        downs = [x for x in ch if x[2] < x[1]]
+        if name == "qps":
+            out.append(
+                _check("slowing model: the qps baseline scales down", bool(downs), f"changes: {ch}")
+            )
+        elif name == "saturation":
+            out.append(
+                _check(
+                    "slowing model: saturation holds (never scales down)",
+                    not downs,
+                    f"changes: {ch}",
+                )
+            )
+    return out

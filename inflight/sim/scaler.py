@@ -1,0 +1,65 @@
+"""The external scaler in virtual time: KEDA's three calls answered by the scaler's own code.
+
+Live, KEDA (``inflight.planes.scaler_client``) calls the scaler over gRPC; its servicer parses
+the trigger metadata (``external_scaler.metadata.parse_metadata``), asks Prometheus for the
+range query (``external_scaler.sources.promql.range_query``, bounds aligned to the step by
+``RangeQuery.bounds``), builds the window (``window_from_matrix``) and decides
+(``inflight.control.policy.evaluate``) at the aligned end. :class:`SimScaler` does exactly
+that on the simulated scrapes (``inflight.sim.scrapes``), and maps a refusal (SourceError,
+NoSamples: gRPC UNAVAILABLE live) to ``ScalerUnavailable``, as the gRPC client does, so
+``inflight.planes.autoscaler.Autoscaler`` sees the same answers it sees live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from external_scaler.errors import SourceError
+from external_scaler.metadata import ScalerSpec, parse_metadata
+from external_scaler.sources.prometheus import window_from_matrix
+from external_scaler.sources.promql import range_query
+from inflight.control.policy import Decision, NoSamples, evaluate
+from inflight.planes.scaler_client import MetricSpec, ScalerUnavailable
+from inflight.sim.scrapes import Scrapes
+
+
+class SimScaler:
+    """``inflight.planes.autoscaler.Scaler`` over the simulated Prometheus, one trigger."""
+
+    def __init__(
+        self, metadata: Mapping[str, str], scrapes: Scrapes, clock: Callable[[], float]
+    ) -> None:
+        self.spec: ScalerSpec = parse_metadata(metadata)  # MetadataError names the key
+        self.query = range_query(self.spec)
+        self.scrapes = scrapes
+        self.clock = clock
+        # Same aligned end, same samples (scrapes only add samples after now): same answer,
+        # as the live source's cache and step alignment make it.
+        self._cached: tuple[float, Decision | str] | None = None
+        self.decisions: list[Decision] = []
+
+    def decide(self) -> Decision:
+        start_s, end_s = self.query.bounds(self.clock())
+        if self._cached is not None and self._cached[0] == end_s:
+            answer = self._cached[1]
+        else:
+            try:
+                data = self.scrapes.matrix(self.query, start_s, end_s)
+                window = window_from_matrix(data, self.query, start_s, end_s)
+                answer = evaluate(window, self.spec.policy, end_s)
+                self.decisions.append(answer)
+            except (SourceError, NoSamples) as exc:
+                answer = f"StatusCode.UNAVAILABLE: {exc}"
+            self._cached = (end_s, answer)
+        if isinstance(answer, str):
+            raise ScalerUnavailable(answer)
+        return answer
+
+    def metric_spec(self) -> MetricSpec:
+        return MetricSpec(self.spec.metric_name, self.spec.policy.target)
+
+    def metric_value(self, metric_name: str) -> float:
+        return self.decide().value
+
+    def is_active(self) -> bool:
+        return self.decide().active

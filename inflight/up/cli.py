@@ -1,0 +1,381 @@
+"""``inflight up``: the one wiring site of the single-machine stack.
+
+Reads :class:`UpSettings` (flags over ``INFLIGHT_UP_*`` variables over defaults, one
+validation, errors naming the flag and variable), turns seed-time durations into real
+seconds with ``--time-scale``, and runs :class:`inflight.up.stack.Stack` until Ctrl-C or
+SIGTERM. Heavy imports stay inside :func:`run` so ``inflight --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from inflight.config import (
+    Cli,
+    ConfigError,
+    FieldError,
+    Settings,
+    add_flags,
+    load,
+    print_config,
+    report,
+    wants_print,
+)
+from inflight.control.hold_order import HOLD_DEADLINE_S
+
+if TYPE_CHECKING:
+    from inflight.up.stack import UpConfig
+
+DEFAULT_STATE_DIR = "state/up"
+
+#: ``--policy``: our scaler's two policies, then the peers' control planes
+#: (``inflight.planes.peers.catalog.POLICY_NAMES``; a unit test keeps the two equal).
+Policy = Literal["saturation", "qps", "kpa", "ray", "vllm-waiting", "epp-queue", "hpa-rps"]
+#: Metadata keys ``inflight up`` sets from its own flags: --scaler-metadata may not.
+_METADATA_FROM_FLAGS = {
+    "slotsPerReplica": "--slots-per-replica",
+    "timeScale": "--time-scale",
+    "policy": "--policy",
+}
+
+#: Kept for callers of the old name: a bad flag, variable or combination.
+UsageError = ConfigError
+
+
+class UpSettings(Settings):
+    """``inflight up``'s configuration: flags or ``INFLIGHT_UP_*`` variables. Durations are
+    seed seconds (multiplied by --time-scale in :func:`build_config`)."""
+
+    SUBCOMMAND = "up"
+
+    state_dir: Annotated[str, Cli("state, logs and the replica timeline")] = DEFAULT_STATE_DIR
+    port: Annotated[int, Field(ge=0, le=65535), Cli("router port (0: a free port from the OS)")] = 0
+    time_scale: Annotated[float, Field(gt=0), Cli("multiplies every duration (0.1: 10x)")] = 1.0
+    policy: Annotated[
+        Policy,
+        Cli(
+            "control plane: our scaler's policy (saturation; qps: the seed's flawed rule, "
+            "a benchmark baseline) or a peer's autoscaler read from Prometheus (kpa: Knative "
+            "KPA; ray: Ray Serve; vllm-waiting: production-stack's KEDA trigger; epp-queue: "
+            "llm-d's KEDA+EPP queue; hpa-rps: HPA on requests/s per replica)"
+        ),
+    ] = "saturation"
+    min_replicas: Annotated[int, Field(ge=0), Cli("KEDA minReplicaCount (0: scale to zero)")] = 1
+    max_replicas: Annotated[int, Cli("KEDA maxReplicaCount")] = 2
+    slots_per_replica: Annotated[int, Field(ge=1), Cli("vLLM --max-num-seqs per replica")] = 4
+    replicas: Annotated[
+        int | None,
+        Cli("replicas at start (default max(1, --min-replicas)); the count --no-autoscale keeps"),
+    ] = None
+    no_autoscale: Annotated[bool, Cli("keep --replicas fixed (for measurement)")] = False
+    polling_interval_s: Annotated[float, Field(gt=0), Cli("KEDA pollingInterval (IsActive)")] = 30.0
+    cooldown_s: Annotated[float, Field(gt=0), Cli("KEDA cooldownPeriod before zero")] = 300.0
+    hpa_sync_s: Annotated[float, Field(gt=0), Cli("HPA sync period: metric reads")] = 15.0
+    replica_cmd: Annotated[
+        str | None,
+        Cli(
+            "replica command with a {port} placeholder, e.g. "
+            "'vllm serve MODEL --port {port} --max-num-seqs 4' (default: the emulator)"
+        ),
+    ] = None
+    served_model_name: Annotated[str | None, Cli("model name of the default emulator replicas")] = (
+        None
+    )
+    no_prometheus: Annotated[
+        bool, Cli("do not start Prometheus even if installed (the scaler reads the router)")
+    ] = False
+    startup_s: Annotated[
+        float | None,
+        Field(ge=0),
+        Cli("seed seconds of replica start-up, passed to the default emulator (--startup-s)"),
+    ] = None
+    hold_deadline_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli(
+            "seed seconds: the router serves held requests that can still meet this wait "
+            "(the TTFT target less the prefill) before those already past it, under "
+            "inflight's own policies (peers hold FIFO, as their systems do); 0 = FIFO "
+            f"(default {HOLD_DEADLINE_S:g})"
+        ),
+    ] = HOLD_DEADLINE_S
+    scaler_metadata: Annotated[
+        str | None,
+        Cli(
+            "KEY=VALUE[,KEY=VALUE…]: trigger metadata over inflight up's own, e.g. "
+            "targetSaturation=0.8,scaleDownWindowSeconds=120",
+            metavar="KEY=VALUE,…",
+        ),
+    ] = None
+    startup_timeout_s: Annotated[
+        float, Field(gt=0), Cli("real seconds a replica may take to answer /health")
+    ] = 900.0
+    log_level: Annotated[str, Cli("debug|info|warning|error")] = "info"
+
+    @property
+    def initial_replicas(self) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        return max(1, self.min_replicas)
+
+    @property
+    def replica_command(self) -> tuple[str, ...]:
+        """The replica command template (the emulator unless --replica-cmd)."""
+        if self.replica_cmd is not None:
+            return tuple(shlex.split(self.replica_cmd))
+        from inflight.emulator.cli import DEFAULT_MODEL
+
+        return (
+            sys.executable, "-m", "inflight", "emulator",
+            "--host", "127.0.0.1", "--port", "0", "--ready-file", "{ready_file}",
+            "--max-num-seqs", str(self.slots_per_replica),
+            "--time-scale", str(self.time_scale),
+            "--served-model-name", self.served_model_name or DEFAULT_MODEL,
+            *(() if self.startup_s is None else ("--startup-s", f"{self.startup_s:g}")),
+        )  # fmt: skip
+
+    @property
+    def scaler_overrides(self) -> tuple[tuple[str, str], ...]:
+        """``--scaler-metadata`` as (key, value) pairs (validated by the model)."""
+        return _parse_metadata(self.scaler_metadata) if self.scaler_metadata else ()
+
+    @model_validator(mode="after")
+    def _check(self) -> UpSettings:
+        from inflight.up.supervisor import check_replica_command
+
+        named = self.named
+        if self.max_replicas < max(1, self.min_replicas):
+            raise FieldError(
+                "max_replicas",
+                f"({self.max_replicas}) must be >= 1 and >= {named('min_replicas')} "
+                f"({self.min_replicas})",
+            )
+        if self.no_autoscale:
+            if self.replicas is None:
+                raise FieldError(
+                    None,
+                    f"--no-autoscale needs --replicas N, the frozen replica count "
+                    f"({self.env_var('no_autoscale')} needs {self.env_var('replicas')})",
+                )
+            if self.replicas < 1:
+                raise FieldError(
+                    "replicas", f"must be >= 1 with --no-autoscale, got {self.replicas}"
+                )
+        elif not self.min_replicas <= self.initial_replicas <= self.max_replicas:
+            raise FieldError(
+                "replicas",
+                f"({self.initial_replicas}) must lie within --min-replicas..--max-replicas "
+                f"({self.min_replicas}..{self.max_replicas})",
+            )
+        try:
+            check_replica_command(self.replica_command)
+        except ValueError as exc:  # shlex's, or the placeholder check's
+            raise FieldError("replica_cmd", str(exc).removeprefix("--replica-cmd ")) from None
+        if self.startup_s is not None and self.replica_cmd is not None:
+            raise FieldError(
+                None,
+                f"{named('startup_s')} sets the default emulator's start-up; it cannot apply "
+                f"to {named('replica_cmd')} (give your command its own start-up)",
+            )
+        self._check_policy()
+        self._check_scaler_metadata()
+        return self
+
+    def _check_policy(self) -> None:
+        if self.policy in ("saturation", "qps"):
+            return
+        from inflight.prom import find_prometheus
+
+        if self.no_prometheus:
+            raise FieldError(
+                "policy",
+                f"{self.policy!r} is a peer's autoscaler that reads Prometheus: it cannot run "
+                f"with {self.named('no_prometheus')}",
+            )
+        if find_prometheus() is None:
+            raise FieldError(
+                "policy",
+                f"{self.policy!r} is a peer's autoscaler that reads Prometheus, which is not "
+                "installed (apt-get install -y --no-install-recommends prometheus)",
+            )
+
+    def _check_scaler_metadata(self) -> None:
+        if not self.scaler_metadata:
+            return  # none, or an empty value: no override
+        from external_scaler.metadata import MetadataError, parse_metadata
+        from inflight.names import METADATA_DEFAULTS
+        from inflight.up.stack import scaler_metadata
+
+        try:
+            pairs = _parse_metadata(self.scaler_metadata)
+        except ValueError as exc:
+            raise FieldError("scaler_metadata", str(exc)) from None
+        for key, _ in pairs:
+            if key in _METADATA_FROM_FLAGS:
+                raise FieldError(
+                    "scaler_metadata",
+                    f"key {key!r} is set by inflight up from {_METADATA_FROM_FLAGS[key]}; "
+                    "use that flag",
+                )
+            if key not in METADATA_DEFAULTS:
+                valid = ", ".join(k for k in METADATA_DEFAULTS if k not in _METADATA_FROM_FLAGS)
+                raise FieldError("scaler_metadata", f"unknown key {key!r}; valid keys: {valid}")
+        policy = self.policy if self.policy in ("saturation", "qps") else "saturation"
+        merged = scaler_metadata(self.slots_per_replica, self.time_scale, policy, dict(pairs))
+        try:
+            parse_metadata(merged)
+        except MetadataError as exc:
+            raise FieldError("scaler_metadata", str(exc)) from None
+
+
+def _parse_metadata(text: str) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE[,KEY=VALUE…]`` → pairs; ValueError naming the bad item."""
+    pairs: list[tuple[str, str]] = []
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ValueError(f"{item.strip()!r} is not KEY=VALUE")
+        if any(k == key for k, _ in pairs):
+            raise ValueError(f"key {key!r} given twice")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "up",
+        help="the whole stack on this machine: replicas, router, Prometheus, scaler, autoscaling",
+        description=(
+            "Start replicas (the emulator by default), the router, Prometheus (when installed), "
+            "the scaler and a local KEDA+HPA loop; print the router URL and stop everything on "
+            "Ctrl-C or SIGTERM. Durations (--polling-interval-s, --cooldown-s, --hpa-sync-s) "
+            "are in seed seconds and multiplied by --time-scale, like every period of the stack. "
+            "Every flag can also be set as INFLIGHT_UP_<FLAG> (e.g. INFLIGHT_UP_MAX_REPLICAS=4); "
+            "a flag wins."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_flags(p, UpSettings)
+    p.set_defaults(func=run)
+
+
+def settings_from_args(args: argparse.Namespace) -> UpSettings:
+    """Flags over ``INFLIGHT_UP_*`` over defaults; ConfigError names flag and variable."""
+    return load(UpSettings, args)
+
+
+def build_config(args: argparse.Namespace) -> UpConfig:
+    """The UpConfig the flags (and environment) describe; ConfigError names the fault."""
+    return up_config(settings_from_args(args))
+
+
+def up_config(settings: UpSettings) -> UpConfig:
+    """Settings → :class:`inflight.up.stack.UpConfig`: seed durations × time-scale, and
+    whether Prometheus runs (asked for and installed)."""
+    from inflight.prom import find_prometheus
+    from inflight.up.stack import UpConfig
+    from inflight.up.supervisor import SupervisorConfig
+
+    ts = settings.time_scale
+    return UpConfig(
+        state_dir=Path(settings.state_dir).resolve(),
+        replica_cmd=settings.replica_command,
+        router_port=settings.port,
+        time_scale=ts,
+        policy=settings.policy,
+        slots_per_replica=settings.slots_per_replica,
+        min_replicas=settings.min_replicas,
+        max_replicas=settings.max_replicas,
+        initial_replicas=settings.initial_replicas,
+        autoscale=not settings.no_autoscale,
+        hpa_sync_s=settings.hpa_sync_s * ts,
+        polling_interval_s=settings.polling_interval_s * ts,
+        cooldown_s=settings.cooldown_s * ts,
+        use_prometheus=not settings.no_prometheus and find_prometheus() is not None,
+        prometheus_wanted=not settings.no_prometheus,
+        supervisor=SupervisorConfig(startup_timeout_s=settings.startup_timeout_s),
+        startup_timeout_s=settings.startup_timeout_s,
+        log_level=settings.log_level,
+        scaler_overrides=settings.scaler_overrides,
+        hold_deadline_s=settings.hold_deadline_s * ts,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        return report(UpSettings, exc)
+    if wants_print(args):
+        return print_config(settings)
+    return serve(up_config(settings))
+
+
+def serve(config: UpConfig) -> int:
+    """The wiring: reads the UpConfig only."""
+    import logging
+    import signal
+    import threading
+
+    from inflight import logs
+    from inflight.prom import find_prometheus
+    from inflight.statedir import StateDirBusy
+    from inflight.up.stack import Stack, StackError
+
+    logs.configure(config.log_level)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        logging.getLogger("inflight.up").info("%s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if not config.use_prometheus and config.prometheus_wanted and find_prometheus() is None:
+        print(
+            "inflight up: prometheus is not installed; the scaler reads the router directly "
+            "(install it: apt-get install -y --no-install-recommends prometheus)",
+            file=sys.stderr,
+        )
+    stack = Stack(config)
+    code = 1
+    try:
+        info = stack.start(stop)
+        mode = (
+            f"frozen at {config.initial_replicas} replica(s)"
+            if not config.autoscale
+            else f"autoscaling {config.min_replicas}..{config.max_replicas} on {config.policy}"
+        )
+        prom = info.prometheus_url or "not running (the scaler reads the router directly)"
+        print(
+            f"inflight up: ready ({mode}, time-scale {config.time_scale})\n"
+            f"  router:     {info.router_url}\n"
+            f"  prometheus: {prom}\n"
+            f"  scaler:     {info.scaler_address} (gRPC)\n"
+            f"  state:      {config.state_dir}\n"
+            "Ctrl-C stops everything.",
+            flush=True,
+        )
+        code = stack.run(stop)
+    except StateDirBusy as exc:
+        print(f"inflight up: error: {exc}", file=sys.stderr)
+        return 1  # nothing was started (and the state dir is another run's)
+    except (StackError, OSError) as exc:
+        print(f"inflight up: error: {exc}", file=sys.stderr)
+    finally:
+        # Whatever went wrong, even an unexpected error, the children run in their own
+        # sessions and would outlive us: stop every one of them.
+        problems = stack.shutdown()
+        for problem in problems:
+            print(f"inflight up: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    print("inflight up: stopped; no process left running, every port free", flush=True)
+    return code

@@ -1,0 +1,229 @@
+"""The open-loop workload flags → one plan: which requests, their SLO, the replica bounds.
+
+Shared by ``inflight bench run`` (``--arrivals`` or ``--trace``) and ``inflight bench
+compare`` (``--scenario ramp|spike|diurnal``, ``--arrivals`` or ``--trace``), so both
+read the flags the same way; the simulator takes the same flags. The requests come from
+:func:`inflight.workload.scenarios.plan_requests` (seeded) or
+:func:`inflight.workload.trace.read_trace`. Every
+error names the flag (or, for a trace, ``FILE:LINE``).
+
+Defaults: a scenario brings its lengths, replica bounds and start-up; ``--prompt-tokens``,
+``--max-tokens``, ``--min-replicas``, ``--max-replicas`` and ``--startup-s`` override
+them. With ``--arrivals`` the lengths default to the reference request (3000 in, 300 out).
+A trace carries its own lengths (the length flags are refused with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inflight.measure.slo import DEFAULT_SLO, SloSpec
+from inflight.workload.arrivals import RateSchedule, parse_arrivals
+from inflight.workload.lengths import LengthDist, parse_length
+from inflight.workload.scenarios import Scenario, get_scenario, plan_requests
+from inflight.workload.trace import PlannedRequest, read_trace
+
+CLOSED_LOOP = ("sweep", "slowing")  # --scenario values of the closed-loop comparison
+DEFAULT_SEED = 1
+DEFAULT_DRAIN_S = 120.0  # seed s: far past any SLO (TTFT 2 s), a finished run's stragglers
+DEFAULT_PROMPT_TOKENS = "3000"
+DEFAULT_MAX_TOKENS = "300"
+
+
+@dataclass(frozen=True)
+class OpenLoopPlan:
+    """One open-loop workload, resolved: what every policy of a comparison is sent."""
+
+    name: str  # the scenario's, or "arrivals" / "trace"
+    description: str
+    requests: tuple[PlannedRequest, ...]
+    end_s: float  # seed s: the end of the traffic (schedule duration; last t for a trace)
+    slo: SloSpec
+    drain_s: float
+    min_replicas: int | None  # None: not given (bench run: the stack's own)
+    max_replicas: int | None
+    startup_s: float | None  # None: the replica's default
+    meta: dict[str, Any] = field(default_factory=dict)  # arrivals/trace, lengths, seed
+    # --hold-deadline-s, seed s (None: inflight up's default, inflight.control.hold_order)
+    hold_deadline_s: float | None = None
+    # inflight sim --hold-deadline-peers: the peers get the deadline too (sim only)
+    hold_deadline_peers: bool = False
+
+    def scenario_meta(self) -> dict[str, Any]:
+        """The scenario part of a comparison's ``scenario_meta``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            **self.meta,
+            "requests_planned": len(self.requests),
+            "duration_s": self.end_s,
+            "min_replicas": self.min_replicas,
+            "max_replicas": self.max_replicas,
+            "startup_s": self.startup_s,
+            "hold_deadline_s": self.hold_deadline_s,
+            "drain_s": self.drain_s,
+            "slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s},
+        }
+
+
+def is_open_loop(args: argparse.Namespace) -> bool:
+    """Open-loop mode: ``--arrivals``, ``--trace`` or an open-loop ``--scenario``."""
+    scenario = getattr(args, "scenario", None)
+    return bool(args.arrivals or args.trace or (scenario and scenario not in CLOSED_LOOP))
+
+
+def _length(text: str | None, default: LengthDist, flag: str) -> LengthDist:
+    return default if text is None else parse_length(text, flag)
+
+
+def _positive(value: float | None, flag: str) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"{flag}: must be > 0, got {value}")
+
+
+def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
+    """Resolve the open-loop flags; ValueError (incl. ``TraceError``) names the flag or line.
+
+    Reads ``scenario`` (optional attribute), ``arrivals``, ``trace``, ``prompt_tokens``,
+    ``max_tokens`` (text or None), ``seed``, ``slo_ttft_s``, ``slo_tpot_s``, ``drain_s`` and
+    the optional ``min_replicas``, ``max_replicas``, ``startup_s``.
+    """
+    scenario_name = getattr(args, "scenario", None)
+    if scenario_name in CLOSED_LOOP:
+        raise ValueError(
+            f"--scenario {scenario_name}: a closed-loop scenario; not with --arrivals or --trace"
+        )
+    sources = [
+        f
+        for f, v in (
+            ("--scenario", scenario_name),
+            ("--arrivals", args.arrivals),
+            ("--trace", args.trace),
+        )
+        if v
+    ]
+    if len(sources) != 1:
+        raise ValueError(
+            f"give one of --scenario, --arrivals or --trace, got {' and '.join(sources) or 'none'}"
+        )
+    _positive(args.slo_ttft_s, "--slo-ttft-s")
+    _positive(args.slo_tpot_s, "--slo-tpot-s")
+    slo = SloSpec(
+        ttft_s=DEFAULT_SLO.ttft_s if args.slo_ttft_s is None else args.slo_ttft_s,
+        tpot_s=DEFAULT_SLO.tpot_s if args.slo_tpot_s is None else args.slo_tpot_s,
+    )
+    drain_s = DEFAULT_DRAIN_S if args.drain_s is None else args.drain_s
+    if drain_s < 0:
+        raise ValueError(f"--drain-s: must be >= 0, got {drain_s}")
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    min_r: int | None = getattr(args, "min_replicas", None)
+    max_r: int | None = getattr(args, "max_replicas", None)
+    startup: float | None = getattr(args, "startup_s", None)
+    if startup is not None and startup < 0:
+        raise ValueError(f"--startup-s: must be >= 0, got {startup}")
+    deadline: float | None = getattr(args, "hold_deadline_s", None)
+    if deadline is not None and deadline < 0:
+        raise ValueError(f"--hold-deadline-s: must be >= 0 (0: FIFO), got {deadline}")
+    meta: dict[str, Any]
+    if args.trace:
+        for flag, value in (("--prompt-tokens", args.prompt_tokens),
+                            ("--max-tokens", args.max_tokens), ("--seed", args.seed)):  # fmt: skip
+            if value is not None:
+                raise ValueError(f"{flag}: not with --trace (the trace gives every request)")
+        requests = read_trace(Path(args.trace))
+        name, description = "trace", f"replay of {args.trace}"
+        end_s = requests[-1].t_s
+        meta = {"trace": str(args.trace)}
+    else:
+        scenario: Scenario | None = None
+        if scenario_name:
+            scenario = get_scenario(scenario_name)
+            schedule: RateSchedule = scenario.arrivals
+            prompt_default, max_default = scenario.prompt_tokens, scenario.max_tokens
+            name, description = scenario.name, scenario.description
+            min_r = scenario.min_replicas if min_r is None else min_r
+            max_r = scenario.max_replicas if max_r is None else max_r
+            startup = scenario.startup_s if startup is None else startup
+        else:
+            schedule = parse_arrivals(args.arrivals)
+            prompt_default = parse_length(DEFAULT_PROMPT_TOKENS, "--prompt-tokens")
+            max_default = parse_length(DEFAULT_MAX_TOKENS, "--max-tokens")
+            name, description = "arrivals", f"Poisson arrivals {schedule.text}"
+        prompt = _length(args.prompt_tokens, prompt_default, "--prompt-tokens")
+        out = _length(args.max_tokens, max_default, "--max-tokens")
+        requests = plan_requests(schedule, prompt, out, seed)
+        if not requests:
+            raise ValueError(
+                f"--arrivals: the schedule {schedule.text} drew no request with --seed {seed}"
+            )
+        end_s = schedule.duration_s
+        meta = {
+            "arrivals": schedule.text,
+            "prompt_tokens": prompt.text,
+            "max_tokens": out.text,
+            "seed": seed,
+        }
+    if min_r is not None and min_r < 0:
+        raise ValueError(f"--min-replicas: must be >= 0, got {min_r}")
+    if max_r is not None and (max_r < 1 or (min_r is not None and max_r < min_r)):
+        raise ValueError(f"--max-replicas: must be >= 1 and >= --min-replicas, got {max_r}")
+    return OpenLoopPlan(
+        name=name,
+        description=description,
+        requests=tuple(requests),
+        end_s=end_s,
+        slo=slo,
+        drain_s=drain_s,
+        min_replicas=min_r,
+        max_replicas=max_r,
+        startup_s=startup,
+        meta=meta,
+        hold_deadline_s=deadline,
+        hold_deadline_peers=bool(getattr(args, "hold_deadline_peers", False)),
+    )
+
+
+def add_open_loop_flags(p: argparse.ArgumentParser) -> None:
+    """The open-loop flags both ``bench run`` and ``bench compare`` take (the length flags
+    are shared with the closed-loop sweep and added by its flag set)."""
+    p.add_argument(
+        "--arrivals",
+        default=None,
+        help="open loop: Poisson arrivals poisson:T:RATE,T:RATE,... (req/s at seed time T, "
+        "linear in between; a repeated T is a step)",
+    )
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help='open loop: replay a JSONL trace, one {"t": seed_s, "prompt_tokens": n, '
+        '"max_tokens": n} a line',
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"open loop: seed of arrivals and lengths (default {DEFAULT_SEED})",
+    )
+    p.add_argument(
+        "--slo-ttft-s",
+        type=float,
+        default=None,
+        help=f"open loop: time-to-first-token target, seed s (default {DEFAULT_SLO.ttft_s})",
+    )
+    p.add_argument(
+        "--slo-tpot-s",
+        type=float,
+        default=None,
+        help=f"open loop: time-per-output-token target, seed s (default {DEFAULT_SLO.tpot_s})",
+    )
+    p.add_argument(
+        "--drain-s",
+        type=float,
+        default=None,
+        help="open loop: seed s a request still open at the end of the traffic may take "
+        f"before it is cancelled and counted unfinished (default {DEFAULT_DRAIN_S:g})",
+    )
