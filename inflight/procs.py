@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +35,16 @@ from inflight import ready
 
 class ProcessError(RuntimeError):
     """A managed process failed to start, become ready, or stop."""
+
+
+def inflight_command(*args: str) -> list[str]:
+    """``python -P -m inflight ARGS``: this interpreter running the inflight command line.
+
+    ``-P`` (Python 3.11+) keeps the working directory off ``sys.path``: a child started
+    with plain ``-m`` would import a ``bench.py`` or ``inflight.py`` lying where the user
+    runs ``inflight up`` instead of the package (``tests/integration/test_up.py``,
+    the shadowing test)."""
+    return [sys.executable, "-P", "-m", "inflight", *args]
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -106,6 +106,7 @@ class ProcessTracker:
         grace_s: float = 5.0,
         port_placeholder: str | None = "{port}",
         port_key: str | None = None,
+        cwd: Path | None = None,
     ) -> Server:
         """Start a server of ours on port 0 and read the ports it reports; poll ``ready_path``.
 
@@ -131,6 +132,7 @@ class ProcessTracker:
             log_path=self.log_dir / f"{name}-{index}.log",
             grace_s=grace_s,
             ready_file=ready_file,
+            cwd=cwd,
         )
         self.processes.append(proc)
         proc.start()

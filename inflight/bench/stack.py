@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import sys
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
@@ -30,7 +29,7 @@ from inflight.bench.sampler import STATUS_PATH, parse_status
 from inflight.names import META_POLICY, META_SLOTS_PER_REPLICA, META_TIME_SCALE, METADATA_DEFAULTS
 from inflight.planes.peers.catalog import POLICY_NAMES
 from inflight.ports import ports_of
-from inflight.procs import ManagedProcess, ProcessError, port_is_free
+from inflight.procs import ManagedProcess, ProcessError, inflight_command, port_is_free
 
 
 class StackError(RuntimeError):
@@ -168,7 +167,7 @@ class Stack:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # --port 0: the router binds a port from the OS; its URL is read from stack.json.
         argv = [
-            sys.executable, "-m", "inflight", "up",
+            *inflight_command("up"),
             "--state-dir", str(self.state_dir), "--port", "0",
             "--time-scale", str(self.time_scale),
             *self.policy.up_args(self.max_replicas, self.min_replicas), *self.extra_args,

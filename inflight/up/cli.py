@@ -28,6 +28,7 @@ from inflight.config import (
     wants_print,
 )
 from inflight.control.hold_order import HOLD_DEADLINE_S
+from inflight.procs import inflight_command
 
 if TYPE_CHECKING:
     from inflight.up.stack import UpConfig
@@ -132,7 +133,7 @@ class UpSettings(Settings):
         from inflight.emulator.cli import DEFAULT_MODEL
 
         return (
-            sys.executable, "-m", "inflight", "emulator",
+            *inflight_command("emulator"),
             "--host", "127.0.0.1", "--port", "0", "--ready-file", "{ready_file}",
             "--max-num-seqs", str(self.slots_per_replica),
             "--time-scale", str(self.time_scale),

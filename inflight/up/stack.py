@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import threading
 import time
 import urllib.error
@@ -51,7 +50,7 @@ from inflight.planes.peers.base import ControlLoop, PeerIO
 from inflight.planes.peers.catalog import OWN_POLICIES, PEERS, PeerSettings
 from inflight.planes.scaler_client import ScalerClient, ScalerUnavailable
 from inflight.ports import listening_ports
-from inflight.procs import ManagedProcess, ProcessError, port_is_free
+from inflight.procs import ManagedProcess, ProcessError, inflight_command, port_is_free
 from inflight.prom import PrometheusServer
 from inflight.statedir import (
     CHILDREN,
@@ -688,4 +687,4 @@ class Stack:
 
 
 def _inflight() -> list[str]:
-    return [sys.executable, "-m", "inflight"]
+    return inflight_command()

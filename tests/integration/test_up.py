@@ -29,16 +29,20 @@ from tests.support import INFLIGHT, PYTHON, wait_for
 TS = "0.05"  # emulator start-up 1.5 s, request ≈ 0.23 s, HPA sync 0.75 s, down window 3 s
 
 
-def launch(procs, argv, name):
+def launch(procs, argv, name, cwd=None):
     """Start ``argv`` under the ``procs`` tracker (so teardown proves it gone); every
     ``{port}`` in it (that of --replica-cmd) is the stack's own."""
-    server = procs.start(argv, name=name, ready_path=None, grace_s=40.0, port_placeholder=None)
+    server = procs.start(
+        argv, name=name, ready_path=None, grace_s=40.0, port_placeholder=None, cwd=cwd
+    )
     return server.process
 
 
-def start_up(procs, state_dir: Path, *flags: str, timeout_s: float = 90.0):
-    """Start ``inflight up`` and wait for stack.json; return (process, stack info)."""
-    proc = launch(procs, [*INFLIGHT, "up", "--state-dir", str(state_dir), *flags], "up")
+def start_up(procs, state_dir: Path, *flags: str, timeout_s: float = 90.0, command=None, cwd=None):
+    """Start ``inflight up`` (``command``: how, default ``python -m inflight``) and wait for
+    stack.json; return (process, stack info)."""
+    argv = [*(command or INFLIGHT), "up", "--state-dir", str(state_dir), *flags]
+    proc = launch(procs, argv, "up", cwd=cwd)
     stack_file = state_dir / "stack.json"
 
     def ready():
@@ -123,6 +127,31 @@ def test_load_scales_up_to_two_then_back_to_one(procs, tmp_path):
     assert {"t", "L", "capacity", "saturation", "value", "target", "desired", "reason"} <= set(
         decisions[-1]
     )
+
+
+# Files a user may have where they run `inflight up`, named as the project's packages (and
+# as its old top-level ones): importing any of them fails loudly.
+SHADOWS = ("inflight", "router", "external_scaler", "dashboards", "bench", "sim", "emulator",
+           "orchestrator")  # fmt: skip
+
+
+def test_files_in_the_working_directory_shadow_no_package(procs, tmp_path):
+    """The installed command, run where a bench.py (and friends) lies: every child (router,
+    scaler, replicas) is started so that the working directory is not on its sys.path."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in SHADOWS:
+        (work / f"{name}.py").write_text(f"raise SystemExit('shadowed by {name}.py')\n")
+    entry = Path(PYTHON).parent / "inflight"
+    assert entry.exists(), f"the installed entry point {entry} is missing"
+    state = tmp_path / "state"
+    flags = ["--time-scale", TS, "--replicas", "1", "--no-autoscale", "--no-prometheus"]
+    proc, info = start_up(procs, state, *flags, command=[str(entry)], cwd=work)
+    assert complete(info) == 200
+    log = Path(proc.log_path).read_text() + "".join(
+        p.read_text() for p in (state / "logs").glob("*.log")
+    )
+    assert "shadowed by" not in log
 
 
 def test_concurrency_4_on_4_slots_does_not_scale(procs, tmp_path):

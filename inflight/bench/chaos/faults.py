@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inflight.bench.chaos import probe
-from inflight.procs import ManagedProcess, group_alive
+from inflight.procs import ManagedProcess, group_alive, inflight_command
 from inflight.prom import PrometheusServer
 from inflight.statedir import ENDPOINTS, PROMETHEUS_DIR, hold_path, read_timeline
 
@@ -164,7 +163,7 @@ async def second_router(ctx: Ctx) -> Injected:
     state = ctx.state_dir
     ready_file = Path(state) / "logs" / "router-2.ready.json"
     argv = [
-        sys.executable, "-m", "inflight", "router", "--host", "127.0.0.1", "--port", "0",
+        *inflight_command("router"), "--host", "127.0.0.1", "--port", "0",
         "--ready-file", str(ready_file),
         "--slots-per-endpoint", str(ctx.slots), "--endpoints-file", str(state / ENDPOINTS),
         "--hold-when-full", "--file-poll-s", "0.2",

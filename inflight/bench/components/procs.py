@@ -9,10 +9,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inflight.procs import ManagedProcess, free_port
+from inflight.procs import ManagedProcess, free_port, inflight_command
 
 PY = sys.executable
-INFLIGHT = [PY, "-m", "inflight"]
+INFLIGHT = inflight_command()
 
 
 @dataclass

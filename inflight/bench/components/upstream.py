@@ -125,7 +125,7 @@ async def _serve(args: argparse.Namespace) -> None:
 def start_upstream(stack: Stack, mode: str, **kw: float) -> str:
     """Start one synthetic upstream in ``mode``; its base URL. ``kw``: delay_s, events,
     interval_s."""
-    argv = [PY, "-m", "inflight.bench.components.upstream", "--port", "0", "--mode", mode]
+    argv = [PY, "-P", "-m", "inflight.bench.components.upstream", "--port", "0", "--mode", mode]
     for key, value in kw.items():
         argv += ["--" + key.replace("_", "-"), str(value)]
     return stack.start_ours(argv, f"upstream-{mode}-{len(stack.procs)}", "/health")[0]
