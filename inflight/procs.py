@@ -12,7 +12,7 @@ the shell that ran it. So:
   port is picked here and handed over (another process could take it in between);
   readiness is polled with a deadline, never assumed after a sleep.
 
-Used by the single-machine stack (``orchestrator``) and by the test fixtures.
+Used by the single-machine stack (``inflight.up``) and by the test fixtures.
 """
 
 from __future__ import annotations

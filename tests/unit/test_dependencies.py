@@ -29,8 +29,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("inflight", "router", "external_scaler", "emulator", "orchestrator", "bench",
-            "dashboards", "sim")  # fmt: skip
+PACKAGES = ("inflight", "router", "external_scaler", "dashboards")
 TESTS = ("tests",)
 LOCAL = {*PACKAGES, *TESTS}
 
