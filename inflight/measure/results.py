@@ -4,12 +4,15 @@ The seed's benchmark overwrote its own result files (WORKLOAD.md, trap 5), so fi
 created exclusively: an existing file is refused unless ``--force``, and the check runs
 *before* the sweep too, so a long run is never wasted on a name that cannot be written.
 Raw per-request records and router samples are kept, in seed seconds from the run's
-start, so every figure can be recomputed from the file.
+start, so every figure can be recomputed from the file. A file may be stored gzipped
+(``x.json.gz``, as the committed runs under ``results/`` are): :func:`read_json` reads
+either form, so readers name ``x.json`` and never care which is on disk.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -22,6 +25,7 @@ from inflight.measure.stats import LevelStats
 from inflight.statedir import TimelinePoint
 
 SCHEMA_RUN = "inflight-bench-run/1"
+GZ = ".gz"  # a result file stored gzipped: x.json.gz
 
 
 class ResultFileExists(FileExistsError):
@@ -57,19 +61,23 @@ def new_out_dir(out: Path, what: str, force: bool) -> Path:
 
 
 def write_new(path: Path, text: str, force: bool) -> Path:
-    """Write ``text`` to ``path``; refuse an existing file unless ``force`` (atomic either way)."""
+    """Write ``text`` to ``path`` (gzipped when its name ends in ``.gz``); refuse an existing
+    file unless ``force`` (atomic either way)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8")
+    if path.name.endswith(GZ):
+        data = gzip.compress(data, compresslevel=9, mtime=0)  # same text, same bytes
     if not force:
         try:
-            with path.open("x", encoding="utf-8") as fh:
-                fh.write(text)
+            with path.open("xb") as fh:
+                fh.write(data)
         except FileExistsError as exc:
             raise ResultFileExists(
                 f"{path} exists; results are never overwritten: choose a new name or pass --force"
             ) from exc
         return path
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_bytes(data)
     tmp.replace(path)
     return path
 
@@ -175,8 +183,30 @@ def sanitize(obj: Any) -> Any:
     return obj
 
 
+def stored_path(path: Path | str) -> Path:
+    """The file that holds ``path``'s JSON: ``path`` itself when it exists, else its other form
+    (``x.json`` ↔ ``x.json.gz``) when that one does; else ``path`` (so reading it says what is
+    missing)."""
+    p = Path(path)
+    if p.exists():
+        return p
+    other = p.with_name(p.name[: -len(GZ)]) if p.name.endswith(GZ) else p.with_name(p.name + GZ)
+    return other if other.exists() else p
+
+
+def read_json(path: Path | str) -> Any:
+    """A result file's JSON, from ``x.json`` or gzipped ``x.json.gz``; naming either form finds
+    the other when the named one is missing. Errors: ``OSError`` (missing, unreadable, a bad
+    gzip stream), ``EOFError`` (a truncated one), ``ValueError`` (not JSON)."""
+    p = stored_path(path)
+    if p.name.endswith(GZ):
+        with gzip.open(p, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
 def load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    data: dict[str, Any] = read_json(path)
     return data
 
 

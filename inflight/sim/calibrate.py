@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from inflight.control.hpa import KEDA_POLLING_INTERVAL_S
+from inflight.measure.results import read_json
 
 SWEEP_SCHEMA = "inflight-bench-compare/1"
 OPENLOOP_SCHEMA = "inflight-bench-compare-openloop/1"
@@ -223,8 +224,8 @@ def _summary(values: Sequence[float]) -> dict[str, float | int | None]:
 def read_comparison(path: Path) -> dict[str, Any]:
     file = path / "comparison.json"
     try:
-        body = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
+        body = read_json(file)
+    except (OSError, EOFError, ValueError) as exc:
         raise CalibrationError(f"--live {path}: cannot read {file}: {exc}") from None
     if body.get("schema") not in (SWEEP_SCHEMA, OPENLOOP_SCHEMA):
         raise CalibrationError(
@@ -236,8 +237,8 @@ def read_comparison(path: Path) -> dict[str, Any]:
 def read_run(path: Path, name: str) -> dict[str, Any]:
     file = path / name
     try:
-        return dict(json.loads(file.read_text()))
-    except (OSError, ValueError) as exc:
+        return dict(read_json(file))
+    except (OSError, EOFError, ValueError) as exc:
         raise CalibrationError(f"--live {path}: cannot read {file}: {exc}") from None
 
 

@@ -18,6 +18,7 @@ from inflight.bench.closedloop import slowing as slowing_model
 from inflight.bench.closedloop.compare import DEFAULT_TIME_SCALE
 from inflight.measure import repro
 from inflight.measure.records import RouterSample
+from inflight.measure.results import read_json
 from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, littles_law_error, time_average
 from inflight.sim.cli import main
 from inflight.sim.cli import register as register_sim
@@ -101,7 +102,7 @@ def test_the_simulated_runs_match_the_committed_live_ones(simulated: dict[str, D
         "saturation",
     }  # inflight.bench.closedloop.compare runs these two
     for name, doc in simulated.items():
-        live = json.loads((LIVE / f"slowing-{name}.json").read_text())
+        live = read_json(LIVE / f"slowing-{name}.json")  # committed gzipped
         assert doc["slowing_phases"] == live["slowing_phases"]
         assert doc["slowing_phases"] == [[0.0, 300], [75.0, 600], [150.0, 1200], [225.0, 2400]]
         assert [lv["concurrency"] for lv in doc["levels"]] == [8]
