@@ -1,5 +1,6 @@
-# The README's commands. up and test set everything up first (scripts/setup.sh); image
-# builds the Dockerfile with podman (scripts/image.sh).
+# The README's commands. Each sets up what it needs first (scripts/setup.sh): up and test
+# everything, image only podman, runc and mmdebstrap; then image builds the Dockerfile with
+# podman (scripts/image.sh).
 .PHONY: up test image
 up:
 	scripts/up.sh $(ARGS)

@@ -9,6 +9,9 @@
 # built under that same name from Debian packages (mmdebstrap, bookworm: Python 3.11 with
 # pip), once: it stays in local storage and later builds reuse it. The Dockerfile itself is
 # built unchanged either way. Prints the image's name as the last line of stdout.
+#
+# First it installs what it needs when missing, as `make up` and `make test` do:
+# `scripts/setup.sh image` (podman, runc and mmdebstrap, as root with apt-get; no venv).
 set -euo pipefail
 # podman's build steps run in other directories: a CONTAINERS_CONF given relative is made
 # absolute before leaving the caller's.
@@ -16,6 +19,7 @@ if [ -n "${CONTAINERS_CONF:-}" ]; then
     CONTAINERS_CONF="$(realpath "$CONTAINERS_CONF")"
 fi
 cd "$(dirname "$0")/.."
+scripts/setup.sh image
 
 PYTHON="${PYTHON:-python3}"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n 1)"
@@ -27,7 +31,7 @@ export CONTAINERS_CONF="${CONTAINERS_CONF:-$PWD/scripts/containers.conf}"
 log() { echo "image: $*" >&2; }
 
 if ! command -v podman >/dev/null 2>&1; then
-    log "podman is not installed (scripts/setup.sh installs it as root:"
+    log "podman is not installed (scripts/setup.sh image installs it as root:"
     log "  apt-get install -y --no-install-recommends podman runc mmdebstrap)"
     exit 1
 fi

@@ -3,50 +3,77 @@
 # the package and its dev, bench, dashboards and sim extras, and the Debian packages the tests
 # use when missing: prometheus (server + promtool); podman, runc and mmdebstrap for the
 # image; wrk and nginx (the router benchmark's load generator and peer).
-# Idempotent: re-running it reinstalls only when pyproject.toml changed.
+#
+#   scripts/setup.sh          # everything: make up, make test
+#   scripts/setup.sh image    # only what make image needs: podman, runc, mmdebstrap
+#
+# Idempotent: it installs only what is missing, and re-running it reinstalls the package
+# only when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-.venv}"
+MODE="${1:-all}"
+case "$MODE" in
+    all | image) ;;
+    *)
+        echo "usage: scripts/setup.sh [image]" >&2
+        exit 2
+        ;;
+esac
 
-# Debian packages, installed when missing (as root with apt-get), else named with a hint:
-# prometheus (server + promtool), and podman with runc and mmdebstrap, which build and run
-# the image (make image, tests/integration/test_image.py).
-missing=()
-command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
-for tool in podman runc mmdebstrap; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
+apt_updated=""
+
+# debian_packages WITHOUT PACKAGE[:COMMAND]...: install (as root with apt-get) the Debian
+# packages whose command (the package's name unless given) is missing; else name them, how to
+# install them, and WITHOUT: what does not work without them.
+debian_packages() {
+    local without="$1" item cmd
+    shift
+    local missing=()
+    for item in "$@"; do
+        cmd="${item#*:}"
+        if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
+            missing+=("${item%%:*}")
+        fi
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Debian's ${missing[*]}" >&2
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq >/dev/null
+        if [ -z "$apt_updated" ]; then
+            apt-get update -qq >/dev/null
+            apt_updated=1
+        fi
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     else
         echo "setup: not installed: ${missing[*]}, and this is not root with apt-get." >&2
         echo "setup: install with: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
-        echo "setup: (without prometheus, 'inflight up' falls back to the scaler's direct" >&2
-        echo "setup:  source; without podman, make image and the image test fail)" >&2
+        echo "setup: ($without)" >&2
     fi
+}
+
+# podman with runc, and mmdebstrap: they build and run the image (make image,
+# tests/integration/test_image.py; mmdebstrap builds the base's stand-in where no registry
+# can be reached).
+IMAGE_PACKAGES=(podman runc mmdebstrap)
+if [ "$MODE" = image ]; then
+    debian_packages "without podman and runc, make image fails" "${IMAGE_PACKAGES[@]}"
+    exit 0
 fi
 
-if ! command -v wrk >/dev/null 2>&1 || { ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; }; then
-    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing Debian's wrk and nginx (inflight bench router)" >&2
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq >/dev/null
-        apt-get install -y -qq --no-install-recommends wrk nginx >/dev/null
-    else
-        echo "setup: wrk or nginx is not installed and this is not root with apt-get." >&2
-        echo "setup: install them with: sudo apt-get install -y --no-install-recommends wrk nginx" >&2
-        echo "setup: (without them, 'inflight bench router' skips those peers and its" >&2
-        echo "setup:  component test fails)" >&2
-    fi
-fi
+# prometheus (server + promtool), the image's packages, and wrk and nginx (inflight bench
+# router's load generator and peer).
+debian_packages "without prometheus, 'inflight up' falls back to the scaler's direct source; \
+without podman, make image and the image test fail" \
+    prometheus prometheus:promtool "${IMAGE_PACKAGES[@]}"
+debian_packages "without wrk and nginx, 'inflight bench router' skips those peers and its \
+component test fails" \
+    wrk nginx
 
 if [ ! -x "$VENV/bin/python" ]; then
     echo "setup: creating $VENV" >&2
