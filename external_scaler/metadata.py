@@ -58,7 +58,7 @@ class ScalerSpec:
     source: SourceName
     policy: PolicySpec
     # Prometheus' scrape interval for the routers (wall seconds): bounds the age of L.
-    scrape_interval_s: float = 30.0
+    scrape_interval_s: float = float(names.DEFAULT_SCRAPE_INTERVAL_S)
 
 
 def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:

@@ -1,7 +1,7 @@
 """Every name that crosses a boundary between the parts, defined once.
 
 Router metrics, scaler metrics, vLLM's metric names, the ScaledObject metadata
-keys, the PromQL for the derived signals and the recording rules' series names.
+keys and their defaults, the PromQL for the derived signals and the recording rules' series names.
 Dashboards, rules, manifests and tests import from here; contract tests fail when a
 file drifts from it. See ``docs/ARCHITECTURE.md`` for what each signal means.
 """
@@ -172,23 +172,43 @@ META_SCRAPE_INTERVAL_S: Final = "scrapeIntervalSeconds"
 META_GROWTH_HORIZON_S: Final = "growthHorizonSeconds"
 META_GROWTH_WINDOW_S: Final = "growthWindowSeconds"
 
+# The defaults, typed: the one place they are written. ``METADATA_DEFAULTS`` (what the
+# scaler assumes for a key the trigger leaves out) is their text; the policy's own defaults
+# (``inflight.control.policy.PolicySpec``), the scaler's (``external_scaler.metadata``), the
+# metadata ``inflight up`` and ``inflight sim`` send (``inflight.control.trigger``) and the
+# dashboards' thresholds read them; the ScaledObject in ``manifests/`` states some of them
+# for its reader, and ``tests/component/test_manifests_contract.py`` holds it to these.
+DEFAULT_METRIC_NAME: Final = "inflight"
+DEFAULT_SLOTS_PER_REPLICA: Final = 4  # vLLM's --max-num-seqs in the reference setup
+DEFAULT_TARGET_SATURATION: Final = 1.0  # add a replica as soon as any request waits
+DEFAULT_SCALE_UP_WINDOW_S: Final = 10
+DEFAULT_SCALE_DOWN_WINDOW_S: Final = 60
+DEFAULT_ACTIVATION_INFLIGHT: Final = 0
+DEFAULT_TIME_SCALE: Final = 1.0
+#: kube-controller-manager's --horizontal-pod-autoscaler-tolerance default: the HPA keeps
+#: its count while |usage ÷ (target × current) − 1| ≤ this (``inflight.control.hpa_math``).
+HPA_TOLERANCE: Final = 0.1
+# the Prometheus Operator's default scrape interval; Prometheus' own default is 60 s
+DEFAULT_SCRAPE_INTERVAL_S: Final = 30
+DEFAULT_GROWTH_HORIZON_S: Final = 0  # off
+DEFAULT_GROWTH_WINDOW_S: Final = 60
+
 METADATA_DEFAULTS: Final[dict[str, str]] = {
-    META_METRIC_NAME: "inflight",
+    META_METRIC_NAME: DEFAULT_METRIC_NAME,
     META_SELECTOR: "",
-    META_SLOTS_PER_REPLICA: "4",
-    META_TARGET_SATURATION: "1.0",
-    META_SCALE_UP_WINDOW_S: "10",
-    META_SCALE_DOWN_WINDOW_S: "60",
-    META_ACTIVATION_INFLIGHT: "0",
+    META_SLOTS_PER_REPLICA: str(DEFAULT_SLOTS_PER_REPLICA),
+    META_TARGET_SATURATION: str(DEFAULT_TARGET_SATURATION),
+    META_SCALE_UP_WINDOW_S: str(DEFAULT_SCALE_UP_WINDOW_S),
+    META_SCALE_DOWN_WINDOW_S: str(DEFAULT_SCALE_DOWN_WINDOW_S),
+    META_ACTIVATION_INFLIGHT: str(DEFAULT_ACTIVATION_INFLIGHT),
     META_SOURCE: "router",
     META_POLICY: "saturation",
-    META_TIME_SCALE: "1.0",
-    META_HPA_SCALE_UP_TOLERANCE: "0.1",
-    META_HPA_SCALE_DOWN_TOLERANCE: "0.1",
-    # the Prometheus Operator's default scrape interval; Prometheus' own default is 60 s
-    META_SCRAPE_INTERVAL_S: "30",
-    META_GROWTH_HORIZON_S: "0",
-    META_GROWTH_WINDOW_S: "60",
+    META_TIME_SCALE: str(DEFAULT_TIME_SCALE),
+    META_HPA_SCALE_UP_TOLERANCE: str(HPA_TOLERANCE),
+    META_HPA_SCALE_DOWN_TOLERANCE: str(HPA_TOLERANCE),
+    META_SCRAPE_INTERVAL_S: str(DEFAULT_SCRAPE_INTERVAL_S),
+    META_GROWTH_HORIZON_S: str(DEFAULT_GROWTH_HORIZON_S),
+    META_GROWTH_WINDOW_S: str(DEFAULT_GROWTH_WINDOW_S),
 }
 
 # --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.

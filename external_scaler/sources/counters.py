@@ -1,4 +1,8 @@
-"""Counters across restarts: Prometheus' reset rule, shared by both sources (pure).
+"""Counters across restarts: Prometheus' reset rule, defined once (pure).
+
+Both scaler sources use it, and so does the simulator (its Prometheus' ``rate()``,
+``inflight.sim.scrapes``, and the trace rebuilt from scraped counters,
+``inflight.sim.trace_rebuild``).
 
 A router that restarts starts its ``router_requests_received_total`` from 0. Summing the
 raw counters over routers and subtracting, as the qps baseline once did, reads that drop
@@ -20,13 +24,22 @@ from collections.abc import Iterable, Sequence
 from inflight.control.policy import Sample
 
 
+def is_reset(previous: float, current: float) -> bool:
+    """Whether the counter restarted from 0 between two readings: its value fell.
+
+    >>> is_reset(100.0, 30.0), is_reset(100.0, 100.0)
+    (True, False)
+    """
+    return not current >= previous
+
+
 def increase(previous: float, current: float) -> float:
     """Arrivals between two readings of one counter; a drop means it restarted from 0.
 
     >>> increase(100.0, 130.0), increase(100.0, 30.0)
     (30.0, 30.0)
     """
-    return current - previous if current >= previous else current
+    return current if is_reset(previous, current) else current - previous
 
 
 def running_total(samples: Sequence[Sample]) -> list[Sample]:

@@ -20,11 +20,11 @@ the band is narrower than one request: L = 5 → ratio 1.25 → 2.
 from __future__ import annotations
 
 import math
-from typing import Final
 
 #: kube-controller-manager's --horizontal-pod-autoscaler-tolerance default: no change
-#: while |usage ÷ (target × current) − 1| ≤ this.
-HPA_TOLERANCE: Final = 0.1
+#: while |usage ÷ (target × current) − 1| ≤ this. Defined in ``inflight.names``, where it
+#: is also the default of the trigger's ``hpaScale{Up,Down}Tolerance`` keys.
+from inflight.names import HPA_TOLERANCE as HPA_TOLERANCE
 
 
 def replicas_for_average_value(

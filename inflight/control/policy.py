@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from itertools import accumulate, pairwise
 from typing import Final, Literal
 
+from inflight import names
 from inflight.control.hpa_math import HPA_TOLERANCE, replicas_for_average_value
 
 PolicyName = Literal["saturation", "qps"]
@@ -78,17 +79,19 @@ class Sample:
 class PolicySpec:
     """What the policy needs from the ScaledObject metadata, windows already time-scaled.
 
+    The defaults are the metadata's (``inflight.names.DEFAULT_*``, at time-scale 1).
+
     ``scale_up_window_s`` and ``scale_down_window_s`` are in wall seconds (the metadata's
     seconds × time_scale); ``time_scale`` is kept for the qps rule's window and thresholds.
     """
 
-    slots_per_replica: int = 4
-    target_saturation: float = 1.0
-    scale_up_window_s: float = 10.0
-    scale_down_window_s: float = 60.0
-    activation_inflight: float = 0.0
+    slots_per_replica: int = names.DEFAULT_SLOTS_PER_REPLICA
+    target_saturation: float = names.DEFAULT_TARGET_SATURATION
+    scale_up_window_s: float = float(names.DEFAULT_SCALE_UP_WINDOW_S)
+    scale_down_window_s: float = float(names.DEFAULT_SCALE_DOWN_WINDOW_S)
+    activation_inflight: float = float(names.DEFAULT_ACTIVATION_INFLIGHT)
     policy: PolicyName = "saturation"
-    time_scale: float = 1.0
+    time_scale: float = names.DEFAULT_TIME_SCALE
     # The HPA's tolerances (its ``behavior.scaleUp/scaleDown.tolerance``, 10 % unless
     # set): only for predicting the count the HPA derives, never for the value.
     hpa_scale_up_tolerance: float = HPA_TOLERANCE
@@ -99,8 +102,8 @@ class PolicySpec:
     max_sample_gap_s: float = math.inf
     # Start-up-aware headroom (``growthHorizonSeconds``, wall s; 0: off) and the window
     # the arrival rate's growth is measured over (``growthWindowSeconds``, wall s).
-    growth_horizon_s: float = 0.0
-    growth_window_s: float = 60.0
+    growth_horizon_s: float = float(names.DEFAULT_GROWTH_HORIZON_S)
+    growth_window_s: float = float(names.DEFAULT_GROWTH_WINDOW_S)
 
     @property
     def target(self) -> float:

@@ -29,6 +29,7 @@ from typing import Protocol
 from inflight.control import hpa
 from inflight.control.hold_order import HOLD_DEADLINE_S, router_hold_deadline_s
 from inflight.control.keda import KedaSpec
+from inflight.control.trigger import SCRAPE_INTERVAL_S, scaler_metadata
 from inflight.emulator.engine import Sequence as EngineSeq
 from inflight.emulator.profile import Profile
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
@@ -40,7 +41,6 @@ from inflight.sim.fleet import Fleet, SimReplica
 from inflight.sim.router import MAX_QUEUE, QUEUE_TIMEOUT_S, Held, SimRouter
 from inflight.sim.scaler import SimScaler
 from inflight.statedir import DecisionRecord
-from inflight.up.stack import SCRAPE_INTERVAL_S, scaler_metadata
 from router.errors import NoEndpoint, QueueFull, QueueTimeout
 from router.pool import Endpoint
 
@@ -79,7 +79,7 @@ class SimConfig:
     """A run's stack: policy, replicas, replica profile and the control plane's periods.
 
     ``policy``: ``saturation``, ``qps`` or ``fixed:N``. ``scaler_metadata``: overrides of
-    the trigger metadata ``inflight up`` sends (``inflight.up.stack.scaler_metadata``).
+    the trigger metadata ``inflight up`` sends (``inflight.control.trigger.scaler_metadata``).
     Every duration in seed seconds (the simulator runs at time-scale 1).
     """
 

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from external_scaler.sources.counters import increase as counter_increase
 from external_scaler.sources.promql import (
     SIGNAL_ARRIVALS,
     SIGNAL_INFLIGHT,
@@ -93,7 +94,7 @@ class Scrapes:
         vals = self.values[name][lo:hi]
         increase = 0.0
         for a, b in itertools.pairwise(vals):
-            increase += b - a if b >= a else b  # a drop is a counter reset
+            increase += counter_increase(a, b)  # a drop is a counter reset
         first_t, last_t = times[0], times[-1]
         range_start, range_end = t_s - range_s, t_s
         sampled = last_t - first_t

@@ -1,17 +1,17 @@
 """Rebuild a replayable request trace from scraped counters and histograms (pure).
 
-``inflight sim trace-from-prometheus`` (``inflight/sim/prom_trace.py``) fetches the raw samples;
-this
-module turns them into arrival times and lengths. No I/O, no clock: times are parameters,
-randomness a passed-in ``random.Random``.
+``inflight sim trace-from-prometheus`` (``inflight/sim/prom_trace.py``) fetches the raw
+samples; this module turns them into arrival times and lengths. No I/O, no clock: times are
+parameters, randomness a passed-in ``random.Random``.
 
 **Arrivals.** A request counter (the router's ``router_requests_received_total``) is scraped
 every interval; between two consecutive samples of one series, ``(t0, v0)`` and ``(t1, v1)``,
 exactly ``v1 − v0`` requests arrived in ``(t0, t1]`` — or ``v1`` when ``v1 < v0``: the counter
 was reset (the process restarted and counts from 0 again; Prometheus' ``increase()`` makes
-the same correction). Within such an interval nothing more is known, so the arrivals are
-placed as a Poisson process *conditioned on the counted number*: ``n`` independent uniform
-times in the interval. The count of every interval is therefore exact (the rebuilt trace
+the same correction, and the scaler's rule, ``external_scaler.sources.counters``, is the one
+used here). Within such an interval nothing more is known, so the arrivals are placed as a
+Poisson process *conditioned on the counted number*: ``n`` independent uniform times in the
+interval. The count of every interval is therefore exact (the rebuilt trace
 has exactly the recorded requests), and within an interval the times are one Poisson stream
 at the recorded rate ``n / (t1 − t0)``. An interval that crosses the window's start or end
 keeps only the times that fall inside the window.
@@ -38,6 +38,8 @@ import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from external_scaler.sources.counters import increase, is_reset
 
 
 class RebuildError(ValueError):
@@ -90,12 +92,9 @@ Interval(start_s=2, end_s=3, count=0))
     for (t0, v0), (t1, v1) in itertools.pairwise(samples):
         if not t1 > t0:
             raise RebuildError(f"samples out of time order: {t0} then {t1}")
-        if v1 < v0:
+        if is_reset(v0, v1):
             resets += 1
-            delta = v1
-        else:
-            delta = v1 - v0
-        out.append(Interval(t0, t1, _count(delta)))
+        out.append(Interval(t0, t1, _count(increase(v0, v1))))
     baseline = _count(samples[0][1]) if samples else 0
     return CounterIntervals(tuple(out), resets, baseline)
 

@@ -210,8 +210,8 @@ class UpSettings(Settings):
         if not self.scaler_metadata:
             return  # none, or an empty value: no override
         from external_scaler.metadata import MetadataError, parse_metadata
+        from inflight.control.trigger import scaler_metadata
         from inflight.names import METADATA_DEFAULTS
-        from inflight.up.stack import scaler_metadata
 
         try:
             pairs = _parse_metadata(self.scaler_metadata)

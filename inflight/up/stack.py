@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inflight import names
 from inflight.control import hpa
 from inflight.control.hold_order import router_hold_deadline_s
 from inflight.control.keda import KedaSpec
@@ -44,6 +43,7 @@ from inflight.control.restarts import (
     restart_step,
     started,
 )
+from inflight.control.trigger import SCRAPE_INTERVAL_S, scaler_metadata
 from inflight.logs import LOG_FORMAT
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from inflight.planes.peers.base import ControlLoop, PeerIO
@@ -67,8 +67,6 @@ from inflight.up.supervisor import Supervisor, SupervisorConfig
 
 log = logging.getLogger("inflight.up")
 
-#: Prometheus scrapes every 5 s (× time-scale): the seed's sampling period.
-SCRAPE_INTERVAL_S = 5.0
 TICK_S = 0.05
 #: children.json is rewritten at least this often, so it names the groups' newer members.
 MEMBERS_REFRESH_S = 1.0
@@ -151,28 +149,6 @@ def router_args(cfg: UpConfig, endpoints_file: Path) -> list[str]:
         if deadline is not None:
             argv += ["--hold-deadline-s", f"{deadline:.6g}"]
     return argv
-
-
-def scaler_metadata(
-    slots_per_replica: int,
-    time_scale: float,
-    policy: str,
-    overrides: dict[str, str] | None = None,
-) -> dict[str, str]:
-    """The trigger metadata ``inflight up`` sends the scaler (the bench asks it the same);
-    ``overrides`` (``--scaler-metadata``) replace or add keys."""
-    return {
-        names.META_SLOTS_PER_REPLICA: str(slots_per_replica),
-        names.META_TARGET_SATURATION: "1.0",
-        names.META_SCALE_UP_WINDOW_S: "10",
-        names.META_SCALE_DOWN_WINDOW_S: "60",
-        names.META_TIME_SCALE: str(time_scale),
-        names.META_POLICY: policy,
-        # Prometheus' scrape interval here (wall seconds): L older than 3 of them is refused.
-        # At least 1 s, so a loaded machine at a tiny time-scale does not refuse good data.
-        names.META_SCRAPE_INTERVAL_S: f"{max(1.0, SCRAPE_INTERVAL_S * time_scale):g}",
-        **(overrides or {}),
-    }
 
 
 def _get_json(url: str, timeout_s: float = 1.0) -> dict[str, Any] | None:

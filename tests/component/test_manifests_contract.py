@@ -7,9 +7,11 @@ checked against the real thing, never against a copy of it:
   ``INFLIGHT_<SUBCOMMAND>_*`` variables of its ``env`` and ``envFrom`` ConfigMaps, and
   loads with the real parser and settings model (``inflight.config.load``: flags over
   variables over defaults, one validation); the values agree with the ports, Services
-  and ScaledObject beside them; every pod turns Kubernetes service links off;
+  and ScaledObject beside them, and the router's hold deadline with ``inflight up``'s;
+  every pod turns Kubernetes service links off;
 * the ScaledObject's trigger metadata parses with the scaler's real metadata parser,
-  uses only ``inflight.names`` META_* keys (and KEDA's own), points at the scaler
+  uses only ``inflight.names`` META_* keys (and KEDA's own), states the policy's settings
+  at the code's defaults (``inflight.names.METADATA_DEFAULTS``), points at the scaler
   Service's gRPC port, selects this stack's router, and its HPA behaviour, polling
   interval and cooldown are ``inflight.control.hpa``'s shipped constants;
 * Services, probes and ServiceMonitors name ports that exist; RBAC lets the router read
@@ -290,6 +292,9 @@ def test_router_settings_load_and_agree(objs: list[Obj]) -> None:
     _so, meta = scaled_object(objs)
     assert settings.slots_per_endpoint == int(meta[names.META_SLOTS_PER_REPLICA])
     assert settings.hold_when_full, "held requests must count in L while KEDA scales"
+    from inflight.control.hold_order import HOLD_DEADLINE_S
+
+    assert settings.hold_deadline_s == HOLD_DEADLINE_S, "what `inflight up` runs (README)"
 
 
 def test_scaler_settings_load_and_agree(objs: list[Obj]) -> None:
@@ -364,6 +369,28 @@ def test_scaledobject_metadata_parses_with_the_real_scaler_parser(objs: list[Obj
     assert spec.metric_name == meta[names.META_METRIC_NAME]
     assert spec.policy.slots_per_replica == int(meta[names.META_SLOTS_PER_REPLICA])
     assert spec.policy.time_scale == 1.0, "production runs in real time"
+
+
+def test_scaledobject_states_the_scalers_own_defaults(objs: list[Obj]) -> None:
+    """The trigger spells out the policy's settings for its reader (targetSaturation, the
+    windows, …); each must be the default the code has (``inflight.names.DEFAULT_*``, the
+    text ``METADATA_DEFAULTS``, which the policy's and ``inflight up``'s defaults are built
+    from), or the YAML would drift from the code unseen. Only the selector (this stack's
+    router) and slotsPerReplica (vLLM's --max-num-seqs here, ``test_replica_args_agree``)
+    belong to the deployment."""
+    _so, meta = scaled_object(objs)
+    from external_scaler.metadata import KEDA_KEYS, parse_metadata
+
+    own = {names.META_SELECTOR, names.META_SLOTS_PER_REPLICA}
+    stated = {k: v for k, v in meta.items() if k not in KEDA_KEYS and k not in own}
+    assert {
+        names.META_TARGET_SATURATION,
+        names.META_SCALE_UP_WINDOW_S,
+        names.META_SCALE_DOWN_WINDOW_S,
+    } <= set(stated), "the base ScaledObject states the policy's settings"
+    assert stated == {k: names.METADATA_DEFAULTS[k] for k in stated}
+    defaults = parse_metadata({k: meta[k] for k in own})
+    assert parse_metadata(meta) == defaults
 
 
 def test_the_scaler_parser_rejects_what_the_manifests_must_not_contain(objs: list[Obj]) -> None:

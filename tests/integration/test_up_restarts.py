@@ -9,9 +9,9 @@ import signal
 from pathlib import Path
 
 from inflight.bench.chaos import probe as chaos_probe
+from inflight.control.trigger import scaler_metadata
 from inflight.procs import http_ok
 from inflight.statedir import hold_path, read_jsonl, read_stack
-from inflight.up.stack import scaler_metadata
 from tests.support import INFLIGHT, PYTHON, wait_for
 
 TS = 0.05

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from external_scaler.errors import MetadataError
-from external_scaler.metadata import KEDA_KEYS, parse_metadata
+from external_scaler.metadata import KEDA_KEYS, ScalerSpec, parse_metadata
 from external_scaler.selector import parse_selector
 from inflight import names
 
@@ -26,9 +29,36 @@ def test_defaults_come_from_names() -> None:
     assert p.activation_inflight == float(d[names.META_ACTIVATION_INFLIGHT])
     assert p.policy == d[names.META_POLICY]
     assert p.time_scale == float(d[names.META_TIME_SCALE])
+    assert spec.scrape_interval_s == float(d[names.META_SCRAPE_INTERVAL_S])
+
+
+def test_the_policys_defaults_are_the_metadatas() -> None:
+    """``PolicySpec()`` and ``parse_metadata({})`` agree: one set of defaults (names.py),
+    except the sample-gap limit, which only the metadata's scrape interval sets."""
+    from inflight.control.policy import PolicySpec
+
+    parsed = parse_metadata({})
+    assert replace(parsed.policy, max_sample_gap_s=math.inf) == PolicySpec()
+    assert parsed == ScalerSpec(
+        metric_name=names.DEFAULT_METRIC_NAME,
+        selector="",
+        source="router",
+        policy=parsed.policy,
+    )
 
 
 def test_what_inflight_up_sends() -> None:
+    from inflight.control.trigger import scaler_metadata
+
+    assert scaler_metadata(4, 0.1, "saturation") == {
+        "slotsPerReplica": "4",
+        "targetSaturation": "1.0",
+        "scaleUpWindowSeconds": "10",
+        "scaleDownWindowSeconds": "60",
+        "timeScale": "0.1",
+        "policy": "saturation",
+        "scrapeIntervalSeconds": "1",  # 5 s x 0.1, at least 1 s
+    }
     spec = parse_metadata(
         {
             "slotsPerReplica": "4",

@@ -15,7 +15,7 @@ from external_scaler.errors import (
     SourceTimeout,
 )
 from external_scaler.metadata import parse_metadata
-from external_scaler.sources.counters import counter_total, increase
+from external_scaler.sources.counters import counter_total, increase, is_reset
 from external_scaler.sources.direct import parse_router_metrics
 from external_scaler.sources.prometheus import _decode
 from external_scaler.sources.prometheus import window_from_matrix as _window
@@ -118,6 +118,7 @@ def test_counter_total_across_resets_gaps_and_routers_that_come_and_go() -> None
     total = counter_total([a, b, gone])
     assert [(s.t_s, s.value) for s in total] == [(1.0, 0), (2.0, 5), (3.0, 7), (4.0, 10)]
     assert increase(9.0, 2.0) == 2.0 and increase(2.0, 3.0) == 1.0
+    assert is_reset(9.0, 2.0) and not is_reset(2.0, 2.0) and not is_reset(2.0, 3.0)
 
 
 def test_qps_rule_sees_the_arrivals_of_a_router_that_restarted() -> None:

@@ -184,8 +184,8 @@ def test_scale_to_zero_and_back_on_stream_is_active() -> None:
 
 
 def test_the_control_planes_periods_are_inflight_ups_defaults() -> None:
+    from inflight.control.trigger import SCRAPE_INTERVAL_S
     from inflight.up.cli import UpSettings
-    from inflight.up.stack import SCRAPE_INTERVAL_S
 
     fields = UpSettings.model_fields
     c = SimConfig()

@@ -9,10 +9,10 @@ from external_scaler.sources.prometheus import window_from_matrix
 from external_scaler.sources.promql import range_query
 from inflight import names
 from inflight.control.policy import Sample
+from inflight.control.trigger import scaler_metadata
 from inflight.planes.scaler_client import ScalerUnavailable
 from inflight.sim import scrapes as S
 from inflight.sim.scaler import SimScaler
-from inflight.up.stack import scaler_metadata
 
 
 def _scrapes(values: list[tuple[float, float]]) -> S.Scrapes:

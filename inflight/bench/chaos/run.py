@@ -37,10 +37,10 @@ from inflight.bench.chaos.load import OpenLoop
 from inflight.bench.chaos.model import FaultWindow, Sample, bar_failures, fault_report, scale_downs
 from inflight.bench.chaos.report import chaos_json, chaos_markdown
 from inflight.bench.stack import Policy, Stack, StackError
+from inflight.control.trigger import scaler_metadata
 from inflight.measure.results import ResultFileExists, dumps, new_out_dir, write_new
 from inflight.procs import ManagedProcess
 from inflight.statedir import read_jsonl, read_timeline
-from inflight.up.stack import scaler_metadata
 from inflight.workload.meeting import Workload, meeting_transcript
 
 

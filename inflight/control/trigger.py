@@ -1,0 +1,48 @@
+"""The trigger metadata inflight's own runs send the scaler, defined once (pure).
+
+``inflight up`` sends it to its scaler (``inflight.up.stack``), ``inflight sim`` to the
+simulated one (``inflight.sim.core``), and the chaos run asks the scaler with it: the
+ScaledObject's defaults (``inflight.names.METADATA_DEFAULTS``) for the policy's own keys,
+the replicas' slots, the run's time-scale and policy, and the local Prometheus' scrape
+interval (:data:`SCRAPE_INTERVAL_S`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from inflight import names
+
+#: The local stack's Prometheus scrapes every 5 s (seed seconds, × time-scale): the seed's
+#: sampling period. ``inflight up`` configures its Prometheus with it; ``inflight sim``
+#: scrapes its simulated router at it.
+SCRAPE_INTERVAL_S: Final = 5.0
+
+#: Keys :func:`scaler_metadata` states at their defaults, so a recorded run names them.
+_STATED_DEFAULTS: Final = (
+    names.META_TARGET_SATURATION,
+    names.META_SCALE_UP_WINDOW_S,
+    names.META_SCALE_DOWN_WINDOW_S,
+)
+
+
+def scaler_metadata(
+    slots_per_replica: int,
+    time_scale: float,
+    policy: str,
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The trigger metadata ``inflight up`` sends the scaler (the bench and the simulator
+    send the same); ``overrides`` (``--scaler-metadata``) replace or add keys."""
+    stated = {key: names.METADATA_DEFAULTS[key] for key in _STATED_DEFAULTS}
+    return {
+        names.META_SLOTS_PER_REPLICA: str(slots_per_replica),
+        **stated,
+        names.META_TIME_SCALE: str(time_scale),
+        names.META_POLICY: policy,
+        # Prometheus' scrape interval here (wall seconds): L older than 3 of them is refused.
+        # At least 1 s, so a loaded machine at a tiny time-scale does not refuse good data.
+        names.META_SCRAPE_INTERVAL_S: f"{max(1.0, SCRAPE_INTERVAL_S * time_scale):g}",
+        **(overrides or {}),
+    }
