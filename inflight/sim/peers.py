@@ -2,11 +2,12 @@
 
 Each peer (``inflight.planes.peers.catalog.PEERS``: Knative's KPA, Ray Serve's default
 policy, production-stack's KEDA trigger on vLLM's queue, llm-d's KEDA on the EPP queue,
-an HPA on request rate) is built exactly as ``inflight up --policy NAME`` builds it, with
-a :class:`~inflight.planes.peers.base.PeerIO` whose ``read`` answers each
-:class:`~inflight.planes.peers.signals.Signal`'s instant query from the simulated scrapes
-(``inflight.sim.scrapes``), at time-scale 1. An empty result (no sample; ``rate()`` over fewer than
-two samples; a sum over no replica) is ``NoData``, as the live reader says.
+an HPA on request rate) is built exactly as ``inflight up --policy NAME`` builds it (the
+same loop around the same pure decider, ``inflight.control.peers``), with a
+:class:`~inflight.planes.peers.base.PeerIO` whose ``read`` answers each
+:class:`~inflight.control.peers.base.Signal`'s instant query from the simulated scrapes
+(``inflight.sim.scrapes``), at time-scale 1. An empty result (no sample; ``rate()`` over
+fewer than two samples; a sum over no replica) is ``NoData``, as the live reader says.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def catalog() -> dict[str, Any]:
 
 def reader(scrapes: S.Scrapes, clock: Callable[[], float], scrape_interval_s: float) -> Any:
     """``read(Signal) -> float`` over the simulated Prometheus, evaluated at ``clock()``."""
-    from inflight.planes.peers.signals import NoData, Signal, promql, rate_window_s
+    from inflight.control.peers.base import Signal
+    from inflight.planes.peers.signals import NoData, promql, rate_window_s
 
     series = {
         Signal.INFLIGHT: S.INFLIGHT,

@@ -1,9 +1,10 @@
 """The live shell of the peers' control planes: reads their signals from Prometheus.
 
 ``inflight up --policy kpa|ray|vllm-waiting|epp-queue|hpa-rps`` runs the peer's loop
-(:mod:`inflight.planes.peers.catalog`) in-process in :class:`inflight.up.stack.Stack`,
-reading each :class:`~inflight.planes.peers.signals.Signal` with an instant query on the
-stack's Prometheus (the same scrape the scaler reads), as KEDA's Prometheus scaler does:
+(:mod:`inflight.planes.peers.catalog`, around the peer's pure decider in
+:mod:`inflight.control.peers`) in-process in :class:`inflight.up.stack.Stack`, reading each
+:class:`~inflight.control.peers.base.Signal` with an instant query on the stack's
+Prometheus (the same scrape the scaler reads), as KEDA's Prometheus scaler does:
 ``GET /api/v1/query?query=…`` with a timeout. A failed read (Prometheus down, an error
 status, a malformed answer) raises ScalerUnavailable and an empty result NoData: the peer
 then makes no decision, and says so in the log and in ``decisions.jsonl``.
@@ -20,9 +21,10 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from inflight.control.peers.base import Signal
 from inflight.planes.peers.base import ControlLoop, PeerIO
 from inflight.planes.peers.catalog import PEERS, PeerSettings
-from inflight.planes.peers.signals import NoData, Signal, promql
+from inflight.planes.peers.signals import NoData, promql
 from inflight.planes.scaler_client import ScalerUnavailable
 
 log = logging.getLogger("inflight.up.peers")

@@ -1,4 +1,5 @@
-"""KEDA's Prometheus trigger (inflight/planes/peers/prom_trigger.py) and the peers' catalog.
+"""KEDA's Prometheus trigger (the pure inflight/control/peers/prom_trigger.py and its shell
+inflight/planes/peers/prom_trigger.py) and the peers' catalog.
 
 The query cases are kedacore/keda@8b4f083c ``pkg/scalers/prometheus_scaler_test.go``
 (``testPromQueryResult``): the answer parsed as the live reader parses it
@@ -13,11 +14,19 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from inflight.control.peers.base import Signal
+from inflight.control.peers.prom_trigger import (
+    PromTriggerSpec,
+    TriggerError,
+    TriggerResult,
+    decide,
+    in_milli,
+)
 from inflight.planes.autoscaler import Observation
 from inflight.planes.peers.base import PeerIO
 from inflight.planes.peers.catalog import PEERS, POLICY_NAMES, PeerSettings, rps_target
-from inflight.planes.peers.prom_trigger import PromTrigger, PromTriggerSpec, in_milli
-from inflight.planes.peers.signals import Signal, promql, rate_window_s
+from inflight.planes.peers.prom_trigger import PromTrigger
+from inflight.planes.peers.signals import promql, rate_window_s
 from inflight.planes.scaler_client import ScalerUnavailable
 from inflight.statedir import DecisionRecord
 from inflight.up.peer_loop import parse_instant
@@ -44,6 +53,27 @@ KEDA_CASES = [
     ("NaN but shouldn't ignore", '{"data":{"result":[{"value": ["1", "NaN"]}]}}', 200, False,
      ERROR),
 ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answer", "ignore", "expected"),
+    [
+        (2.0, True, TriggerResult(2.0, 2.0, True)),
+        (2.0, False, TriggerResult(2.0, 2.0, True)),
+        (0.0004, True, TriggerResult(0.0004, 0.0, True)),  # active on the value, not milli
+        (None, True, TriggerResult(0.0, 0.0, False)),
+        (None, False, TriggerError("prometheus trigger m: the result is empty (why)")),
+        (math.inf, True, TriggerResult(0.0, 0.0, False)),
+        (-math.inf, False, TriggerError("prometheus trigger m: query returns -inf")),
+        (math.nan, True, TriggerResult(0.0, 0.0, False)),
+        (math.nan, False, TriggerError("prometheus trigger m: query returns nan")),
+    ],
+)
+def test_decide_on_an_answer(
+    answer: float | None, ignore: bool, expected: TriggerResult | TriggerError
+) -> None:
+    spec = PromTriggerSpec("m", Signal.VLLM_WAITING, threshold=5, ignore_null_values=ignore)
+    assert decide(spec, answer, "why") == expected
 
 
 @pytest.mark.parametrize(("name", "body", "status", "ignore", "expected"), KEDA_CASES)

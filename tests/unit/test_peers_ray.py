@@ -1,4 +1,5 @@
-"""Ray Serve's default policy (inflight/planes/peers/ray_serve.py) on Ray's own test cases.
+"""Ray Serve's default policy on Ray's own test cases: the pure policy and controller pass
+(inflight/control/peers/ray_serve.py), then its loop (inflight/planes/peers/ray_serve.py).
 
 From ray-project/ray ``python/ray/serve/tests/unit/test_autoscaling_policy.py`` (commit
 01624ad4): ``_run_upscale_downscale_flow`` (a fake clock advancing 0.1 s per call, as the
@@ -14,16 +15,21 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from inflight.planes.autoscaler import Observation
-from inflight.planes.peers.base import PeerIO
-from inflight.planes.peers.ray_serve import (
+from inflight.control.peers import ray_serve
+from inflight.control.peers.base import Decision, Replicas, Signal
+from inflight.control.peers.ray_serve import (
     DelayState,
-    RayLoop,
+    HandleMetrics,
     RaySpec,
-    ray_decide,
+    RayState,
+    decide,
+    push,
+    record,
     scaling_factors,
 )
-from inflight.planes.peers.signals import Signal
+from inflight.planes.autoscaler import Observation
+from inflight.planes.peers.base import PeerIO
+from inflight.planes.peers.ray_serve import RayLoop
 from inflight.planes.scaler_client import ScalerUnavailable
 from inflight.statedir import DecisionRecord
 
@@ -42,7 +48,7 @@ class Policy:
     def __call__(self, total: float, current: int, target: int) -> int:
         now = self.tick / TICKS_PER_S
         self.tick += 1
-        decision, self.state = ray_decide(self.spec, self.state, total, current, target, now)
+        decision, self.state = ray_serve.policy(self.spec, self.state, total, current, target, now)
         return decision.replicas
 
 
@@ -97,7 +103,7 @@ def test_upscale_downscale_delay(downscale_to_zero_delay_s: float | None) -> Non
     )
     policy = Policy(spec)
     # Cold start: 0 replicas and a request waiting -> 1 at once, no delay.
-    decision, _ = ray_decide(spec, DelayState(), 1, 0, 0, 0.0)
+    decision, _ = ray_serve.policy(spec, DelayState(), 1, 0, 0, 0.0)
     assert decision.replicas == 1
     run_upscale_downscale_flow(policy, overload=2, start=1, upscale_target=2)
 
@@ -149,10 +155,10 @@ def test_single_replica_receives_all_requests(ongoing: int) -> None:
 def test_scaling_factor_scale_up_from_zero() -> None:
     """``test_scaling_factor_scale_up_from_0_replicas``: 1 × 10, then ceil(1 × 0.5)."""
     spec = RaySpec(min_replicas=0, max_replicas=2, upscaling_factor=10)
-    decision, _ = ray_decide(spec, DelayState(), 1, 0, 0, 0.0)
+    decision, _ = ray_serve.policy(spec, DelayState(), 1, 0, 0, 0.0)
     assert decision.wanted == 10 and decision.replicas == 2  # bounded by max_replicas
     spec = RaySpec(min_replicas=0, max_replicas=2, upscaling_factor=0.5)
-    assert ray_decide(spec, DelayState(), 1, 0, 0, 0.0)[0].replicas == 1
+    assert ray_serve.policy(spec, DelayState(), 1, 0, 0, 0.0)[0].replicas == 1
 
 
 def test_scaling_factor_scale_down_to_zero() -> None:
@@ -193,11 +199,62 @@ def test_a_loop_that_ticks_less_often_decides_at_the_same_moment() -> None:
     for step in (0.1, 1.0):
         state, t, target = DelayState(), 0.0, 1
         while target == 1:
-            decision, state = ray_decide(spec, state, 8.0, 1, target, t)
+            decision, state = ray_serve.policy(spec, state, 8.0, 1, target, t)
             target = decision.replicas
             t = round(t + step, 6)
         assert t - step == pytest.approx(30.0), step
         assert target == 4  # 8 ongoing / 2 per replica
+
+
+# --- the handle's metrics and the controller's pass ----------------------------------------
+
+
+def test_the_handle_pushes_the_mean_of_its_look_back_window() -> None:
+    spec = RaySpec(look_back_period_s=30.0)
+    m = HandleMetrics()
+    for t in range(0, 41, 5):  # L = t, recorded every 5 s
+        m = m.record(spec, float(t), float(t))
+    assert [t for t, _ in m.samples] == [15.0, 20.0, 25.0, 30.0, 35.0, 40.0]  # > 40 - 30
+    pushed = m.push(spec, 40.0)
+    assert (pushed.pushed, pushed.pushed_at_s) == (27.5, 40.0)
+    assert m.pushed_at_s is None  # a value: the push made a new one
+    # With no sample in its window, a push pushes nothing: the last push stands.
+    assert pushed.push(spec, 100.0) is pushed
+
+
+def test_decide_without_fresh_metrics_makes_no_decision() -> None:
+    spec = RaySpec(min_replicas=1, max_replicas=8)  # pushes every 10 s, stale after 20 s
+    never = RayState()
+    decision, after = decide(spec, never, Replicas(desired=4, ready=4), 5.0)
+    assert decision == Decision(4, None, None, "no fresh metrics; no decision")
+    assert after is never
+    state = push(spec, record(spec, never, 6.0, 0.0), 10.0)
+    assert decide(spec, state, Replicas(4, 4), 30.0)[0].value == 6.0
+    assert decide(spec, state, Replicas(4, 4), 30.1)[0].value is None
+
+
+def test_decide_scales_on_the_pushed_average_after_the_delay() -> None:
+    """Ray's timers in virtual time: a record every 0.5 s, a push every 10 s, a pass every
+    0.1 s. The first push (10 s) reports 8 ongoing requests; wanting 4 replicas from then,
+    the 30 s upscale delay gives the change at 40 s."""
+    spec = RaySpec(min_replicas=1, max_replicas=8)
+    state, replicas = RayState(), Replicas(1, 1)
+    decisions: dict[int, Decision] = {}
+    for tick in range(0, 801):  # tenths of a second
+        now = tick / 10
+        if tick % 5 == 0:
+            state = record(spec, state, 8.0, now)
+        if tick % 100 == 0 and tick:
+            state = push(spec, state, now)
+        decisions[tick], state = decide(spec, state, replicas, now)
+        replicas = Replicas(decisions[tick].desired, 1)
+    assert decisions[99].value is None  # nothing pushed yet
+    assert decisions[100] == Decision(
+        1, 8.0, 2.0, "wants 4, waiting for upscale_delay_s (total_num_requests 8)"
+    )
+    assert next(t for t, d in decisions.items() if d.desired != 1) == 400
+    assert decisions[400] == Decision(4, 8.0, 2.0, "up after the delay (total_num_requests 8)")
+    assert state.delay == DelayState()
 
 
 # --- the loop -----------------------------------------------------------------------------

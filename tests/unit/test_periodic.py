@@ -23,11 +23,12 @@ from inflight.control.lifecycle import (
     needed,
     step,
 )
+from inflight.control.peers.base import Signal
+from inflight.control.peers.kpa import KpaSpec
 from inflight.control.periodic import next_due
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from inflight.planes.peers.base import PeerIO
-from inflight.planes.peers.kpa import KpaLoop, KpaSpec
-from inflight.planes.peers.signals import Signal
+from inflight.planes.peers.kpa import KpaLoop
 from inflight.planes.scaler_client import MetricSpec
 
 TICK_S = 0.7

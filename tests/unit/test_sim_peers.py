@@ -1,12 +1,14 @@
-"""The peers' control planes in the simulator: built from inflight.planes.peers, fed by the
-simulated Prometheus, ticked as the live stack ticks them."""
+"""The peers' control planes in the simulator: the loops of inflight.planes.peers around the
+deciders of inflight.control.peers, fed by the simulated Prometheus, ticked as the live
+stack ticks them."""
 
 from __future__ import annotations
 
 import pytest
 
+from inflight.control.peers.base import Signal
 from inflight.planes.peers.catalog import PEERS
-from inflight.planes.peers.signals import NoData, Signal
+from inflight.planes.peers.signals import NoData
 from inflight.sim import peers
 from inflight.sim import scrapes as S
 from inflight.sim.core import SimConfig, Simulation, policy_names, simulate

@@ -3,7 +3,9 @@
 A loop is built with a :class:`PeerIO` (all I/O injected: the live stack passes its
 Prometheus reader and supervisor, the simulator its virtual ones) and is driven with
 ``start(now_s)`` then ``tick(now_s) -> bool`` (True when a decision was made), the shape
-of :class:`inflight.planes.autoscaler.Autoscaler`.
+of :class:`inflight.planes.autoscaler.Autoscaler`. Each tick is: read what is due
+through ``io``, call the peer's pure decider (:mod:`inflight.control.peers`), keep the
+state it returns, and :func:`apply` its :class:`~inflight.control.peers.base.Decision`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from inflight.control.peers.base import Decision, Replicas
 from inflight.planes.autoscaler import Observation
 from inflight.planes.peers.signals import Reader
 from inflight.statedir import DecisionRecord
@@ -39,16 +42,23 @@ class PeerIO:
     record: Callable[[DecisionRecord], None]
     wall_clock: Callable[[], float]
 
+    def replicas(self) -> Replicas:
+        """The Deployment now, as the deciders take it."""
+        return Replicas(desired=self.get_replicas(), ready=self.ready_replicas())
 
-def apply(io: PeerIO, value: float | None, target: float | None, desired: int, reason: str) -> None:
-    """Write the decision to ``decisions.jsonl`` (with the router's L and capacity now),
-    log it, and ask for ``desired`` replicas if that is a change."""
+
+def apply(io: PeerIO, decision: Decision, name: str) -> None:
+    """Write ``decision`` to ``decisions.jsonl`` (with the router's L and capacity now and
+    ``name`` in front of the reason), log it, and ask for ``decision.desired`` replicas
+    if that is a change."""
     current = io.get_replicas()
     obs = io.observe()
     capacity = obs.slots_per_endpoint * obs.ready
     saturation = (
         None if obs.inflight is None or capacity == 0 else round(obs.inflight / capacity, 4)
     )
+    value = decision.value
+    reason = f"{name}: {decision.reason}"
     io.record(
         DecisionRecord(
             t=io.wall_clock(),
@@ -56,8 +66,8 @@ def apply(io: PeerIO, value: float | None, target: float | None, desired: int, r
             capacity=capacity,
             saturation=saturation,
             value=None if value is None else round(value, 6),
-            target=target,
-            desired=desired,
+            target=decision.target,
+            desired=decision.desired,
             reason=reason,
         )
     )
@@ -66,10 +76,10 @@ def apply(io: PeerIO, value: float | None, target: float | None, desired: int, r
         obs.inflight,
         capacity,
         value,
-        target,
+        decision.target,
         current,
-        desired,
+        decision.desired,
         reason,
     )
-    if desired != current:
-        io.set_replicas(desired)
+    if decision.desired != current:
+        io.set_replicas(decision.desired)

@@ -1,9 +1,11 @@
 """Every peer control plane by name: what it reads, how often it decides, how to build it.
 
 ``PEERS[name].build(settings, io)`` returns a loop driven by ``start(now_s)`` and
-``tick(now_s)``; the live stack (:mod:`inflight.up.peer_loop`) and the simulator build
-them the same way, with their own :class:`~inflight.planes.peers.base.PeerIO`. Every duration
-is the peer's documented value in seed seconds, multiplied by ``settings.time_scale``.
+``tick(now_s)``: the peer's pure decider (:mod:`inflight.control.peers`) inside its loop
+(:mod:`inflight.planes.peers`). The live stack (:mod:`inflight.up.peer_loop`) and the
+simulator build them the same way, with their own
+:class:`~inflight.planes.peers.base.PeerIO`. Every duration is the peer's documented value
+in seed seconds, multiplied by ``settings.time_scale``.
 
 ``router_hold`` says where requests wait when every slot is busy, as in that peer's own
 deployment: at the router (Knative's activator and queue-proxy; Ray's handles; llm-d's
@@ -20,13 +22,16 @@ from typing import Final
 
 from inflight.control import hpa
 from inflight.control.keda import KedaSpec
+from inflight.control.peers.base import Signal
+from inflight.control.peers.kpa import KpaSpec
+from inflight.control.peers.prom_trigger import PromTriggerSpec
+from inflight.control.peers.ray_serve import RaySpec
 from inflight.emulator.profile import Profile
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler
 from inflight.planes.peers.base import ControlLoop, PeerIO
-from inflight.planes.peers.kpa import KpaLoop, KpaSpec
-from inflight.planes.peers.prom_trigger import PromTrigger, PromTriggerSpec
-from inflight.planes.peers.ray_serve import RayLoop, RaySpec
-from inflight.planes.peers.signals import Signal
+from inflight.planes.peers.kpa import KpaLoop
+from inflight.planes.peers.prom_trigger import PromTrigger
+from inflight.planes.peers.ray_serve import RayLoop
 from inflight.statedir import DecisionRecord
 
 #: Our own policies (the scaler's ``policy`` metadata), then the peers, in report order.

@@ -1,8 +1,10 @@
 """What a peer reads: one Prometheus signal, named once, with its PromQL.
 
-The live shell (:mod:`inflight.up.peer_loop`) reads a :class:`Signal` with an instant
-query on the stack's Prometheus; the simulator computes the same quantity from its own
-scraped samples. Either way the reader is a plain ``read(Signal) -> float`` that raises
+The :class:`~inflight.control.peers.base.Signal` names the quantity (the pure deciders
+refer to it); this module says how it is read. The live shell (:mod:`inflight.up.peer_loop`)
+reads a :class:`Signal` with an instant query on the stack's Prometheus; the simulator
+computes the same quantity from its own scraped samples. Either way the reader is a plain
+``read(Signal) -> float`` that raises
 :class:`~inflight.planes.scaler_client.ScalerUnavailable` when it cannot answer, and
 :class:`NoData` (a subclass) when the query answered with an empty result: KEDA's
 Prometheus scaler tells the two apart (``ignoreNullValues``), so the reader must too.
@@ -11,10 +13,20 @@ Prometheus scaler tells the two apart (``ignoreNullValues``), so the reader must
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import Enum
 
 from inflight import names
+from inflight.control.peers.base import Signal
 from inflight.planes.scaler_client import ScalerUnavailable
+
+__all__ = [
+    "MIN_RATE_SCRAPES",
+    "RATE_WINDOW_S",
+    "NoData",
+    "Reader",
+    "Signal",
+    "promql",
+    "rate_window_s",
+]
 
 #: Seed seconds of the arrival-rate window: Prometheus' conventional ``rate(…[1m])``.
 RATE_WINDOW_S = 60.0
@@ -24,20 +36,6 @@ MIN_RATE_SCRAPES = 2
 
 class NoData(ScalerUnavailable):
     """The query answered, with no sample (KEDA: "the result is empty")."""
-
-
-class Signal(Enum):
-    """A quantity a peer reads. The value is a short name used in logs and records."""
-
-    #: L at the router: requests in flight, held ones included (Knative's concurrency,
-    #: Ray's ongoing requests).
-    INFLIGHT = "inflight"
-    #: Requests held at the router, not dispatched (llm-d's flow-control queue size).
-    ROUTER_QUEUED = "router_queued"
-    #: Requests waiting inside the replicas (vLLM's own queue; production-stack's trigger).
-    VLLM_WAITING = "vllm_waiting"
-    #: Arrivals per second at the router over the rate window (wall requests/s).
-    ARRIVAL_RATE = "arrival_rate"
 
 
 Reader = Callable[[Signal], float]
