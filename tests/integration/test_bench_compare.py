@@ -17,6 +17,7 @@ import pytest
 from inflight.bench import proctree
 from inflight.bench import stack as bench_stack
 from inflight.bench.stack import Stack, parse_policies
+from inflight.measure.results import read_json
 from tests.support import INFLIGHT, PYTHON, LoopbackHTTPServer, QuietHandler
 
 ARGS = (
@@ -38,8 +39,8 @@ def test_tiny_compare_writes_everything_and_leaves_nothing_running(tmp_path: Pat
     assert done.returncode in (0, 1), done.stderr[-3000:]  # 1: not reproduced (too short)
 
     names = {p.name for p in out.iterdir()}
-    assert {"fixed1.json", "fixed1.md", "saturation.json", "saturation.md",
-            "slowing-saturation.json", "comparison.json", "comparison.md",
+    assert {"fixed1.json.gz", "fixed1.md", "saturation.json.gz", "saturation.md",
+            "slowing-saturation.json.gz", "comparison.json", "comparison.md",
             "sweep.png", "timeseries.png", "slowing.png"} <= names  # fmt: skip
     summary = json.loads((out / "comparison.json").read_text())
     assert summary["time_scale"] == 0.1
@@ -47,14 +48,14 @@ def test_tiny_compare_writes_everything_and_leaves_nothing_running(tmp_path: Pat
     assert any(c["name"].startswith("Little's Law") for c in summary["checks"])
     assert summary["reproduced"] == all(c["passed"] for c in summary["checks"])
     for name in ("fixed1", "saturation", "slowing-saturation"):
-        run = json.loads((out / f"{name}.json").read_text())
+        run = read_json(out / f"{name}.json.gz")
         assert run["stack"]["clean"], run["stack"]
         assert run["stack"]["pids_seen"] >= 4  # up, replica, router, scaler (+ prometheus)
         assert run["stack"]["pids_left_after_stop"] == []
         assert run["stack"]["ports_busy_after_stop"] == []
         assert run["cpu"]["stack_cores"] >= 0 and run["cpu"]["loadgen_cores"] > 0
         assert all(lv["errors"] == 0 for lv in run["levels"])
-    fixed = json.loads((out / "fixed1.json").read_text())
+    fixed = read_json(out / "fixed1.json.gz")
     assert fixed["frozen"] is True and fixed["valid"], fixed["invalid_reasons"]
     assert fixed["levels"][0]["replicas"] == [1]
     assert "| 4 |" in (out / "comparison.md").read_text()

@@ -12,6 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from inflight.measure.results import read_json
 from inflight.procs import port_is_free
 from tests.support import INFLIGHT
 
@@ -38,7 +39,7 @@ def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=400)
     assert done.returncode in (0, 1), done.stderr[-3000:]  # 1: a run judged invalid
 
-    assert {"fixed2.json", "saturation.json", "comparison.json", "comparison.md",
+    assert {"fixed2.json.gz", "saturation.json.gz", "comparison.json", "comparison.md",
             "pareto.png", "timeseries.png"} <= {p.name for p in out.iterdir()}  # fmt: skip
     doc = json.loads((out / "comparison.json").read_text())
     assert doc["schema"] == "inflight-bench-compare-openloop/1"
@@ -59,7 +60,7 @@ def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
     assert doc["runs"]["fixed:2"]["changes"] == 0
     assert doc["pareto_front"], doc["runs"]
 
-    runs = {n: json.loads((out / f"{n}.json").read_text()) for n in ("fixed2", "saturation")}
+    runs = {n: read_json(out / f"{n}.json.gz") for n in ("fixed2", "saturation")}
     # the same planned requests for both policies
     plans = [[r[1:4] for r in run["requests"]] for run in runs.values()]
     assert plans[0] == plans[1] and len(plans[0]) == planned

@@ -5,8 +5,9 @@ nothing it started is left (PIDs gone, ports free); then, for ``qps`` and ``satu
 the slowing-model scenario on a fresh stack: constant concurrency while answers get
 longer, so λ falls while L stays at capacity. It writes into a new ``--out-dir``:
 
-* ``<policy>.json`` / ``<policy>.md``: each run (raw records, samples, timeline);
-* ``slowing-<policy>.json``: each slowing-model run;
+* ``<policy>.json.gz`` / ``<policy>.md``: each run (raw records, samples, timeline), the
+  JSON gzipped (``inflight.measure.results.read_json`` reads it);
+* ``slowing-<policy>.json.gz``: each slowing-model run;
 * ``comparison.json`` / ``comparison.md``: the table, the reproduction checks, CPU;
 * ``sweep.png``, ``timeseries.png``, ``slowing.png``.
 
@@ -245,7 +246,7 @@ def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
             result = _one(policy, args, time_scale, levels, state_root / policy.slug, policy.name)
             doc = result.to_json()
             with interrupt.deferred():  # both files or, interrupted before, neither
-                progress.write(out / f"{policy.slug}.json", dumps(doc), args.force)
+                progress.write(out / f"{policy.slug}.json.gz", dumps(doc), args.force)
                 progress.write(out / f"{policy.slug}.md", run_table(doc), args.force)
                 progress.running = None
             runs[policy.name] = doc
@@ -263,7 +264,7 @@ def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
                 )
                 doc = result.to_json()
                 doc["slowing_phases"] = slowing_model.phases_field(slow)
-                slowing_files[policy.name] = slowing_model.file_name(policy)
+                slowing_files[policy.name] = slowing_model.file_name(policy) + ".gz"
                 with interrupt.deferred():
                     progress.write(out / slowing_files[policy.name], dumps(doc), args.force)
                     progress.running = None
@@ -287,7 +288,7 @@ def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
         "reproduced": reproduced(checks),
         "runs": {
             name: {
-                "file": f"{name.replace(':', '')}.json",
+                "file": f"{name.replace(':', '')}.json.gz",
                 "valid": d["valid"],
                 "invalid_reasons": d["invalid_reasons"],
                 "levels": d["levels"],

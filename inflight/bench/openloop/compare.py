@@ -7,7 +7,7 @@ Every policy gets the scenario's replica bounds and start-up (``inflight up --mi
 policies: :data:`inflight.bench.cli.OPEN_LOOP_POLICIES` with MAX = the scenario's maximum, so the
 ratio has its static-maximum baseline. It writes into a new ``--out-dir``:
 
-* ``<policy>.json``: each run (every request, router sample and timeline point, the
+* ``<policy>.json.gz``: each run, gzipped (every request, router sample and timeline point, the
   measures; ``inflight.bench.openloop.run``);
 * ``comparison.json`` / ``comparison.md``: :mod:`inflight.measure.openloop_report` (the simulator
   writes the same);
@@ -90,7 +90,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
             progress.running = policy.name
             doc = _one(policy, args, plan, time_scale, state_root / policy.slug, max_r, min_r,
                        extra_up)  # fmt: skip
-            doc["file"] = f"{policy.slug}.json"
+            doc["file"] = f"{policy.slug}.json.gz"
             with interrupt.deferred():
                 progress.write(out / doc["file"], dumps(doc), args.force)
                 progress.running = None
