@@ -13,103 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from inflight import extras
-from inflight.workload.plan import CLOSED_LOOP, add_open_loop_flags
+from inflight.planes.policies import OPEN_LOOP_POLICIES
+from inflight.workload.flags import positive_float
+from inflight.workload.plan import CLOSED_LOOP, add_open_loop_flags, is_open_loop
 from inflight.workload.scenarios import SCENARIOS
-
-DEFAULT_CONCURRENCY = "4,8,16,32,64"
-OPEN_LOOP_POLICIES = "fixed:MAX,saturation,kpa,ray,vllm-waiting,epp-queue,hpa-rps,qps"
-
-
-def positive_int_list(text: str) -> list[int]:
-    """``"4,8,16"`` → [4, 8, 16]; every value ≥ 1, at least one."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from exc
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"every value must be >= 1, got {text!r}")
-    return values
-
-
-def concurrency_list(text: str) -> list[int]:
-    """``"4,8,16"`` → [4, 8, 16]; errors name the flag (also read outside argparse)."""
-    try:
-        return positive_int_list(text)
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(f"--concurrency: {exc}") from None
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from exc
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
-
-
-def add_slowing_flags(p: argparse.ArgumentParser) -> None:
-    """The slowing-model scenario's flags (``inflight.bench.closedloop.slowing``), on ``inflight
-    bench compare``
-    and ``inflight sim compare`` alike."""
-    p.add_argument("--no-slowing", action="store_true", help="skip the slowing-model scenario")
-    p.add_argument("--slowing-concurrency", type=int, default=8)
-    p.add_argument(
-        "--slowing-max-tokens",
-        default="300,600,1200,2400",
-        help="answer length per phase of the slowing-model scenario",
-    )
-    p.add_argument(
-        "--slowing-phase-s",
-        type=positive_float,
-        default=75.0,
-        help="seed seconds per phase of the slowing-model scenario",
-    )
+from inflight.workload.slowing import add_slowing_flags
+from inflight.workload.sweep import add_closed_loop_flags
 
 
 def _workload_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--concurrency",
-        type=concurrency_list,
-        default=concurrency_list(DEFAULT_CONCURRENCY),
-        help=f"closed-loop workers per level (default {DEFAULT_CONCURRENCY})",
-    )
-    p.add_argument("--requests", type=int, default=128, help="requests per level (default 128)")
-    p.add_argument(
-        "--warmup",
-        type=int,
-        default=8,
-        help="unmeasured warm-up requests before the first level (default 8)",
-    )
-    p.add_argument("--warmup-concurrency", type=int, default=4)
-    p.add_argument(
-        "--gap-s",
-        type=float,
-        default=10.0,
-        help="idle seed seconds between levels (default 10, as in the seed)",
-    )
-    p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
-    p.add_argument("--model", default=None, help="model name (default: the router's /v1/models)")
-    p.add_argument(
-        "--prompt-tokens",
-        default=None,
-        help="prompt length: N (closed loop: only N; default 3000), or in open loop "
-        "lognormal:MEAN:SIGMA or uniform:A:B (default: the scenario's, else 3000)",
-    )
-    p.add_argument(
-        "--max-tokens",
-        default=None,
-        help="answer length, as --prompt-tokens (default 300, or the scenario's)",
-    )
-    p.add_argument(
-        "--sample-interval-s",
-        type=positive_float,
-        default=0.1,
-        help="wall seconds between polls of the router's /router/status (default 0.1)",
-    )
+    """The sweep's flags (shared with ``inflight sim``), then the bench's own."""
+    add_closed_loop_flags(p)
     p.add_argument("--force", action="store_true", help="overwrite existing result files")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -300,6 +214,10 @@ def _chaos_parser(sub: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     if (missing := extras.require("bench", "inflight bench run")) is not None:
         return missing
+    if is_open_loop(args):
+        from inflight.bench.openloop.run import main as open_loop
+
+        return open_loop(args)
     from inflight.bench.closedloop.run import main
 
     return main(args)
@@ -314,6 +232,10 @@ def _chaos(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     if (missing := extras.require("bench", "inflight bench compare")) is not None:
         return missing
+    if is_open_loop(args):
+        from inflight.bench.openloop.compare import main as open_loop
+
+        return open_loop(args)
     from inflight.bench.closedloop.compare import main
 
     return main(args)

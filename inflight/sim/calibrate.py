@@ -249,8 +249,8 @@ def calibrate_sweep(
     scrape_offset_s: float = 0.0,
 ) -> dict[str, Any]:
     """Simulate the live sweep once per policy and judge it against every live run."""
-    from inflight.bench.stack import parse_policies
     from inflight.measure import repro
+    from inflight.planes.policies import parse_policies
     from inflight.sim.closed_loop import SweepPlan
     from inflight.sim.sweep_compare import bench_compare_args, run_policy
 
@@ -348,7 +348,7 @@ def calibrate_openloop(
     ``phases`` > 1: each policy is also simulated with its scrapes at ``phases`` offsets
     spread over one scrape interval, and the row gets the spread (``phase_spread``) and
     whether the live figures lie within it, widened by the bars (``live_inside``)."""
-    from inflight.bench.openloop.compare import resolve_policies
+    from inflight.planes.policies import resolve_policies
     from inflight.sim import report
     from inflight.sim.cli import sim_config
     from inflight.sim.core import simulate

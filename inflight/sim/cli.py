@@ -4,12 +4,12 @@ The workload flags are ``inflight bench``'s open-loop flags, read by the same co
 (``inflight.workload.plan``: ``--scenario``, ``--arrivals``, ``--trace``, the length
 distributions, ``--seed``, the SLO, ``--drain-s``, replica bounds and start-up), so a
 scenario can go to either. ``run`` simulates one policy and writes ``run.json`` (the live
-bench's measures, ``inflight.measure.slo.run_measures``), ``timeline.jsonl``, ``decisions.jsonl``
-and
-``requests.jsonl``. ``compare`` simulates several policies (``--policies``, parsed as
-``inflight bench compare`` parses them) on several seeds, every policy seeing the same
-requests for a seed, and writes the live comparison's ``comparison.json`` /
-``comparison.md`` (``inflight.measure.openloop_report``), ``pareto.png`` and ``timeseries.png``.
+bench's measures, ``inflight.measure.slo.run_measures``), ``timeline.jsonl``,
+``decisions.jsonl`` and ``requests.jsonl``. ``compare`` simulates several policies
+(``--policies``, parsed as ``inflight bench compare`` parses them:
+``inflight.planes.policies``) on several seeds, every policy seeing the same requests for
+a seed, and writes the live comparison's ``comparison.json`` / ``comparison.md``
+(``inflight.measure.openloop_report``), ``pareto.png`` and ``timeseries.png``.
 Output directories are never overwritten (``inflight.measure.results.new_out_dir``).
 ``trace-from-prometheus`` is registered by ``inflight.sim.prom_trace``.
 """
@@ -26,25 +26,29 @@ from pathlib import Path
 from typing import Any
 
 from inflight import names
-from inflight.bench.cli import add_slowing_flags, concurrency_list
-from inflight.bench.openloop.compare import resolve_policies
-from inflight.bench.stack import Policy, parse_policies
 from inflight.control.hold_order import HOLD_DEADLINE_S, hold_order_note
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.slo import Outcome, slo_measures
+from inflight.planes.policies import Policy, parse_policies, resolve_policies
 from inflight.sim import report
 from inflight.sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
-from inflight.workload.plan import CLOSED_LOOP, OpenLoopPlan, add_open_loop_flags, plan_from_args
+from inflight.workload.flags import concurrency_list
+from inflight.workload.plan import (
+    CLOSED_LOOP,
+    DEFAULT_MAX_REPLICAS,
+    DEFAULT_MIN_REPLICAS,
+    OpenLoopPlan,
+    add_open_loop_flags,
+    plan_from_args,
+)
 from inflight.workload.scenarios import SCENARIOS
+from inflight.workload.slowing import add_slowing_flags
 from inflight.workload.trace import TraceError
 
 # `inflight sim compare --scenario sweep|slowing`: the closed-loop comparison
 # (inflight.sim.sweep_compare), `inflight bench compare`'s closed-loop scenarios.
 CLOSED_LOOP_SCENARIOS = CLOSED_LOOP
-# Without a scenario: `inflight bench compare`'s replica bounds
-# (inflight/bench/openloop/compare.py).
-DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 2
 DEFAULT_SEEDS = "1,2,3"
 TIME_SCALE = 1.0  # the simulator runs in seed time
 UNITS = "seed seconds (simulated, time-scale 1); rates per seed second"

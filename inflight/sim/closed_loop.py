@@ -3,26 +3,22 @@ previous one ends, level after level, as ``inflight bench compare --scenario swe
 
 The sweep's structure is the live bench's own, read from its pieces, not restated:
 
-* the levels are ``inflight.bench.closedloop.sweep.sweep_levels(concurrency, requests,
-max_tokens)`` (or any
-  ``inflight.bench.closedloop.sweep.Level``: a request count or a duration, and an answer-length
-  schedule, as
-  ``inflight.bench.loadgen.LevelPlan`` takes them: the slowing model's
-  ``inflight.bench.closedloop.slowing.
-  slowing_level``, whose answers lengthen at the schedule's seed times);
+* the levels are ``inflight.workload.sweep.sweep_levels(concurrency, requests,
+  max_tokens)`` (or any ``inflight.workload.sweep.Level``: a request count or a duration,
+  and an answer-length schedule, as ``inflight.bench.loadgen.LevelPlan`` takes them: the
+  slowing model's ``inflight.workload.slowing.slowing_level``, whose answers lengthen at
+  the schedule's seed times);
 * warm-up (``warmup_requests`` at ``min(warmup_concurrency, warmup_requests)``), the idle
   gap after it and between levels, and the router sampler's period come from the
-  ``inflight.bench.closedloop.sweep.SweepConfig`` that
-  ``inflight.bench.closedloop.run.sweep_config`` builds from
-  ``inflight bench compare``'s flags, at the live comparison's time-scale
-  (``inflight.bench.closedloop.compare.DEFAULT_TIME_SCALE``; :meth:`SweepPlan.from_bench`);
-* the measures are the live bench's: each level becomes a ``inflight.measure.records.LevelWindow``
-  (``RequestRecord``s and ``RouterSample``s) and
-  :func:`inflight.bench.closedloop.runner.build_result` turns
-  them into the same ``RunResult`` document (per-level throughput, latency percentiles,
-  Little's Law, replica counts, validity), so ``inflight.measure.repro``,
-  ``inflight.measure.table`` and
-  ``inflight.measure.plots`` read a simulated run as they read a live one.
+  ``inflight.workload.sweep.SweepConfig`` that ``inflight.workload.sweep.sweep_config``
+  builds from ``inflight bench compare``'s flags, at the live comparison's time-scale
+  (``inflight.workload.sweep.DEFAULT_TIME_SCALE``; :meth:`SweepPlan.from_bench`);
+* the measures are the live bench's: each level becomes a
+  ``inflight.measure.records.LevelWindow`` (``RequestRecord``s and ``RouterSample``s) and
+  :func:`inflight.measure.sweep_result.build_result` turns them into the same
+  ``RunResult`` document (per-level throughput, latency percentiles, Little's Law,
+  replica counts, validity), so ``inflight.measure.repro``, ``inflight.measure.table``
+  and ``inflight.measure.plots`` read a simulated run as they read a live one.
 
 What the live sweep does that is not a function to call, mirrored here and cited:
 
@@ -45,14 +41,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
-from inflight.bench.closedloop.run import sweep_config
-from inflight.bench.closedloop.runner import build_result
-from inflight.bench.closedloop.sweep import Level, SweepConfig, sweep_levels
 from inflight.measure.records import LevelWindow, RequestRecord, RouterSample, WarmupResult
 from inflight.measure.results import RunResult
+from inflight.measure.sweep_result import build_result
 from inflight.sim.core import RequestResult, SimConfig, SimResult, Simulation
 from inflight.statedir import TimelinePoint
 from inflight.workload.meeting import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT_TOKENS
+from inflight.workload.sweep import Level, SweepConfig, sweep_config, sweep_levels
 
 # The sampler runs after the requests and replicas of an instant (inflight.sim.core's priorities).
 _P_SAMPLE = 1
@@ -116,12 +111,10 @@ class SweepPlan:
         gap_s: float | None = None,
     ) -> SweepPlan:
         """The sweep ``inflight bench compare`` runs for its flags ``args`` (resolved by
-        ``inflight.bench.closedloop.run.closed_loop_args``) at ``time_scale``: the levels of
-        ``inflight.bench.closedloop.sweep.sweep_levels`` (or ``levels``) and the ``SweepConfig``
-        that
-        ``inflight.bench.closedloop.run.sweep_config`` builds (``gap_s``: its override of
-        ``--gap-s``,
-        as the slowing runs pass it), its wall periods turned into seed seconds."""
+        ``inflight.workload.sweep.closed_loop_args``) at ``time_scale``: the levels of
+        ``inflight.workload.sweep.sweep_levels`` (or ``levels``) and the ``SweepConfig`` that
+        ``inflight.workload.sweep.sweep_config`` builds (``gap_s``: its override of
+        ``--gap-s``, as the slowing runs pass it), its wall periods turned into seed seconds."""
         if levels is None:
             levels = sweep_levels(args.concurrency, args.requests, args.max_tokens)
         cfg = sweep_config(args, "sim:", "sim", levels, time_scale, gap_s)
@@ -342,7 +335,7 @@ def sweep_result(
     extra: dict[str, object] | None = None,
 ) -> RunResult:
     """The live bench's ``RunResult`` of a simulated sweep
-    (``inflight.bench.closedloop.runner.build_result``),
+    (``inflight.measure.sweep_result.build_result``),
     at time-scale 1 with ``t0`` = the warm-up's start."""
     return build_result(
         url="sim:",

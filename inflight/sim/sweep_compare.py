@@ -1,24 +1,24 @@
 """``inflight sim compare --scenario sweep|slowing``: the closed-loop comparison, simulated.
 
-What ``inflight bench compare`` (``inflight.bench.closedloop.compare``) runs with its defaults, in
-virtual
-time: the same flags and defaults (read from the bench's own parser and resolved by
-``inflight.bench.closedloop.run.closed_loop_args``), the same policies
-(``inflight.bench.closedloop.compare.
-CLOSED_LOOP_POLICIES``: fixed:1, fixed:2, qps, saturation) and replica bound
-(``DEFAULT_MAX_REPLICAS``), the sweep's structure at the live comparison's time-scale
-(``inflight.sim.closed_loop.SweepPlan.from_bench``), start-up 30 s (the emulator's). Each run is
-the live bench's ``RunResult`` document; the comparison is ``inflight.bench.closedloop.compare``'s
-``comparison.json`` layout with the seed's reproduction checks (``inflight.measure.repro``) and each
-policy's replica changes (``inflight.measure.repro.replica_changes`` over the sweep), plus
-``comparison.md``, ``sweep.png`` and ``timeseries.png``.
+What ``inflight bench compare`` (``inflight.bench.closedloop.compare``) runs with its
+defaults, in virtual time: the same flags and defaults (the flag set both parsers take,
+``inflight.workload.sweep.add_closed_loop_flags``, resolved by
+``inflight.workload.sweep.closed_loop_args``), the same policies
+(``inflight.planes.policies.CLOSED_LOOP_POLICIES``: fixed:1, fixed:2, qps, saturation)
+and replica bound (``inflight.workload.sweep.DEFAULT_MAX_REPLICAS``), the sweep's
+structure at the live comparison's time-scale
+(``inflight.sim.closed_loop.SweepPlan.from_bench``), start-up 30 s (the emulator's). Each
+run is the live bench's ``RunResult`` document; the comparison is
+``inflight.bench.closedloop.compare``'s ``comparison.json`` layout with the seed's
+reproduction checks (``inflight.measure.repro``) and each policy's replica changes
+(``inflight.measure.repro.replica_changes`` over the sweep), plus ``comparison.md``,
+``sweep.png`` and ``timeseries.png``.
 
-Then, as live, the slowing model (``inflight.bench.closedloop.slowing``; ``--scenario slowing``: it
-alone;
-``--no-slowing``: the sweep alone): the same flags and level, the same policies, the
-warm-up then the one level without a gap, each run the live ``slowing-<policy>.json``
-document with its ``slowing_phases``, read by ``inflight.measure.repro``'s slowing checks and drawn
-in ``slowing.png``.
+Then, as live, the slowing model (``inflight.workload.slowing``; ``--scenario slowing``: it
+alone; ``--no-slowing``: the sweep alone): the same flags and level, the same policies,
+the warm-up then the one level without a gap, each run the live ``slowing-<policy>.json``
+document with its ``slowing_phases``, read by ``inflight.measure.repro``'s slowing checks
+and drawn in ``slowing.png``.
 """
 
 from __future__ import annotations
@@ -30,20 +30,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from inflight.bench.closedloop import slowing as slowing_model
-from inflight.bench.closedloop.compare import (
-    CLOSED_LOOP_POLICIES,
-    DEFAULT_MAX_REPLICAS,
-    DEFAULT_TIME_SCALE,
-)
-from inflight.bench.closedloop.run import BenchError, closed_loop_args
-from inflight.bench.stack import Policy, parse_policies
 from inflight.control.hold_order import HOLD_DEADLINE_S
 from inflight.measure import repro
 from inflight.measure.results import dumps, new_out_dir, write_new
 from inflight.measure.table import checks_list, comparison_table, run_table
+from inflight.planes.policies import CLOSED_LOOP_POLICIES, Policy, parse_policies
 from inflight.sim.closed_loop import SweepPlan, simulate_sweep, sweep_result
 from inflight.sim.core import SimConfig, policy_names
+from inflight.workload import slowing as slowing_model
+from inflight.workload.sweep import (
+    DEFAULT_MAX_REPLICAS,
+    DEFAULT_TIME_SCALE,
+    add_closed_loop_flags,
+    closed_loop_args,
+)
 
 SCHEMA = "inflight-bench-compare/1"  # inflight.bench.closedloop.compare's layout
 UNITS = "seed seconds (simulated, time-scale 1); rates per seed second"
@@ -61,14 +61,13 @@ _OPEN_LOOP_ONLY = (
 
 
 def bench_compare_args(**overrides: Any) -> argparse.Namespace:
-    """``inflight bench compare``'s flags at their defaults (its own parser), ``overrides``
-    applied (None leaves a default), resolved for the closed loop by
-    ``inflight.bench.closedloop.run.closed_loop_args`` (BenchError names a bad flag)."""
-    from inflight.bench.cli import register
-
-    parser = argparse.ArgumentParser(prog="inflight")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["bench", "compare", "--out-dir", "-"])
+    """``inflight bench compare``'s sweep flags at their defaults (the flag set its parser
+    takes, ``inflight.workload.sweep.add_closed_loop_flags``), ``overrides`` applied (None
+    leaves a default), resolved for the closed loop by
+    ``inflight.workload.sweep.closed_loop_args`` (ValueError names a bad flag)."""
+    parser = argparse.ArgumentParser(prog="inflight bench compare")
+    add_closed_loop_flags(parser)
+    args = parser.parse_args([])
     for key, value in overrides.items():
         if value is not None:
             setattr(args, key, value)
@@ -232,15 +231,12 @@ def main(a: argparse.Namespace) -> int:
             f"--seeds: the closed-loop sweep takes one seed (it only breaks the router's "
             f"ties), got {a.seeds!r}"
         )
-    try:
-        args = bench_compare_args(
-            concurrency=a.concurrency,
-            requests=a.requests,
-            prompt_tokens=a.prompt_tokens,
-            max_tokens=a.max_tokens,
-        )
-    except BenchError as exc:
-        raise ValueError(str(exc)) from None
+    args = bench_compare_args(
+        concurrency=a.concurrency,
+        requests=a.requests,
+        prompt_tokens=a.prompt_tokens,
+        max_tokens=a.max_tokens,
+    )
     if args.requests < 1:
         raise ValueError(f"--requests: must be >= 1, got {args.requests}")
     max_replicas = DEFAULT_MAX_REPLICAS if a.max_replicas is None else a.max_replicas

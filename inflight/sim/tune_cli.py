@@ -37,10 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from inflight.bench.openloop.compare import resolve_policies
-from inflight.bench.stack import Policy
 from inflight.measure.results import ResultFileExists, write_new
 from inflight.measure.slo import pareto_front
+from inflight.planes.policies import Policy, resolve_policies
 from inflight.sim import report
 from inflight.sim.cli import (
     DEFAULT_SEEDS,
@@ -63,7 +62,8 @@ SCHEMA = "inflight.sim.tune/1"
 DEFAULT_ATTAINMENT = 0.95
 DEFAULT_JOBS = 2  # this project's machine has two cores
 # The policies of the Pareto table besides fixed:MAX and the tuned setting: inflight bench
-# compare's open-loop set (inflight.bench.cli.OPEN_LOOP_POLICIES), those this build simulates.
+# compare's open-loop set (inflight.planes.policies.OPEN_LOOP_POLICIES), those this build
+# simulates.
 PEER_POLICIES = "saturation,kpa,ray,vllm-waiting,epp-queue,hpa-rps,qps"
 # The flags a worker needs to rebuild a seed's plan (inflight.sim.cli._plan reads them).
 WORKLOAD_KEYS = (

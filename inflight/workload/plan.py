@@ -31,6 +31,10 @@ DEFAULT_SEED = 1
 DEFAULT_DRAIN_S = 120.0  # seed s: far past any SLO (TTFT 2 s), a finished run's stragglers
 DEFAULT_PROMPT_TOKENS = "3000"
 DEFAULT_MAX_TOKENS = "300"
+# The replica bounds of --arrivals and --trace without --min-replicas/--max-replicas (a
+# scenario brings its own), in inflight bench compare and inflight sim alike.
+DEFAULT_MIN_REPLICAS = 1
+DEFAULT_MAX_REPLICAS = 2
 
 
 @dataclass(frozen=True)

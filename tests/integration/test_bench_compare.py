@@ -16,8 +16,9 @@ import pytest
 
 from inflight.bench import proctree
 from inflight.bench import stack as bench_stack
-from inflight.bench.stack import Stack, parse_policies
+from inflight.bench.stack import Stack
 from inflight.measure.results import read_json
+from inflight.planes.policies import parse_policies
 from tests.support import INFLIGHT, PYTHON, LoopbackHTTPServer, QuietHandler
 
 ARGS = (

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from inflight.bench.closedloop.runner import build_result, write_result
 from inflight.bench.sse import SseCounter
 from inflight.measure.records import LevelWindow, RequestRecord, RouterSample, WarmupResult
 from inflight.measure.results import ResultFileExists, check_writable, write_new
@@ -19,6 +18,7 @@ from inflight.measure.stats import (
     rate_series,
     time_average,
 )
+from inflight.measure.sweep_result import build_result, write_result
 from inflight.measure.table import comparison_table, run_table
 from inflight.measure.timeline import changes
 from inflight.measure.validity import run_reasons

@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from inflight.bench.closedloop.run import BenchError, closed_loop_args
-from inflight.bench.openloop.compare import resolve_policies
 from inflight.bench.openloop.run import MAX_SEND_LAG_P99_S, run_document
 from inflight.bench.openloop.sender import (
     PROMPT_TOKEN_ID,
@@ -22,11 +20,12 @@ from inflight.bench.openloop.sender import (
     littles_law,
     replica_points,
 )
-from inflight.bench.stack import parse_policies
 from inflight.measure.openloop_report import SCHEMA, build_comparison, comparison_markdown
 from inflight.measure.records import RequestRecord, RouterSample
 from inflight.measure.slo import DEFAULT_SLO, SloSpec
+from inflight.planes.policies import parse_policies, resolve_policies
 from inflight.workload.plan import OpenLoopPlan, plan_from_args
+from inflight.workload.sweep import closed_loop_args
 from inflight.workload.trace import PlannedRequest
 
 # --- policies -----------------------------------------------------------------------------
@@ -161,9 +160,9 @@ def test_the_closed_loop_sweep_takes_numbers_only() -> None:
                               slo_tpot_s=None, drain_s=None)  # fmt: skip
     out = closed_loop_args(args)
     assert (out.prompt_tokens, out.max_tokens) == (3000, 200)
-    with pytest.raises(BenchError, match="--max-tokens: the closed-loop sweep takes one number"):
+    with pytest.raises(ValueError, match="--max-tokens: the closed-loop sweep takes one number"):
         closed_loop_args(argparse.Namespace(**{**vars(args), "max_tokens": "uniform:1:2"}))
-    with pytest.raises(BenchError, match="--seed: open-loop only"):
+    with pytest.raises(ValueError, match="--seed: open-loop only"):
         closed_loop_args(argparse.Namespace(**{**vars(args), "seed": 3}))
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from inflight.bench.cli import concurrency_list
-from inflight.bench.closedloop.slowing import slowing_level
-from inflight.bench.stack import parse_policies
 from inflight.measure.repro import pooled, replica_changes, reproduced, reproduction_checks
 from inflight.measure.table import checks_list
+from inflight.planes.policies import parse_policies
+from inflight.workload.flags import concurrency_list
+from inflight.workload.slowing import slowing_level
 
 CONCS = (4, 16, 32)
 

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from inflight.bench.closedloop.compare import DEFAULT_TIME_SCALE
-from inflight.bench.closedloop.slowing import slowing_level
-from inflight.bench.closedloop.sweep import Level
-from inflight.bench.stack import parse_policies
+from inflight.planes.policies import parse_policies
 from inflight.sim.cli import main
 from inflight.sim.closed_loop import SweepPlan, simulate_sweep, sweep_result
 from inflight.sim.core import SimConfig
 from inflight.sim.sweep_compare import bench_compare_args, run_policy
+from inflight.workload.slowing import slowing_level
+from inflight.workload.sweep import DEFAULT_TIME_SCALE, Level
 
 # The reference replica: 4 slots, 4.5 s a request at a full batch.
 SLOTS, SERVICE_S = 4, 4.5

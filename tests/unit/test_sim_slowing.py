@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 
 from inflight.bench.cli import register as register_bench
-from inflight.bench.closedloop import slowing as slowing_model
-from inflight.bench.closedloop.compare import DEFAULT_TIME_SCALE
 from inflight.measure import repro
 from inflight.measure.records import RouterSample
 from inflight.measure.results import read_json
@@ -25,6 +23,8 @@ from inflight.sim.cli import register as register_sim
 from inflight.sim.closed_loop import SweepPlan, simulate_sweep
 from inflight.sim.core import SimConfig
 from inflight.sim.sweep_compare import bench_compare_args
+from inflight.workload import slowing as slowing_model
+from inflight.workload.sweep import DEFAULT_TIME_SCALE
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 # A live `inflight bench compare` at its defaults (its slowing runs are committed).

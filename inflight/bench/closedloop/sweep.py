@@ -1,4 +1,5 @@
-"""One sweep against a running router: warm-up, then closed-loop levels with idle gaps.
+"""One sweep against a running router: warm-up, then closed-loop levels with idle gaps
+(what to send: :mod:`inflight.workload.sweep`).
 
 The imperative shell around the pure parts: it runs the load generator and the router
 sampler in one event loop, marks CPU, and returns raw ``LevelWindow`` values; figures are
@@ -10,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import aiohttp
 
@@ -19,49 +19,10 @@ from inflight.bench import cpu
 from inflight.bench.loadgen import LevelPlan, closed_loop
 from inflight.bench.sampler import RouterSampler
 from inflight.measure.records import LevelWindow, RequestRecord, WarmupResult
-from inflight.workload.meeting import Workload, meeting_transcript
+from inflight.workload.meeting import meeting_transcript
+from inflight.workload.sweep import Level, SweepConfig
 
 ProgressFactory = Callable[[str, int | None], Callable[[RequestRecord], None]]
-
-
-@dataclass(frozen=True)
-class Level:
-    """A level: ``requests`` requests (or ``duration_s`` seed seconds) at ``concurrency``."""
-
-    concurrency: int
-    requests: int | None
-    max_tokens: int
-    duration_s: float | None = None  # seed seconds, for time-bounded phases
-    # (seed seconds after the level starts, max_tokens): answers get longer over time
-    schedule: tuple[tuple[float, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """What to run. Durations in seed seconds unless the name says wall."""
-
-    router_url: str
-    workload: Workload
-    levels: tuple[Level, ...]
-    time_scale: float
-    warmup_requests: int = 8
-    warmup_concurrency: int = 4
-    gap_s: float = 10.0  # idle seed seconds between levels, as in the seed's sweep
-    request_timeout_s: float = 900.0  # seed seconds, connect to last byte
-    sample_interval_wall_s: float = 0.1
-
-    def __post_init__(self) -> None:
-        if self.time_scale <= 0:
-            raise ValueError(f"--time-scale must be > 0, got {self.time_scale}")
-        if self.warmup_requests < 0:
-            raise ValueError(f"--warmup must be >= 0, got {self.warmup_requests}")
-        if self.gap_s < 0:
-            raise ValueError(f"--gap-s must be >= 0, got {self.gap_s}")
-        if not self.levels:
-            raise ValueError("--concurrency needs at least one level")
-
-    def wall(self, seed_s: float) -> float:
-        return seed_s * self.time_scale
 
 
 def _no_progress(_label: str, _total: int | None) -> Callable[[RequestRecord], None]:
@@ -151,7 +112,3 @@ async def _run_level(
         cpu_loadgen_s=proc_s,
         cpu_machine_busy=busy,
     )
-
-
-def sweep_levels(concurrencies: Sequence[int], requests: int, max_tokens: int) -> tuple[Level, ...]:
-    return tuple(Level(c, requests, max_tokens) for c in concurrencies)

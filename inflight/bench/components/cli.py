@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inflight.bench.cli import positive_float, positive_int_list
+from inflight.workload.flags import positive_float, positive_int_list
 
 ROUTER_SCENARIOS = ("capacity", "latency", "streaming", "balance")
 

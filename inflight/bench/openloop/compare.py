@@ -4,8 +4,8 @@ attainment against replica-seconds (issue #13, item 4).
 
 Every policy gets the scenario's replica bounds and start-up (``inflight up --min-replicas
 --max-replicas --startup-s``) and exactly the same planned requests (one seed). Default
-policies: :data:`inflight.bench.cli.OPEN_LOOP_POLICIES` with MAX = the scenario's maximum, so the
-ratio has its static-maximum baseline. It writes into a new ``--out-dir``:
+policies: :data:`inflight.planes.policies.OPEN_LOOP_POLICIES` with MAX = the scenario's
+maximum, so the ratio has its static-maximum baseline. It writes into a new ``--out-dir``:
 
 * ``<policy>.json.gz``: each run, gzipped (every request, router sample and timeline point, the
   measures; ``inflight.bench.openloop.run``);
@@ -28,15 +28,21 @@ from pathlib import Path
 from typing import Any
 
 from inflight.bench import interrupt
-from inflight.bench.closedloop.compare import Progress, interruptible, on_stack, unclean_reason
-from inflight.bench.closedloop.run import BenchError
+from inflight.bench.comparison import Progress, interruptible, on_stack, unclean_reason
 from inflight.bench.openloop.run import read_timeline_rows, run_document, send_plan
 from inflight.bench.openloop.sender import OpenLoopRun
-from inflight.bench.stack import Policy, Stack, StackError, parse_policies
+from inflight.bench.stack import Stack, StackError
+from inflight.bench.target import BenchError
 from inflight.control.hold_order import HOLD_DEADLINE_S, hold_order_note
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, dumps, new_out_dir
-from inflight.workload.plan import OpenLoopPlan, plan_from_args
+from inflight.planes.policies import Policy, resolve_policies
+from inflight.workload.plan import (
+    DEFAULT_MAX_REPLICAS,
+    DEFAULT_MIN_REPLICAS,
+    OpenLoopPlan,
+    plan_from_args,
+)
 
 # Seed → wall: 0.1 (a 1,500 s ramp takes 150 s of wall per policy). Measured on this
 # 2-core machine (`inflight bench emulator --time-scale 0.1 --stream --replicas 8`): 0.987
@@ -46,15 +52,6 @@ from inflight.workload.plan import OpenLoopPlan, plan_from_args
 # policy of `ramp` takes ≈ 3 min and 8 policies ≈ 25 min (≤ 30 min, issue #13); `diurnal`
 # (1,800 s) ≈ 28 min.
 OPEN_LOOP_TIME_SCALE = 0.1
-DEFAULT_MAX_REPLICAS = 2  # --arrivals/--trace without --max-replicas
-DEFAULT_MIN_REPLICAS = 1
-
-
-def resolve_policies(text: str | None, max_replicas: int, start_replicas: int) -> list[Policy]:
-    from inflight.bench.cli import OPEN_LOOP_POLICIES
-
-    chosen = (text or OPEN_LOOP_POLICIES).replace("fixed:MAX", f"fixed:{max_replicas}")
-    return parse_policies(chosen, start_replicas=start_replicas)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """One open-loop run against a router, measured: the shared part of ``bench run`` and
-``bench compare`` in open-loop mode.
+``bench compare`` in open-loop mode, and ``bench run --arrivals|--trace`` itself (:func:`main`).
 
 It sends the plan (:func:`inflight.bench.openloop.sender.run_open_loop`), reads the replica
 timeline of
@@ -13,20 +13,24 @@ every request, router sample and timeline point, in seed seconds from the start.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from inflight import statedir as state
-from inflight.bench.closedloop.run import discover_model
 from inflight.bench.openloop.sender import OpenLoopRun, littles_law, replica_points, run_open_loop
 from inflight.bench.progress import Bars
+from inflight.bench.target import BenchError, discover_model, router_target
+from inflight.measure.results import ResultFileExists, check_writable, dumps, write_new
 from inflight.measure.slo import outcome_from_record, run_measures, value_at
 from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
-from inflight.workload.plan import OpenLoopPlan
+from inflight.workload.plan import OpenLoopPlan, plan_from_args
 
 SCHEMA_RUN = "inflight-bench-openloop-run/1"
 
@@ -195,3 +199,48 @@ def run_markdown(doc: dict[str, Any]) -> str:
     }
     label = doc.get("policy") or "run"
     return comparison_markdown(build_comparison(meta, {label: doc}), notes=doc.get("notes", ()))
+
+
+def main(args: argparse.Namespace) -> int:
+    """``inflight bench run --arrivals …|--trace …``: one open-loop run, measured."""
+    try:
+        plan = plan_from_args(args)
+        check_writable([args.results_file, args.summary_file], args.force)
+        url, time_scale, stack = router_target(args)
+        run, model = asyncio.run(
+            send_plan(
+                router_url=url,
+                plan=plan,
+                time_scale=time_scale,
+                model=args.model,
+                sample_interval_s=args.sample_interval_s,
+                progress=not args.no_progress,
+            )
+        )
+        rows = read_timeline_rows(args.state_dir / state.TIMELINE if args.state_dir else None)
+        doc = run_document(
+            run,
+            plan,
+            rows,
+            policy=args.policy or (stack.policy if stack else None),
+            frozen=args.frozen,
+            url=url,
+            model=model,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        write_new(args.results_file, dumps(doc), args.force)
+        md = run_markdown(doc)
+        if args.summary_file is not None:
+            write_new(args.summary_file, md, args.force)
+    except (BenchError, ResultFileExists, ValueError) as exc:
+        print(f"inflight bench run: {exc}", file=sys.stderr)
+        return 2
+    if args.plot_dir is not None:
+        from inflight.measure.plots import openloop_timeseries_plot
+
+        label = doc.get("policy") or "run"
+        openloop_timeseries_plot(
+            {label: doc}, args.plot_dir / f"{args.results_file.stem}-timeseries.png"
+        )
+    print(md)
+    return 0 if doc["valid"] else 1

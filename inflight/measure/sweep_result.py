@@ -1,7 +1,9 @@
-"""Turns raw windows into a judged ``RunResult`` (pure) and writes its files (edge).
+"""A closed-loop sweep's raw windows → its judged ``RunResult`` (pure), and its files (edge).
 
-Kept apart from ``sweep`` so the arithmetic and the validity verdict are tested without a
-network: a test builds windows by hand and checks the result files.
+The live sweep (``inflight.bench.closedloop.run``) and the simulated one
+(``inflight.sim.closed_loop``) both end here, so a run is judged the same way wherever it
+ran. Kept apart from the sweep so the arithmetic and the validity verdict are tested
+without a network: a test builds windows by hand and checks the result files.
 """
 
 from __future__ import annotations

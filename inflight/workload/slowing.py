@@ -5,29 +5,57 @@ requests get slower: λ falls while L stays at the client count. A rule on λ (t
 QPS rule) reads that as less load and scales down; a rule on L (saturation) holds.
 
 One implementation of each decision, read by the live comparison
-(``inflight.bench.closedloop.compare``) and
-the simulated one (``inflight.sim.sweep_compare``): the level and its phase schedule (from the
-flags ``inflight.bench.cli.add_slowing_flags`` registers on both commands), which policies run it,
-whether a ``--scenario`` runs it, the gap after its warm-up, and the ``slowing_phases``
-field of its run documents. Pure: no I/O, no clock.
+(``inflight.bench.closedloop.compare``) and the simulated one (``inflight.sim.sweep_compare``):
+its flags (:func:`add_slowing_flags`, on both commands), the level and its phase schedule,
+which policies run it, whether a ``--scenario`` runs it, the gap after its warm-up, and the
+``slowing_phases`` field of its run documents. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-from inflight.bench.closedloop.sweep import Level
+from inflight.workload.flags import positive_float
+from inflight.workload.sweep import Level
 
-if TYPE_CHECKING:
-    from inflight.bench.stack import Policy
+
+class PolicyLike(Protocol):
+    """What the scenario reads of a policy (:class:`inflight.planes.policies.Policy`)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def slug(self) -> str: ...
+
+
+P = TypeVar("P", bound=PolicyLike)
 
 # The policies the scenario runs: the rule on λ and the rule on L.
 POLICY_KINDS = ("qps", "saturation")
 # The slowing level follows its warm-up without the sweep's idle gap.
 GAP_S = 0.0
 PLOT_TITLE = "slowing model: constant concurrency, answers lengthen"
+
+
+def add_slowing_flags(p: argparse.ArgumentParser) -> None:
+    """The slowing-model scenario's flags, on ``inflight bench compare`` and ``inflight sim
+    compare`` alike."""
+    p.add_argument("--no-slowing", action="store_true", help="skip the slowing-model scenario")
+    p.add_argument("--slowing-concurrency", type=int, default=8)
+    p.add_argument(
+        "--slowing-max-tokens",
+        default="300,600,1200,2400",
+        help="answer length per phase of the slowing-model scenario",
+    )
+    p.add_argument(
+        "--slowing-phase-s",
+        type=positive_float,
+        default=75.0,
+        help="seed seconds per phase of the slowing-model scenario",
+    )
 
 
 def slowing_level(concurrency: int, max_tokens: list[int], phase_s: float) -> Level:
@@ -48,8 +76,7 @@ def slowing_level(concurrency: int, max_tokens: list[int], phase_s: float) -> Le
 
 
 def level_from_args(args: argparse.Namespace) -> Level:
-    """The level ``inflight.bench.cli.add_slowing_flags``'s flags describe (ValueError names the
-    flag)."""
+    """The level :func:`add_slowing_flags`'s flags describe (ValueError names the flag)."""
     text = args.slowing_max_tokens
     try:
         max_tokens = [int(x) for x in text.split(",") if x.strip()]
@@ -68,12 +95,12 @@ def scenario_runs(scenario: str | None, no_slowing: bool) -> tuple[bool, bool]:
     return sweep, not no_slowing or not sweep
 
 
-def slowing_policies(policies: Iterable[Policy]) -> list[Policy]:
+def slowing_policies(policies: Iterable[P]) -> list[P]:
     """The policies of a comparison that run the slowing model, in their order."""
     return [p for p in policies if p.kind in POLICY_KINDS]
 
 
-def file_name(policy: Policy) -> str:
+def file_name(policy: PolicyLike) -> str:
     """A slowing run's document: ``slowing-<policy>.json``."""
     return f"slowing-{policy.slug}.json"
 

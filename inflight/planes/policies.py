@@ -1,0 +1,132 @@
+"""The policies a comparison runs, by name: ``fixed:N`` or a control plane ``inflight up
+--policy`` runs, with optional saturation trigger metadata.
+
+One reading of ``--policies``, shared by the live comparison (``inflight bench compare``,
+which starts one ``inflight up`` per policy: :meth:`Policy.up_args`) and the simulated one
+(``inflight sim compare``/``tune``/``calibrate``), and the comparisons' default policy sets.
+Pure: names and settings only; the variants' values are judged by the scaler's own reading
+of its metadata (:func:`external_scaler.metadata.parse_metadata`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from external_scaler.errors import MetadataError
+from external_scaler.metadata import parse_metadata
+from inflight.names import META_POLICY, META_SLOTS_PER_REPLICA, META_TIME_SCALE, METADATA_DEFAULTS
+from inflight.planes.peers.catalog import POLICY_NAMES
+
+# The closed-loop comparison's policies (--scenario sweep|slowing) when --policies is not given.
+CLOSED_LOOP_POLICIES = "fixed:1,fixed:2,qps,saturation"
+# The open-loop comparison's (--scenario ramp|spike|diurnal, --arrivals, --trace); MAX: the
+# scenario's --max-replicas (:func:`resolve_policies`).
+OPEN_LOOP_POLICIES = "fixed:MAX,saturation,kpa,ray,vllm-waiting,epp-queue,hpa-rps,qps"
+
+# The autoscaled policies ``inflight up --policy`` takes: ours, the seed's, and the peers'
+# control planes (issue #13).
+AUTOSCALED = POLICY_NAMES
+_VARIANT = re.compile(r"^saturation\[(?P<settings>[^\]]*)\]$")
+_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A policy of the comparison: ``fixed:N`` (frozen N replicas), or one ``inflight up
+    --policy`` runs (:data:`AUTOSCALED`), with optional saturation trigger ``metadata``
+    (``saturation[targetSaturation=0.8;scaleDownWindowSeconds=120]``)."""
+
+    name: str
+    kind: str  # "fixed" or one of AUTOSCALED
+    replicas: int  # start (and, for fixed, the only) replica count
+    metadata: tuple[tuple[str, str], ...] = ()  # --scaler-metadata KEY=VALUE overrides
+
+    @property
+    def frozen(self) -> bool:
+        return self.kind == "fixed"
+
+    @property
+    def slug(self) -> str:
+        """A file-name-safe name: ``fixed:2`` → ``fixed2``,
+        ``saturation[targetSaturation=0.8;…]`` → ``saturation-targetSaturation0.8-…``."""
+        text = self.name.replace(":", "").replace("=", "")
+        return _SLUG_UNSAFE.sub("-", text).strip("-")
+
+    def up_args(self, max_replicas: int, min_replicas: int | None = None) -> list[str]:
+        if self.frozen:
+            return ["--replicas", str(self.replicas), "--no-autoscale"]
+        args = ["--policy", self.kind]
+        if min_replicas is not None:
+            args += ["--min-replicas", str(min_replicas)]
+        args += ["--replicas", str(self.replicas), "--max-replicas", str(max_replicas)]
+        if self.metadata:
+            args += ["--scaler-metadata", ",".join(f"{k}={v}" for k, v in self.metadata)]
+        return args
+
+
+def _variant_metadata(raw: str, settings: str) -> tuple[tuple[str, str], ...]:
+    """``targetSaturation=0.8;scaleDownWindowSeconds=120`` → pairs; keys from
+    inflight/names.py ``METADATA_DEFAULTS``; errors name ``--policies`` and the item."""
+    pairs: list[tuple[str, str]] = []
+    for item in (x.strip() for x in settings.split(";")):
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key or not value:
+            raise ValueError(f"--policies: {raw!r}: expected KEY=VALUE, got {item!r}")
+        if key not in METADATA_DEFAULTS or key in _FIXED_METADATA:
+            valid = ", ".join(k for k in METADATA_DEFAULTS if k not in _FIXED_METADATA)
+            raise ValueError(f"--policies: {raw!r}: unknown setting {key!r}; valid: {valid}")
+        if _SLUG_UNSAFE.search(value):
+            raise ValueError(
+                f"--policies: {raw!r}: the value {value!r} of {key} may hold only letters, "
+                "digits, '.', '_' and '-'"
+            )
+        if key in (k for k, _ in pairs):
+            raise ValueError(f"--policies: {raw!r}: {key} given twice")
+        pairs.append((key, value))
+    try:  # the scaler's own reading of its metadata judges the values
+        parse_metadata({**METADATA_DEFAULTS, **dict(pairs)})
+    except MetadataError as exc:
+        raise ValueError(f"--policies: {raw!r}: {exc}") from None
+    return tuple(pairs)
+
+
+# Keys inflight up sets from its own flags: a variant may not override them.
+_FIXED_METADATA = frozenset({META_POLICY, META_TIME_SCALE, META_SLOTS_PER_REPLICA})
+
+
+def parse_policies(text: str, start_replicas: int = 1) -> list[Policy]:
+    """``"fixed:1,fixed:2,qps,saturation,kpa,saturation[targetSaturation=0.8]"`` →
+    policies; autoscaled ones start at ``start_replicas``; errors name ``--policies``."""
+    out: list[Policy] = []
+    for raw in (p.strip() for p in text.split(",")):
+        if not raw:
+            continue
+        if raw in AUTOSCALED:
+            out.append(Policy(raw, raw, start_replicas))
+        elif (m := _VARIANT.match(raw)) is not None:
+            out.append(
+                Policy(raw, "saturation", start_replicas, _variant_metadata(raw, m["settings"]))
+            )
+        elif raw.startswith("fixed:") and raw[6:].isdigit() and int(raw[6:]) >= 1:
+            out.append(Policy(raw, "fixed", int(raw[6:])))
+        else:
+            raise ValueError(
+                f"--policies: unknown policy {raw!r}; use fixed:N (N >= 1), "
+                f"{', '.join(AUTOSCALED)} or saturation[KEY=VALUE;...]"
+            )
+    if not out:
+        raise ValueError("--policies: no policy given")
+    if len({p.name for p in out}) != len(out):
+        raise ValueError(f"--policies: a policy is listed twice in {text!r}")
+    if len({p.slug for p in out}) != len(out):
+        raise ValueError(f"--policies: two policies would share a file name in {text!r}")
+    return out
+
+
+def resolve_policies(text: str | None, max_replicas: int, start_replicas: int) -> list[Policy]:
+    """The open-loop comparison's ``--policies`` (default :data:`OPEN_LOOP_POLICIES`), with
+    ``fixed:MAX`` the static maximum ``fixed:<max_replicas>``."""
+    chosen = (text or OPEN_LOOP_POLICIES).replace("fixed:MAX", f"fixed:{max_replicas}")
+    return parse_policies(chosen, start_replicas=start_replicas)
