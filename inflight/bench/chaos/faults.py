@@ -1,9 +1,9 @@
 """The faults of the fault run, each injected into a settled, loaded stack.
 
-Each fault is an async function of the run's :class:`Ctx` returning an :class:`Injected`:
-when it started and ended, what it hit (endpoints, a router, process groups that must
-be gone afterwards), and a recovery probe. Durations given in seed seconds are
-multiplied by the time-scale, like everything else in the stack.
+Each fault is an async function of the run's :class:`~inflight.bench.chaos.ctx.Ctx`
+returning an :class:`Injected`: when it started and ended, what it hit (endpoints, a
+router, process groups that must be gone afterwards), and a recovery probe. Durations
+given in seed seconds are multiplied by the time-scale, like everything else in the stack.
 
 Processes are addressed by process group, found in the stack's ``children.json``.
 """
@@ -18,15 +18,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from inflight.bench.chaos import probe
+from inflight.bench.chaos.ctx import Ctx
 from inflight.procs import ManagedProcess, group_alive, inflight_command
 from inflight.prom import PrometheusServer
 from inflight.statedir import ENDPOINTS, PROMETHEUS_DIR, hold_path, read_timeline
-
-if TYPE_CHECKING:
-    from inflight.bench.chaos.run import Ctx
 
 Probe = Callable[[], Awaitable[bool]]
 

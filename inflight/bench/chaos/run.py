@@ -32,54 +32,16 @@ from typing import Any
 import aiohttp
 
 from inflight.bench.chaos import probe
+from inflight.bench.chaos.ctx import Ctx
 from inflight.bench.chaos.faults import FAULTS, FaultError, Injected
 from inflight.bench.chaos.load import OpenLoop
 from inflight.bench.chaos.model import FaultWindow, Sample, bar_failures, fault_report, scale_downs
 from inflight.bench.chaos.report import chaos_json, chaos_markdown
-from inflight.bench.stack import Policy, Stack, StackError
-from inflight.control.trigger import scaler_metadata
+from inflight.bench.stack import Stack, StackError
 from inflight.measure.results import ResultFileExists, dumps, new_out_dir, write_new
-from inflight.procs import ManagedProcess
+from inflight.planes.policies import Policy
 from inflight.statedir import read_jsonl, read_timeline
 from inflight.workload.meeting import Workload, meeting_transcript
-
-
-@dataclasses.dataclass
-class Ctx:
-    """What the faults and the phase runner share for one run."""
-
-    args: argparse.Namespace
-    info: dict[str, Any]
-    state_dir: Path
-    session: aiohttp.ClientSession
-    load: OpenLoop
-    long_payload: bytes
-    time_scale: float
-    slots: int
-    samples: list[Sample] = dataclasses.field(default_factory=list)
-    active_routers: list[int] = dataclasses.field(default_factory=lambda: [0])
-    extra: list[ManagedProcess] = dataclasses.field(default_factory=list)
-
-    @property
-    def router_url(self) -> str:
-        return str(self.info["router_url"])
-
-    async def ready_endpoints(self) -> list[str]:
-        """URLs the stack's router routes to now."""
-        status = await probe.router_status(self.session, self.router_url)
-        if status is None:
-            return []
-        return [str(e["url"]) for e in status.get("endpoints", []) if e.get("state") == "ready"]
-
-    async def ready(self) -> int:
-        return len(await self.ready_endpoints())
-
-    async def scaler_answers(self) -> bool:
-        md = scaler_metadata(self.slots, self.time_scale, "saturation")
-        return await asyncio.to_thread(probe.scaler_answers, str(self.info["scaler_address"]), md)
-
-    def wall(self, seed_s: float) -> float:
-        return seed_s * self.time_scale
 
 
 async def _sampler(ctx: Ctx) -> None:
