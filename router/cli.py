@@ -14,7 +14,7 @@ from typing import Any
 
 from inflight import config as settings_io
 from inflight import ready
-from router.config import ConfigError, RouterConfig, RouterSettings, add_arguments
+from router.config import ConfigError, RouterSettings, add_arguments
 
 
 def register(subparsers: Any) -> None:
@@ -39,11 +39,11 @@ def run(args: argparse.Namespace) -> int:
         return settings_io.report(RouterSettings, exc)
     if settings_io.wants_print(args):
         return settings_io.print_config(settings)
-    return serve(settings.router_config())
+    return serve(settings)
 
 
-def serve(config: RouterConfig) -> int:
-    """The wiring: reads ``config`` only."""
+def serve(config: RouterSettings) -> int:
+    """The wiring: reads ``config`` (the validated settings) only."""
     import functools
 
     import uvicorn
@@ -62,11 +62,13 @@ def serve(config: RouterConfig) -> int:
         hold_when_full=config.hold_when_full,
         max_queue=config.max_queue,
         queue_timeout_s=config.queue_timeout_s,
-        hold_deadline_s=config.hold_deadline_s,
+        hold_deadline_s=config.dispatch_hold_deadline_s,
     )
     background: list[Background] = []
-    if config.endpoints is not None:
-        sources.apply(dispatcher, config.endpoints)
+    endpoint_urls = config.endpoint_urls
+    k8s_source = config.k8s
+    if endpoint_urls is not None:
+        sources.apply(dispatcher, endpoint_urls)
     elif config.endpoints_file is not None:
         path = config.endpoints_file
         try:
@@ -77,7 +79,7 @@ def serve(config: RouterConfig) -> int:
         background.append(
             lambda _s: sources.watch_file(dispatcher, path, interval_s=config.file_poll_s)
         )
-    elif config.k8s is not None:
+    elif k8s_source is not None:
         from router import k8s
 
         try:
@@ -85,7 +87,7 @@ def serve(config: RouterConfig) -> int:
         except k8s.K8sConfigError as exc:
             print(f"inflight router: error: {exc}", file=sys.stderr)
             return 2
-        background.append(functools.partial(k8s.watch_service_job, dispatcher, config.k8s))
+        background.append(functools.partial(k8s.watch_service_job, dispatcher, k8s_source))
     background.append(
         lambda get_session: health.run_health_checks(
             dispatcher,
@@ -102,7 +104,7 @@ def serve(config: RouterConfig) -> int:
         unhealthy_backoff_s=config.unhealthy_backoff_s,
         upstream=UpstreamSettings(
             connect_timeout_s=config.connect_timeout_s,
-            total_timeout_s=config.upstream_timeout_s,
+            total_timeout_s=config.upstream_total_timeout_s,
             client=config.upstream_client,
         ),
         background=background,

@@ -1,8 +1,10 @@
 """The router's configuration: flags or ``INFLIGHT_ROUTER_*`` variables, validated once.
 
-:class:`RouterSettings` is the model (one field a flag, :mod:`inflight.config` does the
-rest: flag > environment > default, errors naming the flag and its variable);
-:class:`RouterConfig` is what the wiring reads, derived from it.
+:class:`RouterSettings` is the one type: one field a flag (:mod:`inflight.config` does the
+rest: flag > environment > default, errors naming the flag and its variable), frozen once
+validated, and the values the wiring (:func:`router.cli.serve`) needs in another form than
+the flag's are its properties (the endpoint URLs normalized, the Kubernetes source, the
+parsed extra routes, ``0 = none`` as None).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from inflight import config, ready
+from inflight import config, names, ready
 from inflight.config import Cli, FieldError
 from router.routes import Route, RouteSpecError, parse_route
 
@@ -35,34 +37,9 @@ class K8sSource:
     port_name: str | None
 
 
-@dataclass(frozen=True)
-class RouterConfig:
-    host: str
-    port: int
-    slots_per_endpoint: int
-    endpoints: tuple[str, ...] | None  # --endpoints (static), None when another source
-    endpoints_file: Path | None
-    k8s: K8sSource | None
-    hold_when_full: bool
-    max_queue: int
-    queue_timeout_s: float
-    max_body_bytes: int
-    dispatch: str
-    health_interval_s: float
-    health_timeout_s: float
-    unhealthy_backoff_s: float
-    connect_timeout_s: float
-    upstream_timeout_s: float | None  # None: no overall limit (LLM requests can be long)
-    upstream_client: str
-    file_poll_s: float
-    log_level: str
-    allow_routes: tuple[Route, ...] = ()  # --allow-route: forwarded beside router.routes' table
-    ready_file: Path | None = None
-    hold_deadline_s: float | None = None  # --hold-deadline-s; None: plain FIFO
-
-
 class RouterSettings(config.Settings):
-    """``inflight router``'s configuration: flags or ``INFLIGHT_ROUTER_*`` variables."""
+    """``inflight router``'s configuration: flags or ``INFLIGHT_ROUTER_*`` variables, and
+    what the wiring reads."""
 
     SUBCOMMAND = "router"
     REQUIRED_GROUPS = ("source",)
@@ -73,8 +50,11 @@ class RouterSettings(config.Settings):
     slots_per_endpoint: Annotated[
         int,
         Field(ge=1),
-        Cli("requests one replica runs at once: vLLM's --max-num-seqs (default 4)"),
-    ] = 4
+        Cli(
+            "requests one replica runs at once: vLLM's --max-num-seqs "
+            f"(default {names.DEFAULT_SLOTS_PER_REPLICA})"
+        ),
+    ] = names.DEFAULT_SLOTS_PER_REPLICA
     endpoints: Annotated[
         str | None,
         Cli('static list: URL,URL or a JSON array ("" = zero endpoints)', group="source"),
@@ -174,6 +154,29 @@ class RouterSettings(config.Settings):
 
         return tuple(normalize_url(str(u)) for u in config.split_list(self.endpoints))
 
+    @property
+    def k8s(self) -> K8sSource | None:
+        """The Kubernetes source (``--k8s-namespace``), None: another source."""
+        if self.k8s_namespace is None or not self.k8s_service:
+            return None
+        return K8sSource(self.k8s_namespace, self.k8s_service, self.k8s_port_name)
+
+    @property
+    def allow_routes(self) -> tuple[Route, ...]:
+        """``--allow-route`` parsed (checked by the validator): forwarded beside
+        :mod:`router.routes`' table."""
+        return tuple(parse_route(text) for text in self.allow_route)
+
+    @property
+    def upstream_total_timeout_s(self) -> float | None:
+        """``--upstream-timeout-s``, None for 0: no overall limit (LLM requests can be long)."""
+        return self.upstream_timeout_s or None
+
+    @property
+    def dispatch_hold_deadline_s(self) -> float | None:
+        """``--hold-deadline-s`` as the dispatcher takes it: None for 0, plain FIFO."""
+        return self.hold_deadline_s or None
+
     @model_validator(mode="after")
     def _check(self) -> RouterSettings:
         named = self.named
@@ -202,35 +205,6 @@ class RouterSettings(config.Settings):
             )
         return self
 
-    def router_config(self) -> RouterConfig:
-        k8s = None
-        if self.k8s_namespace is not None and self.k8s_service:
-            k8s = K8sSource(self.k8s_namespace, self.k8s_service, self.k8s_port_name)
-        return RouterConfig(
-            host=self.host,
-            port=self.port,
-            slots_per_endpoint=self.slots_per_endpoint,
-            endpoints=self.endpoint_urls,
-            endpoints_file=self.endpoints_file,
-            k8s=k8s,
-            hold_when_full=self.hold_when_full,
-            max_queue=self.max_queue,
-            queue_timeout_s=self.queue_timeout_s,
-            max_body_bytes=self.max_body_bytes,
-            dispatch=self.dispatch,
-            health_interval_s=self.health_interval_s,
-            health_timeout_s=self.health_timeout_s,
-            unhealthy_backoff_s=self.unhealthy_backoff_s,
-            connect_timeout_s=self.connect_timeout_s,
-            upstream_timeout_s=self.upstream_timeout_s or None,
-            upstream_client=self.upstream_client,
-            file_poll_s=self.file_poll_s,
-            log_level=self.log_level,
-            allow_routes=tuple(parse_route(text) for text in self.allow_route),
-            ready_file=self.ready_file,
-            hold_deadline_s=self.hold_deadline_s or None,
-        )
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The router's flags (one a field of :class:`RouterSettings`) and --print-config."""
@@ -240,8 +214,3 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace) -> RouterSettings:
     """Flags over ``INFLIGHT_ROUTER_*`` over defaults; ConfigError names flag and variable."""
     return config.load(RouterSettings, args)
-
-
-def from_args(args: argparse.Namespace) -> RouterConfig:
-    """Validate the flags (and environment); raise ConfigError naming the flag at fault."""
-    return settings_from_args(args).router_config()

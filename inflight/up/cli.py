@@ -1,9 +1,11 @@
 """``inflight up``: the one wiring site of the single-machine stack.
 
 Reads :class:`UpSettings` (flags over ``INFLIGHT_UP_*`` variables over defaults, one
-validation, errors naming the flag and variable), turns seed-time durations into real
-seconds with ``--time-scale``, and runs :class:`inflight.up.stack.Stack` until Ctrl-C or
-SIGTERM. Heavy imports stay inside :func:`run` so ``inflight --help`` stays fast.
+validation, errors naming the flag and variable) and runs :class:`inflight.up.stack.Stack`
+with it until Ctrl-C or SIGTERM. The settings are the one configuration type: the flags
+as given (durations in seed seconds), and what the stack needs derived from them as
+properties (real seconds, the replica command, the trigger metadata, whether Prometheus
+runs). Heavy imports stay inside :func:`run` so ``inflight --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from inflight import names
 from inflight.config import (
     Cli,
     ConfigError,
@@ -27,22 +30,22 @@ from inflight.config import (
     report,
     wants_print,
 )
+from inflight.control import hpa
 from inflight.control.hold_order import HOLD_DEADLINE_S
 from inflight.procs import inflight_command
-
-if TYPE_CHECKING:
-    from inflight.up.stack import UpConfig
 
 DEFAULT_STATE_DIR = "state/up"
 
 #: ``--policy``: our scaler's two policies, then the peers' control planes
 #: (``inflight.planes.peers.catalog.POLICY_NAMES``; a unit test keeps the two equal).
 Policy = Literal["saturation", "qps", "kpa", "ray", "vllm-waiting", "epp-queue", "hpa-rps"]
+#: Our scaler's policies; under a peer's the scaler runs (idle) with saturation.
+_OWN_POLICIES = ("saturation", "qps")
 #: Metadata keys ``inflight up`` sets from its own flags: --scaler-metadata may not.
 _METADATA_FROM_FLAGS = {
-    "slotsPerReplica": "--slots-per-replica",
-    "timeScale": "--time-scale",
-    "policy": "--policy",
+    names.META_SLOTS_PER_REPLICA: "--slots-per-replica",
+    names.META_TIME_SCALE: "--time-scale",
+    names.META_POLICY: "--policy",
 }
 
 #: Kept for callers of the old name: a bad flag, variable or combination.
@@ -50,8 +53,9 @@ UsageError = ConfigError
 
 
 class UpSettings(Settings):
-    """``inflight up``'s configuration: flags or ``INFLIGHT_UP_*`` variables. Durations are
-    seed seconds (multiplied by --time-scale in :func:`build_config`)."""
+    """``inflight up``'s configuration: flags or ``INFLIGHT_UP_*`` variables, and what the
+    stack reads. Duration fields are seed seconds, as given; the ``*_real_s`` properties
+    are them × --time-scale (``--startup-timeout-s`` alone is real seconds)."""
 
     SUBCOMMAND = "up"
 
@@ -69,15 +73,23 @@ class UpSettings(Settings):
     ] = "saturation"
     min_replicas: Annotated[int, Field(ge=0), Cli("KEDA minReplicaCount (0: scale to zero)")] = 1
     max_replicas: Annotated[int, Cli("KEDA maxReplicaCount")] = 2
-    slots_per_replica: Annotated[int, Field(ge=1), Cli("vLLM --max-num-seqs per replica")] = 4
+    slots_per_replica: Annotated[int, Field(ge=1), Cli("vLLM --max-num-seqs per replica")] = (
+        names.DEFAULT_SLOTS_PER_REPLICA
+    )
     replicas: Annotated[
         int | None,
         Cli("replicas at start (default max(1, --min-replicas)); the count --no-autoscale keeps"),
     ] = None
     no_autoscale: Annotated[bool, Cli("keep --replicas fixed (for measurement)")] = False
-    polling_interval_s: Annotated[float, Field(gt=0), Cli("KEDA pollingInterval (IsActive)")] = 30.0
-    cooldown_s: Annotated[float, Field(gt=0), Cli("KEDA cooldownPeriod before zero")] = 300.0
-    hpa_sync_s: Annotated[float, Field(gt=0), Cli("HPA sync period: metric reads")] = 15.0
+    polling_interval_s: Annotated[float, Field(gt=0), Cli("KEDA pollingInterval (IsActive)")] = (
+        hpa.KEDA_POLLING_INTERVAL_S
+    )
+    cooldown_s: Annotated[float, Field(gt=0), Cli("KEDA cooldownPeriod before zero")] = (
+        hpa.KEDA_COOLDOWN_PERIOD_S
+    )
+    hpa_sync_s: Annotated[float, Field(gt=0), Cli("HPA sync period: metric reads")] = (
+        hpa.HPA_SYNC_PERIOD_S
+    )
     replica_cmd: Annotated[
         str | None,
         Cli(
@@ -146,6 +158,66 @@ class UpSettings(Settings):
         """``--scaler-metadata`` as (key, value) pairs (validated by the model)."""
         return _parse_metadata(self.scaler_metadata) if self.scaler_metadata else ()
 
+    @property
+    def trigger_metadata(self) -> dict[str, str]:
+        """The trigger metadata a ScaledObject would carry (seed-time windows), with
+        ``--scaler-metadata`` over it. Under a peer's policy the scaler still runs (for its
+        metrics; nothing acts on it) with the saturation policy."""
+        from inflight.control.trigger import scaler_metadata
+
+        policy = self.policy if self.policy in _OWN_POLICIES else "saturation"
+        return scaler_metadata(
+            self.slots_per_replica, self.time_scale, policy, dict(self.scaler_overrides)
+        )
+
+    @property
+    def state_path(self) -> Path:
+        """``--state-dir``, absolute."""
+        return Path(self.state_dir).resolve()
+
+    @property
+    def autoscale(self) -> bool:
+        return not self.no_autoscale
+
+    @property
+    def use_prometheus(self) -> bool:
+        """Whether Prometheus runs: asked for (no --no-prometheus) and installed."""
+        from inflight.prom import find_prometheus
+
+        return not self.no_prometheus and find_prometheus() is not None
+
+    @property
+    def hpa_sync_real_s(self) -> float:
+        return self.hpa_sync_s * self.time_scale
+
+    @property
+    def polling_interval_real_s(self) -> float:
+        return self.polling_interval_s * self.time_scale
+
+    @property
+    def cooldown_real_s(self) -> float:
+        return self.cooldown_s * self.time_scale
+
+    @property
+    def router_holds(self) -> bool:
+        """Whether the router holds requests when every slot is busy (``--hold-when-full``):
+        always for our policies; for a peer, where its own deployment queues them."""
+        from inflight.planes.peers.catalog import PEERS
+
+        peer = PEERS.get(self.policy)
+        return True if peer is None else peer.router_hold
+
+    @property
+    def router_hold_deadline_s(self) -> float | None:
+        """The router's ``--hold-deadline-s`` (real seconds), or None: FIFO
+        (``inflight.control.hold_order``)."""
+        from inflight.control.hold_order import router_hold_deadline_s
+        from inflight.planes.peers.catalog import PEERS
+
+        return router_hold_deadline_s(
+            self.hold_deadline_s * self.time_scale, peer=self.policy in PEERS
+        )
+
     @model_validator(mode="after")
     def _check(self) -> UpSettings:
         from inflight.up.supervisor import check_replica_command
@@ -189,7 +261,7 @@ class UpSettings(Settings):
         return self
 
     def _check_policy(self) -> None:
-        if self.policy in ("saturation", "qps"):
+        if self.policy in _OWN_POLICIES:
             return
         from inflight.prom import find_prometheus
 
@@ -210,8 +282,6 @@ class UpSettings(Settings):
         if not self.scaler_metadata:
             return  # none, or an empty value: no override
         from external_scaler.metadata import MetadataError, parse_metadata
-        from inflight.control.trigger import scaler_metadata
-        from inflight.names import METADATA_DEFAULTS
 
         try:
             pairs = _parse_metadata(self.scaler_metadata)
@@ -224,13 +294,13 @@ class UpSettings(Settings):
                     f"key {key!r} is set by inflight up from {_METADATA_FROM_FLAGS[key]}; "
                     "use that flag",
                 )
-            if key not in METADATA_DEFAULTS:
-                valid = ", ".join(k for k in METADATA_DEFAULTS if k not in _METADATA_FROM_FLAGS)
+            if key not in names.METADATA_DEFAULTS:
+                valid = ", ".join(
+                    k for k in names.METADATA_DEFAULTS if k not in _METADATA_FROM_FLAGS
+                )
                 raise FieldError("scaler_metadata", f"unknown key {key!r}; valid keys: {valid}")
-        policy = self.policy if self.policy in ("saturation", "qps") else "saturation"
-        merged = scaler_metadata(self.slots_per_replica, self.time_scale, policy, dict(pairs))
         try:
-            parse_metadata(merged)
+            parse_metadata(self.trigger_metadata)
         except MetadataError as exc:
             raise FieldError("scaler_metadata", str(exc)) from None
 
@@ -272,43 +342,6 @@ def settings_from_args(args: argparse.Namespace) -> UpSettings:
     return load(UpSettings, args)
 
 
-def build_config(args: argparse.Namespace) -> UpConfig:
-    """The UpConfig the flags (and environment) describe; ConfigError names the fault."""
-    return up_config(settings_from_args(args))
-
-
-def up_config(settings: UpSettings) -> UpConfig:
-    """Settings → :class:`inflight.up.stack.UpConfig`: seed durations × time-scale, and
-    whether Prometheus runs (asked for and installed)."""
-    from inflight.prom import find_prometheus
-    from inflight.up.stack import UpConfig
-    from inflight.up.supervisor import SupervisorConfig
-
-    ts = settings.time_scale
-    return UpConfig(
-        state_dir=Path(settings.state_dir).resolve(),
-        replica_cmd=settings.replica_command,
-        router_port=settings.port,
-        time_scale=ts,
-        policy=settings.policy,
-        slots_per_replica=settings.slots_per_replica,
-        min_replicas=settings.min_replicas,
-        max_replicas=settings.max_replicas,
-        initial_replicas=settings.initial_replicas,
-        autoscale=not settings.no_autoscale,
-        hpa_sync_s=settings.hpa_sync_s * ts,
-        polling_interval_s=settings.polling_interval_s * ts,
-        cooldown_s=settings.cooldown_s * ts,
-        use_prometheus=not settings.no_prometheus and find_prometheus() is not None,
-        prometheus_wanted=not settings.no_prometheus,
-        supervisor=SupervisorConfig(startup_timeout_s=settings.startup_timeout_s),
-        startup_timeout_s=settings.startup_timeout_s,
-        log_level=settings.log_level,
-        scaler_overrides=settings.scaler_overrides,
-        hold_deadline_s=settings.hold_deadline_s * ts,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
@@ -316,11 +349,11 @@ def run(args: argparse.Namespace) -> int:
         return report(UpSettings, exc)
     if wants_print(args):
         return print_config(settings)
-    return serve(up_config(settings))
+    return serve(settings)
 
 
-def serve(config: UpConfig) -> int:
-    """The wiring: reads the UpConfig only."""
+def serve(config: UpSettings) -> int:
+    """The wiring: reads the validated settings only."""
     import logging
     import signal
     import threading
@@ -339,7 +372,7 @@ def serve(config: UpConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    if not config.use_prometheus and config.prometheus_wanted and find_prometheus() is None:
+    if not config.no_prometheus and find_prometheus() is None:
         print(
             "inflight up: prometheus is not installed; the scaler reads the router directly "
             "(install it: apt-get install -y --no-install-recommends prometheus)",
@@ -360,7 +393,7 @@ def serve(config: UpConfig) -> int:
             f"  router:     {info.router_url}\n"
             f"  prometheus: {prom}\n"
             f"  scaler:     {info.scaler_address} (gRPC)\n"
-            f"  state:      {config.state_dir}\n"
+            f"  state:      {config.state_path}\n"
             "Ctrl-C stops everything.",
             flush=True,
         )

@@ -28,12 +28,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inflight.control import hpa
-from inflight.control.hold_order import router_hold_deadline_s
 from inflight.control.keda import KedaSpec
 from inflight.control.periodic import next_due
 from inflight.control.restarts import (
@@ -43,11 +41,11 @@ from inflight.control.restarts import (
     restart_step,
     started,
 )
-from inflight.control.trigger import SCRAPE_INTERVAL_S, scaler_metadata
+from inflight.control.trigger import SCRAPE_INTERVAL_S
 from inflight.logs import LOG_FORMAT
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from inflight.planes.peers.base import ControlLoop, PeerIO
-from inflight.planes.peers.catalog import OWN_POLICIES, PEERS, PeerSettings
+from inflight.planes.peers.catalog import PEERS, PeerSettings
 from inflight.planes.scaler_client import ScalerClient, ScalerUnavailable
 from inflight.ports import listening_ports
 from inflight.procs import ManagedProcess, ProcessError, inflight_command, port_is_free
@@ -65,69 +63,23 @@ from inflight.up import orphans
 from inflight.up.peer_loop import PromReader, build_peer
 from inflight.up.supervisor import Supervisor, SupervisorConfig
 
+if TYPE_CHECKING:
+    from inflight.up.cli import UpSettings
+
 log = logging.getLogger("inflight.up")
 
 TICK_S = 0.05
 #: children.json is rewritten at least this often, so it names the groups' newer members.
 MEMBERS_REFRESH_S = 1.0
+#: Back-off of the Prometheus and scaler restarts (real seconds).
+RESTART_POLICY = RestartPolicy()
 
 
 class StackError(RuntimeError):
     """The stack could not start (the message says which part and why)."""
 
 
-@dataclass(frozen=True)
-class UpConfig:
-    """Everything ``inflight up`` needs, validated (durations in real seconds)."""
-
-    state_dir: Path
-    replica_cmd: tuple[str, ...]
-    router_port: int  # 0: a free port from the OS
-    time_scale: float
-    policy: str
-    slots_per_replica: int
-    min_replicas: int
-    max_replicas: int
-    initial_replicas: int
-    autoscale: bool
-    hpa_sync_s: float
-    polling_interval_s: float
-    cooldown_s: float
-    use_prometheus: bool
-    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
-    startup_timeout_s: float = 900.0
-    restart: RestartPolicy = field(default_factory=RestartPolicy)
-    log_level: str = "info"
-    prometheus_wanted: bool = True  # False: --no-prometheus (use_prometheus says if it runs)
-    #: --scaler-metadata: trigger metadata keys set over inflight up's own (validated).
-    scaler_overrides: tuple[tuple[str, str], ...] = ()
-    #: --hold-deadline-s, real seconds (0: the router holds FIFO).
-    hold_deadline_s: float = 0.0
-
-    @property
-    def scaler_metadata(self) -> dict[str, str]:
-        """The trigger metadata a ScaledObject would carry (seed-time windows). Under a
-        peer's policy the scaler still runs (for its metrics; nothing acts on it) with
-        the saturation policy."""
-        policy = self.policy if self.policy in OWN_POLICIES else "saturation"
-        return scaler_metadata(
-            self.slots_per_replica, self.time_scale, policy, dict(self.scaler_overrides)
-        )
-
-    @property
-    def router_holds(self) -> bool:
-        """Whether the router holds requests when every slot is busy (``--hold-when-full``):
-        always for our policies; for a peer, where its own deployment queues them."""
-        peer = PEERS.get(self.policy)
-        return True if peer is None else peer.router_hold
-
-    @property
-    def router_hold_deadline_s(self) -> float | None:
-        """The router's ``--hold-deadline-s`` (real seconds), or None: FIFO."""
-        return router_hold_deadline_s(self.hold_deadline_s, peer=self.policy in PEERS)
-
-
-def router_args(cfg: UpConfig, endpoints_file: Path) -> list[str]:
+def router_args(cfg: UpSettings, endpoints_file: Path) -> list[str]:
     """``inflight router``'s arguments under ``cfg``: holding (our policies, and the
     peers that hold) and the order of held requests (``inflight.control.hold_order``)."""
     argv = [
@@ -135,7 +87,7 @@ def router_args(cfg: UpConfig, endpoints_file: Path) -> list[str]:
         "--host",
         "127.0.0.1",
         "--port",
-        str(cfg.router_port),  # 0: the router binds a port from the OS and reports it
+        str(cfg.port),  # 0: the router binds a port from the OS and reports it
         "--slots-per-endpoint",
         str(cfg.slots_per_replica),
         "--endpoints-file",
@@ -163,14 +115,15 @@ def _get_json(url: str, timeout_s: float = 1.0) -> dict[str, Any] | None:
 class Stack:
     """One run of ``inflight up``. ``start()``, then ``run(stop)``, then ``shutdown()``."""
 
-    def __init__(self, config: UpConfig) -> None:
+    def __init__(self, config: UpSettings) -> None:
         self.config = config
-        self.state = StateDir(config.state_dir)
+        self.state_dir = config.state_path
+        self.state = StateDir(self.state_dir)
         self.supervisor = Supervisor(
-            command=config.replica_cmd,
+            command=config.replica_command,
             endpoints_file=self.state.path(ENDPOINTS),
             log_dir=self.state.logs,
-            config=config.supervisor,
+            config=SupervisorConfig(startup_timeout_s=config.startup_timeout_s),
             drained=self._drained,
         )
         self.router: ManagedProcess | None = None
@@ -228,7 +181,7 @@ class Stack:
         self._setup_file_logging()
         for leftover in orphans.reap(self.state.path(CHILDREN)):
             log.warning("stopped %s, left running by a previous inflight up", leftover)
-        log.info("state dir %s; replica command: %s", cfg.state_dir, " ".join(cfg.replica_cmd))
+        log.info("state dir %s; replica command: %s", self.state_dir, " ".join(cfg.replica_command))
         self.supervisor.set_desired(cfg.initial_replicas)
         self.supervisor.tick()  # replica processes start first: they take longest
         self._record_children()
@@ -242,7 +195,7 @@ class Stack:
         started = time.monotonic()
         if cfg.autoscale:
             self._start_autoscaler(started)
-        self._next_poll_s = started + cfg.hpa_sync_s
+        self._next_poll_s = started + cfg.hpa_sync_real_s
         info = StackInfo(
             pid=os.getpid(),
             router_url=self.router_url,
@@ -269,9 +222,9 @@ class Stack:
 
     def _start_router(self) -> None:
         cfg = self.config
-        if cfg.router_port and not port_is_free(cfg.router_port):
+        if cfg.port and not port_is_free(cfg.port):
             # Not ours: shutdown must not report it as a port we left busy.
-            raise StackError(f"--port {cfg.router_port} is in use; pick another or pass 0")
+            raise StackError(f"--port {cfg.port} is in use; pick another or pass 0")
         argv = [*_inflight(), *router_args(cfg, self.state.path(ENDPOINTS))]
         if not cfg.router_holds:
             log.info("router without --hold-when-full: requests queue in the replicas")
@@ -282,7 +235,7 @@ class Stack:
     def _start_prometheus(self) -> None:
         cfg = self.config
         self.prometheus = PrometheusServer(
-            data_dir=cfg.state_dir / PROMETHEUS_DIR,
+            data_dir=self.state_dir / PROMETHEUS_DIR,
             jobs={
                 "router": [f"127.0.0.1:{self.router_port}"],
                 "replicas": [],
@@ -337,7 +290,7 @@ class Stack:
         self._record_children()
         if self.prometheus is not None:
             self.prometheus.set_targets("scaler", [f"127.0.0.1:{metrics_port}"])
-        self.client = ScalerClient(f"127.0.0.1:{grpc_port}", self.config.scaler_metadata)
+        self.client = ScalerClient(f"127.0.0.1:{grpc_port}", self.config.trigger_metadata)
         try:
             self.client.wait_ready(timeout_s=30.0)
         except ScalerUnavailable as exc:
@@ -421,9 +374,9 @@ class Stack:
                     max_replicas=cfg.max_replicas,
                     behavior=hpa.SHIPPED_BEHAVIOR.scaled(cfg.time_scale),
                 ),
-                keda=KedaSpec(cfg.min_replicas, cfg.cooldown_s),
-                hpa_sync_s=cfg.hpa_sync_s,
-                polling_interval_s=cfg.polling_interval_s,
+                keda=KedaSpec(cfg.min_replicas, cfg.cooldown_real_s),
+                hpa_sync_s=cfg.hpa_sync_real_s,
+                polling_interval_s=cfg.polling_interval_real_s,
             ),
             get_replicas=lambda: self.supervisor.desired,
             set_replicas=self.supervisor.set_desired,
@@ -460,7 +413,7 @@ class Stack:
             slots_per_replica=cfg.slots_per_replica,
             min_replicas=cfg.min_replicas,
             max_replicas=cfg.max_replicas,
-            hpa_sync_s=cfg.hpa_sync_s / cfg.time_scale,
+            hpa_sync_s=cfg.hpa_sync_s,  # seed seconds
         )
         self.peer = build_peer(cfg.policy, settings, io)
         self.peer.start(now_s)
@@ -480,7 +433,7 @@ class Stack:
             elif self.peer is not None:
                 polled = self.peer.tick(now)
             elif now >= self._next_poll_s:  # a timeline point on the HPA's phase
-                self._next_poll_s = next_due(self._next_poll_s, self.config.hpa_sync_s, now)
+                self._next_poll_s = next_due(self._next_poll_s, self.config.hpa_sync_real_s, now)
                 polled = True
             self._step_processes()
             self._record_point(force=polled)
@@ -497,9 +450,7 @@ class Stack:
             alive = proc.poll() is None
             held = not alive and self.state.is_held(name)
             before = self._restarts.get(name, RestartState())
-            state, action = restart_step(
-                before, self.config.restart, alive=alive, held=held, now_s=now
-            )
+            state, action = restart_step(before, RESTART_POLICY, alive=alive, held=held, now_s=now)
             self._restarts[name] = state
             if action is RestartAction.DIED:
                 self._on_core_death(name, proc, state, now)
@@ -573,7 +524,9 @@ class Stack:
         self.scaler = proc
         log.info("scaler restarted (pid %d)", proc.pid)
         old = self.client
-        self.client = ScalerClient(f"127.0.0.1:{self.scaler_ports[0]}", self.config.scaler_metadata)
+        self.client = ScalerClient(
+            f"127.0.0.1:{self.scaler_ports[0]}", self.config.trigger_metadata
+        )
         if self.autoscaler is not None:
             self.autoscaler.scaler = self.client
             self.client.watch_activation(self.autoscaler.activate)

@@ -22,7 +22,7 @@ from inflight.ports import ports_of
 from inflight.procs import live_processes, pid_alive, port_is_free
 from inflight.statedir import read_jsonl, read_stack, read_timeline
 from inflight.up import orphans
-from inflight.up.cli import build_config
+from inflight.up.cli import settings_from_args
 from inflight.up.stack import Stack, StackError
 from tests.support import INFLIGHT, PYTHON, wait_for
 
@@ -355,7 +355,7 @@ def test_shutdown_after_a_failed_start_closes_the_log_file(tmp_path):
         argv = ["up", "--state-dir", str(tmp_path / "s"), "--port", str(other.getsockname()[1]),
                 "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
         args = build_parser().parse_args(argv)
-        stack = Stack(build_config(args))
+        stack = Stack(settings_from_args(args))
         with pytest.raises(StackError, match="is in use"):
             stack.start(threading.Event())
         assert stack.supervisor.all_processes, "the replica starts before the router"

@@ -340,15 +340,15 @@ def test_the_router_source_may_come_from_the_env(
     assert "give one of --endpoints (or INFLIGHT_ROUTER_ENDPOINTS)" in capsys.readouterr().err
     monkeypatch.setenv("INFLIGHT_ROUTER_K8S_NAMESPACE", "llm")
     monkeypatch.setenv("INFLIGHT_ROUTER_K8S_SERVICE", "vllm")
-    cfg = _router(parse("router")).router_config()
+    cfg = _router(parse("router"))
     assert cfg.k8s is not None and (cfg.k8s.namespace, cfg.k8s.service) == ("llm", "vllm")
     monkeypatch.setenv("INFLIGHT_ROUTER_HOLD_WHEN_FULL", "true")
-    assert _router(parse("router")).router_config().hold_when_full
+    assert _router(parse("router")).hold_when_full
 
 
 def test_an_empty_endpoints_variable_is_zero_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INFLIGHT_ROUTER_ENDPOINTS", "")
-    assert _router(parse("router")).router_config().endpoints == ()
+    assert _router(parse("router")).endpoint_urls == ()
 
 
 def test_two_router_sources_from_flag_and_env_are_both_named(
@@ -389,16 +389,16 @@ def test_a_repeatable_flag_takes_commas_or_json_from_the_env(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     monkeypatch.setenv("INFLIGHT_ROUTER_ALLOW_ROUTE", value)
-    cfg = _router(parse("router", "--endpoints=")).router_config()
+    cfg = _router(parse("router", "--endpoints="))
     assert [str(r) for r in cfg.allow_routes] == ["POST:/v1/load_lora_adapter", "POST:/v1/x"]
-    cfg = _router(parse("router", "--endpoints=", "--allow-route", "GET:/v1/y")).router_config()
+    cfg = _router(parse("router", "--endpoints=", "--allow-route", "GET:/v1/y"))
     assert [str(r) for r in cfg.allow_routes] == ["GET:/v1/y"]  # the flag replaces the list
 
 
 def test_url_lists_take_commas_or_json_from_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INFLIGHT_ROUTER_ENDPOINTS", '["http://127.0.0.1:1/", "http://127.0.0.1:2"]')
-    cfg = _router(parse("router")).router_config()
-    assert cfg.endpoints == ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    cfg = _router(parse("router"))
+    assert cfg.endpoint_urls == ("http://127.0.0.1:1", "http://127.0.0.1:2")
     monkeypatch.setenv("INFLIGHT_SCALER_SOURCE", "direct")
     monkeypatch.setenv("INFLIGHT_SCALER_ROUTER_URL", '["http://a:1", "http://b:2"]')
     assert _scaler(parse("scaler")).router_urls == ["http://a:1", "http://b:2"]

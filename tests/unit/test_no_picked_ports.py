@@ -37,9 +37,9 @@ def test_free_port_is_used_only_where_the_child_cannot_report() -> None:
 
 def test_the_default_replica_reports_its_port() -> None:
     from inflight.cli import build_parser
-    from inflight.up.cli import build_config
+    from inflight.up.cli import settings_from_args
 
-    config = build_config(build_parser().parse_args(["up", "--no-prometheus"]))
-    cmd = list(config.replica_cmd)
+    config = settings_from_args(build_parser().parse_args(["up", "--no-prometheus"]))
+    cmd = list(config.replica_command)
     assert cmd[cmd.index("--port") + 1] == "0"
     assert cmd[cmd.index("--ready-file") + 1] == "{ready_file}"

@@ -10,8 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from router.config import ConfigError, add_arguments, from_args
+from router.config import ConfigError, add_arguments, settings_from_args
 from router.dispatch import Dispatcher
 from router.pool import Pool
 from router.sources import (
@@ -30,17 +31,35 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_defaults_and_static_list() -> None:
-    cfg = from_args(parse("--endpoints", "http://127.0.0.1:1/,http://127.0.0.1:2"))
-    assert cfg.endpoints == ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    cfg = settings_from_args(parse("--endpoints", "http://127.0.0.1:1/,http://127.0.0.1:2"))
+    assert cfg.endpoint_urls == ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    assert cfg.endpoints_file is None and cfg.k8s is None
     assert cfg.slots_per_endpoint == 4
     assert cfg.dispatch == "least-outstanding"
     assert not cfg.hold_when_full
-    assert cfg.upstream_timeout_s is None
+    assert cfg.upstream_timeout_s == 0.0 and cfg.upstream_total_timeout_s is None
+    assert cfg.hold_deadline_s == 0.0 and cfg.dispatch_hold_deadline_s is None
+
+
+def test_zero_means_none_for_the_wiring() -> None:
+    """``--upstream-timeout-s 0`` (no limit) and ``--hold-deadline-s 0`` (FIFO) reach the
+    upstream client and the dispatcher as None; other values as they are."""
+    cfg = settings_from_args(
+        parse("--endpoints", "", "--upstream-timeout-s", "30", "--hold-when-full",
+              "--hold-deadline-s", "1.5")
+    )  # fmt: skip
+    assert (cfg.upstream_total_timeout_s, cfg.dispatch_hold_deadline_s) == (30.0, 1.5)
+
+
+def test_the_settings_are_frozen() -> None:
+    cfg = settings_from_args(parse("--endpoints", ""))
+    with pytest.raises(ValidationError):
+        cfg.port = 1
 
 
 def test_allow_route_is_repeatable_and_off_by_default() -> None:
-    assert from_args(parse("--endpoints", "")).allow_routes == ()
-    cfg = from_args(
+    assert settings_from_args(parse("--endpoints", "")).allow_routes == ()
+    cfg = settings_from_args(
         parse("--endpoints", "", "--allow-route", "post:/v1/load_lora_adapter",
               "--allow-route", "POST:/v1/unload_lora_adapter")
     )  # fmt: skip
@@ -51,15 +70,15 @@ def test_allow_route_is_repeatable_and_off_by_default() -> None:
 
 
 def test_log_level_in_any_case() -> None:
-    assert from_args(parse("--endpoints", "", "--log-level", "INFO")).log_level == "info"
+    assert settings_from_args(parse("--endpoints", "", "--log-level", "INFO")).log_level == "info"
 
 
 def test_empty_endpoints_is_zero_endpoints() -> None:
-    assert from_args(parse("--endpoints", "")).endpoints == ()
+    assert settings_from_args(parse("--endpoints", "")).endpoint_urls == ()
 
 
 def test_k8s_source() -> None:
-    cfg = from_args(
+    cfg = settings_from_args(
         parse("--k8s-namespace", "llm", "--k8s-service", "vllm", "--k8s-port-name", "http")
     )
     assert cfg.k8s is not None
@@ -95,7 +114,7 @@ def test_exactly_one_source_is_required() -> None:
 )
 def test_bad_flags_are_named(argv: tuple[str, ...], flag: str) -> None:
     with pytest.raises(ConfigError, match=flag):
-        from_args(parse(*argv))
+        settings_from_args(parse(*argv))
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from inflight.cli import build_parser
 from inflight.config import ConfigError
-from inflight.up.cli import UpSettings, build_config, settings_from_args
+from inflight.up.cli import UpSettings, settings_from_args
 
 
 def settings(*argv: str) -> UpSettings:
@@ -26,10 +27,9 @@ def test_startup_s_with_a_replica_command_is_refused() -> None:
 
 
 def test_scaler_metadata_overrides_reach_the_trigger() -> None:
-    args = build_parser().parse_args(
-        ["up", "--scaler-metadata", "targetSaturation=0.8, scaleDownWindowSeconds=120"]
-    )
-    meta = build_config(args).scaler_metadata
+    meta = settings(
+        "--scaler-metadata", "targetSaturation=0.8, scaleDownWindowSeconds=120"
+    ).trigger_metadata
     assert meta["targetSaturation"] == "0.8" and meta["scaleDownWindowSeconds"] == "120"
     assert meta["timeScale"] == "1.0"
     assert settings("--scaler-metadata=").scaler_overrides == ()
@@ -57,11 +57,11 @@ def test_a_peer_refuses_no_prometheus() -> None:
 
 
 def test_a_peer_is_a_policy_and_the_scaler_stays_on_saturation() -> None:
-    config = build_config(build_parser().parse_args(["up", "--policy", "vllm-waiting"]))
+    config = settings("--policy", "vllm-waiting")
     assert config.policy == "vllm-waiting"
-    assert config.scaler_metadata["policy"] == "saturation"
+    assert config.trigger_metadata["policy"] == "saturation"
     assert not config.router_holds
-    assert build_config(build_parser().parse_args(["up", "--policy", "kpa"])).router_holds
+    assert settings("--policy", "kpa").router_holds
 
 
 def router_args_of(*argv: str) -> list[str]:
@@ -69,7 +69,7 @@ def router_args_of(*argv: str) -> list[str]:
 
     from inflight.up.stack import router_args
 
-    return router_args(build_config(build_parser().parse_args(["up", *argv])), Path("ep.json"))
+    return router_args(settings(*argv), Path("ep.json"))
 
 
 def flag(args: list[str], name: str) -> str | None:
@@ -101,3 +101,17 @@ def test_peers_that_do_not_hold_get_neither_flag() -> None:
 def test_a_negative_deadline_is_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="--hold-deadline-s"):
         settings("--hold-deadline-s", "-1")
+
+
+def test_the_settings_are_the_stacks_configuration() -> None:
+    """One type: the flags as given (seed seconds), and what the stack reads derived."""
+    s = settings("--time-scale", "0.1", "--hpa-sync-s", "20", "--no-prometheus")
+    assert (s.hpa_sync_s, s.polling_interval_s, s.cooldown_s) == (20.0, 30.0, 300.0)
+    assert s.hpa_sync_real_s == pytest.approx(2.0)
+    assert s.polling_interval_real_s == pytest.approx(3.0)
+    assert s.cooldown_real_s == pytest.approx(30.0)
+    assert s.state_path.is_absolute() and s.state_path.name == "up"
+    assert not s.use_prometheus and s.autoscale
+    assert s.trigger_metadata["timeScale"] == "0.1"
+    with pytest.raises(ValidationError):
+        s.time_scale = 1.0
