@@ -12,6 +12,8 @@ call the same functions here. Allowed imports: the standard library and ``inflig
 * :mod:`inflight.control.lifecycle` — a replica's life (start-up, health, drain, back-off).
 * :mod:`inflight.control.periodic` — when a fixed-period loop runs next.
 * :mod:`inflight.control.hold_order` — how the router orders the requests it holds.
+* :mod:`inflight.control.trigger` — the trigger metadata ``inflight up`` and ``inflight sim``
+  send the scaler.
 * :mod:`inflight.control.restarts` — when to restart a core process that died.
 * :mod:`inflight.control.peers` — the peers' autoscalers (Knative's KPA, Ray Serve's
   default policy, KEDA's Prometheus scaler), each a ``decide(spec, state, …, now_s)``.
