@@ -1,7 +1,7 @@
 """The scaling decision: a pure function of the window of samples, the spec and ``now_s``.
 
-No I/O, no clock, no logging: the scaler, the local orchestrator and the bench all call
-the same core, and tests step ``now_s`` instead of sleeping.
+No I/O, no clock, no logging: the scaler, the local stack (``inflight up``) and the simulator
+all call the same core, and tests step ``now_s`` instead of sleeping.
 
 Two policies:
 
