@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from inflight import extras
+from inflight.bench.openloop.frontier import FRONTIER_MODES
 from inflight.planes.policies import OPEN_LOOP_POLICIES
 from inflight.workload.flags import positive_float
 from inflight.workload.plan import CLOSED_LOOP, add_open_loop_flags, is_open_loop
@@ -149,6 +150,14 @@ def register(subparsers: Any) -> None:
         type=positive_float,
         default=180.0,
         help="wall seconds to wait for stack.json",
+    )
+    cmp.add_argument(
+        "--frontier",
+        choices=FRONTIER_MODES,
+        default=None,
+        help="open loop: the static frontier fixed:1 ... fixed:MAX each policy's frontier gap "
+        "is measured against: sim (default) simulates the fleets on the same requests "
+        "(inflight sim compare, seconds), live runs those not in --policies live, off skips it",
     )
     _workload_flags(cmp)
     add_open_loop_flags(cmp)

@@ -139,7 +139,9 @@ def pareto_plot(doc: Mapping[str, Any], path: Path, title: str = "") -> Path:
     """Replica-seconds ratio (x, lower better) against SLO attainment (y, higher better),
     one point per policy of an open-loop comparison (``inflight.measure.openloop_report``); the
     Pareto front's points are filled and joined. Without a static-maximum run, x is
-    replica-seconds."""
+    replica-seconds. With the document's ``frontier``, the fixed fleets are grey squares and
+    the static frontier a grey line through them (from fixed:0 at the origin): a policy
+    below it does worse than a static fleet, or a mix of two, for what it spends."""
     plt = _pyplot()
     x_key = doc.get("pareto_x", "replica_seconds_ratio")
     fig, ax = plt.subplots(figsize=(7, 5))
@@ -168,6 +170,8 @@ def pareto_plot(doc: Mapping[str, Any], path: Path, title: str = "") -> Path:
         front.sort()
         ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:blue", lw=1, alpha=0.6,
                 label="Pareto front")  # fmt: skip
+    drew_frontier = _draw_static_frontier(ax, doc, x_key)
+    if front or drew_frontier:
         ax.legend(fontsize=8, loc="lower right")
     ax.set_xlabel(
         "replica-seconds ÷ static maximum's" if x_key == "replica_seconds_ratio"
@@ -181,6 +185,43 @@ def pareto_plot(doc: Mapping[str, Any], path: Path, title: str = "") -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _draw_static_frontier(ax: Any, doc: Mapping[str, Any], x_key: str) -> bool:
+    """The fixed fleets and the line through those on the frontier; False when none."""
+    fr = doc.get("frontier") or {}
+    fleets = [
+        (name, f) for name, f in (fr.get("fleets") or {}).items()
+        if f.get(x_key) is not None and f.get("slo_attainment") is not None
+    ]  # fmt: skip
+    if not fleets:
+        return False
+    for name, f in fleets:
+        x, y = f[x_key], 100 * f["slo_attainment"]
+        ax.scatter([x], [y], s=30, marker="s", color="0.45", zorder=2,
+                   alpha=1.0 if f.get("valid", True) else 0.3)  # fmt: skip
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, -10), fontsize=6,
+                    color="0.35")  # fmt: skip
+    line = sorted((f[x_key], 100 * f["slo_attainment"]) for _, f in fleets if f.get("on_frontier"))
+    if line:
+        xs, ys = [0.0, *[p[0] for p in line]], [0.0, *[p[1] for p in line]]
+        right = max(
+            [p[0] for p in line]
+            + [r[x_key] for r in doc.get("runs", {}).values() if r.get(x_key) is not None]
+        )
+        xs.append(right)
+        ys.append(line[-1][1])
+        ax.plot(xs, ys, color="0.45", lw=1.2, ls="--", zorder=1,
+                label=f"static frontier ({fr.get('source')})")  # fmt: skip
+    # The line starts at the origin; keep the view on the measured points.
+    ys_all = [100 * f["slo_attainment"] for _, f in fleets] + [
+        100 * r["slo_attainment"]
+        for r in doc.get("runs", {}).values()
+        if r.get("slo_attainment") is not None
+    ]
+    ax.set_ylim(bottom=max(0.0, min(ys_all) - 5), top=min(102.0, max(ys_all) + 3))
+    ax.set_xlim(left=0.0)
+    return True
 
 
 def openloop_timeseries_plot(

@@ -27,6 +27,7 @@ from typing import Any
 
 from inflight import names
 from inflight.control.hold_order import HOLD_DEADLINE_S, hold_order_note
+from inflight.measure.frontier import fleet_names
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.slo import Outcome, slo_measures
@@ -244,23 +245,33 @@ def _compare(a: argparse.Namespace) -> int:
     unknown = [p.name for p in policies if not p.frozen and p.kind not in policy_names()]
     if unknown:
         raise UsageError(f"--policies: not in this build: {', '.join(unknown)}")
-    configs = {p.name: {s: sim_config(plans[s], p, s) for s in seeds} for p in policies}
+    # The static frontier (issue #24): every fixed fleet 1..max not already compared.
+    names_asked = {p.name for p in policies}
+    fleets = [] if getattr(a, "no_frontier", False) else parse_policies(",".join(fleet_names(hi)))
+    configs = {
+        p.name: {s: sim_config(plans[s], p, s) for s in seeds}
+        for p in [*policies, *(f for f in fleets if f.name not in names_asked)]
+    }
     out = new_out_dir(a.out_dir, "comparisons", a.force)
     runs: dict[str, dict[str, Any]] = {}
     plot_runs: dict[str, dict[str, Any]] = {}
     for policy in policies:
-        results = []
-        for seed in seeds:
-            plan = plans[seed]
-            results.append(simulate(configs[policy.name][seed], plan.requests, plan.end_s))
+        results = [simulate(configs[policy.name][s], plans[s].requests, plans[s].end_s)
+                   for s in seeds]  # fmt: skip
         runs[policy.name] = _pooled(results, first)
         plot_runs[policy.name] = _plot_run(results[0], runs[policy.name]["seeds"][str(seeds[0])])
-        print(
-            f"{policy.name}: SLO attainment {_pct(runs[policy.name]['slo_attainment'])} "
-            f"(worst seed {_pct(runs[policy.name]['slo_attainment_min'])})",
-            file=sys.stderr,
-        )
-    comparison = build_comparison(_meta(a, first, seeds), runs)
+        _progress(policy.name, runs[policy.name])
+    frontier_runs: dict[str, dict[str, Any]] = {}
+    for fleet in fleets:
+        if fleet.name in runs:
+            frontier_runs[fleet.name] = runs[fleet.name]
+            continue
+        results = [simulate(configs[fleet.name][s], plans[s].requests, plans[s].end_s)
+                   for s in seeds]  # fmt: skip
+        frontier_runs[fleet.name] = _pooled(results, first)
+        _progress(f"{fleet.name} (frontier)", frontier_runs[fleet.name])
+    frontier = {"source": "sim", "fleets": frontier_runs} if fleets else None
+    comparison = build_comparison(_meta(a, first, seeds), runs, frontier)
     write_new(out / "comparison.json", json.dumps(comparison, indent=2) + "\n", a.force)
     notes = [
         f"Simulated (inflight sim), seeds {', '.join(map(str, seeds))}: SLO figures over "
@@ -271,6 +282,11 @@ def _compare(a: argparse.Namespace) -> int:
             first.hold_deadline_peers,
         ),
     ]
+    if frontier is not None:
+        notes.append(
+            f"Static frontier: fixed:1 … fixed:{hi} simulated on the same requests and seeds "
+            "(pooled as the policies are); --no-frontier leaves it out."
+        )
     markdown = comparison_markdown(comparison, notes=notes)
     write_new(out / "comparison.md", markdown, a.force)
     from inflight.measure.plots import openloop_timeseries_plot, pareto_plot
@@ -282,6 +298,14 @@ def _compare(a: argparse.Namespace) -> int:
     )
     print(markdown)
     return 0
+
+
+def _progress(name: str, run: dict[str, Any]) -> None:
+    print(
+        f"{name}: SLO attainment {_pct(run['slo_attainment'])} "
+        f"(worst seed {_pct(run['slo_attainment_min'])})",
+        file=sys.stderr,
+    )
 
 
 def _seeds(text: str) -> list[int]:
@@ -403,6 +427,12 @@ def register(subparsers: Any) -> None:
         help="as inflight bench compare's: fixed:N, "
         f"{', '.join(policy_names())}, saturation[KEY=VALUE;...] (default: fixed:MAX, "
         "saturation, the peers, qps)",
+    )
+    cmp.add_argument(
+        "--no-frontier",
+        action="store_true",
+        help="open loop: do not also simulate fixed:1 ... fixed:MAX, the static frontier each "
+        "policy's frontier gap is measured against (inflight/measure/frontier.py)",
     )
     cmp.set_defaults(func=_guarded(_compare))
 

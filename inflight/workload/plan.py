@@ -10,7 +10,9 @@ error names the flag (or, for a trace, ``FILE:LINE``).
 Defaults: a scenario brings its lengths, replica bounds and start-up; ``--prompt-tokens``,
 ``--max-tokens``, ``--min-replicas``, ``--max-replicas`` and ``--startup-s`` override
 them. With ``--arrivals`` the lengths default to the reference request (3000 in, 300 out).
-A trace carries its own lengths (the length flags are refused with it).
+A trace carries its own lengths (the length flags are refused with it); it may be in the
+Azure or Mooncake formats and be windowed and sped up (``--trace-start-s``,
+``--trace-duration-s``, ``--trace-rate-scale``: :mod:`inflight.workload.trace_formats`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from inflight.measure.slo import DEFAULT_SLO, SloSpec
 from inflight.workload.arrivals import RateSchedule, parse_arrivals
 from inflight.workload.lengths import LengthDist, parse_length
 from inflight.workload.scenarios import Scenario, get_scenario, plan_requests
-from inflight.workload.trace import PlannedRequest, read_trace
+from inflight.workload.trace import PlannedRequest
+from inflight.workload.trace_formats import TraceWindow, load_trace
 
 CLOSED_LOOP = ("sweep", "slowing")  # --scenario values of the closed-loop comparison
 DEFAULT_SEED = 1
@@ -71,6 +74,24 @@ class OpenLoopPlan:
             "drain_s": self.drain_s,
             "slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s},
         }
+
+
+_WINDOW_FLAGS = (
+    ("--trace-start-s", "trace_start_s"),
+    ("--trace-duration-s", "trace_duration_s"),
+    ("--trace-rate-scale", "trace_rate_scale"),
+)
+
+
+def _window(args: argparse.Namespace) -> TraceWindow:
+    """The ``--trace-*`` window flags (absent attributes: the whole trace, as recorded)."""
+    start = getattr(args, "trace_start_s", None)
+    scale = getattr(args, "trace_rate_scale", None)
+    return TraceWindow(
+        start_s=0.0 if start is None else start,
+        duration_s=getattr(args, "trace_duration_s", None),
+        rate_scale=1.0 if scale is None else scale,
+    )
 
 
 def is_open_loop(args: argparse.Namespace) -> bool:
@@ -132,15 +153,25 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
     if deadline is not None and deadline < 0:
         raise ValueError(f"--hold-deadline-s: must be >= 0 (0: FIFO), got {deadline}")
     meta: dict[str, Any]
+    if not args.trace:
+        for flag, attr in _WINDOW_FLAGS:
+            if getattr(args, attr, None) is not None:
+                raise ValueError(f"{flag}: only with --trace")
     if args.trace:
         for flag, value in (("--prompt-tokens", args.prompt_tokens),
                             ("--max-tokens", args.max_tokens), ("--seed", args.seed)):  # fmt: skip
             if value is not None:
                 raise ValueError(f"{flag}: not with --trace (the trace gives every request)")
-        requests = read_trace(Path(args.trace))
-        name, description = "trace", f"replay of {args.trace}"
-        end_s = requests[-1].t_s
-        meta = {"trace": str(args.trace)}
+        loaded = load_trace(Path(args.trace), _window(args))
+        requests = list(loaded.requests)
+        name = "trace"
+        description = f"replay of {args.trace} ({loaded.meta['trace_format']} format)"
+        if "trace_window" in loaded.meta:
+            w = loaded.meta["trace_window"]
+            span = "to the end" if w["duration_s"] is None else f"{w['duration_s']:g} s"
+            description += f", {span} from {w['start_s']:g} s, rate × {w['rate_scale']:g}"
+        end_s = loaded.end_s
+        meta = loaded.meta
     else:
         scenario: Scenario | None = None
         if scenario_name:
@@ -203,8 +234,31 @@ def add_open_loop_flags(p: argparse.ArgumentParser) -> None:
         "--trace",
         type=Path,
         default=None,
-        help='open loop: replay a JSONL trace, one {"t": seed_s, "prompt_tokens": n, '
-        '"max_tokens": n} a line',
+        help='open loop: replay a trace: inflight JSONL ({"t": seed_s, "prompt_tokens": n, '
+        '"max_tokens": n} a line), the Azure LLM inference CSV (TIMESTAMP,ContextTokens,'
+        "GeneratedTokens) or Mooncake JSONL (timestamp ms, input_length, output_length); "
+        "the format is detected, .gz is read (inflight/workload/trace_formats.py)",
+    )
+    p.add_argument(
+        "--trace-start-s",
+        type=float,
+        default=None,
+        help="with --trace: replay from this many seconds after the trace's first request "
+        "(default 0)",
+    )
+    p.add_argument(
+        "--trace-duration-s",
+        type=float,
+        default=None,
+        help="with --trace: replay this many seconds of the trace from --trace-start-s "
+        "(default: to its end); the traffic lasts duration ÷ --trace-rate-scale",
+    )
+    p.add_argument(
+        "--trace-rate-scale",
+        type=float,
+        default=None,
+        help="with --trace: send the window's requests this many times faster (2: twice "
+        "the rate, half the time; lengths unchanged; default 1)",
     )
     p.add_argument(
         "--seed",

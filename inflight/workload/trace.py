@@ -5,7 +5,9 @@ send time in seed seconds from the run's start. Blank lines are ignored. Times m
 non-decreasing: a trace is read as the order requests are sent in, so an out-of-order line
 is reported (with its line number) rather than silently sorted. An empty trace is an error.
 
-Only :func:`read_trace` and :func:`write_trace` do I/O; :class:`PlannedRequest` is the frozen
+Only :func:`read_trace` and :func:`write_trace` do I/O (:func:`parse_trace_lines` is the
+reading without it); the public datasets' formats and windows are
+:mod:`inflight.workload.trace_formats`; :class:`PlannedRequest` is the frozen
 value the rest of the bench and the simulator use.
 """
 
@@ -67,8 +69,13 @@ def read_trace(path: str | Path) -> list[PlannedRequest]:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path}: cannot read the trace: {exc}") from None
+    return parse_trace_lines(text.splitlines(), str(path))
+
+
+def parse_trace_lines(lines: Iterable[str], path: str) -> list[PlannedRequest]:
+    """The JSONL trace's lines → requests; every problem is a TraceError "PATH:LINE: ..."."""
     requests: list[PlannedRequest] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:

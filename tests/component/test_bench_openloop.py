@@ -135,3 +135,23 @@ def test_bench_run_open_loop_writes_measures_and_names_bad_flags(
     assert doc["scenario"]["seed"] == 3 and doc["scenario"]["prompt_tokens"] == "uniform:10:100"
     assert all(10 <= r[2] <= 100 and r[3] == 5 for r in doc["requests"])
     assert "| run |" in done.stdout or "SLO attainment" in done.stdout
+
+
+def test_the_simulated_frontier_runs_as_a_child_and_a_failure_is_a_note(tmp_path: Path) -> None:
+    import argparse
+
+    from inflight.bench.openloop.frontier import SIM_DIR, run_sim_frontier
+    from inflight.workload.plan import plan_from_args
+
+    args = argparse.Namespace(
+        scenario=None, arrivals="poisson:0:1,60:1", trace=None, prompt_tokens=None,
+        max_tokens="50", seed=3, slo_ttft_s=None, slo_tpot_s=None, drain_s=None,
+    )  # fmt: skip
+    plan = plan_from_args(args)
+    fr = run_sim_frontier(args, plan, 1, 2, tmp_path)
+    assert fr["source"] == "sim" and fr["dir"] == SIM_DIR and "note" not in fr
+    assert list(fr["fleets"]) == ["fixed:1", "fixed:2"]
+    assert fr["fleets"]["fixed:2"]["requests_sent"] == len(plan.requests)
+    # the child refuses a folder that is not empty: the comparison gets a note, not a crash
+    again = run_sim_frontier(args, plan, 1, 2, tmp_path)
+    assert again["fleets"] == {} and "exited 2" in again["note"] and "--out-dir" in again["note"]

@@ -56,6 +56,15 @@ def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
         assert set(run["ttft_s"] or {}) <= {"p50", "p95", "p99"}
         assert run["littles_law"]["l_router"] is not None
         assert run["replica_field"] == "live"
+    # the static frontier, simulated on the same requests (--frontier sim, the default)
+    fr = doc["frontier"]
+    assert fr["source"] == "sim" and list(fr["fleets"]) == ["fixed:1", "fixed:2"], fr
+    assert fr["missing"] == [] and fr["command"][:3] == ["inflight", "sim", "compare"]
+    sim = json.loads((out / "frontier-sim" / "comparison.json").read_text())
+    assert sim["scenario"]["requests_planned"] == planned and sim["scenario"]["seeds"] == [4]
+    for run in doc["runs"].values():
+        assert run["frontier_gap"] is not None and run["dominated_by_fixed"] is not None
+    assert "## Against the static frontier" in (out / "comparison.md").read_text()
     assert doc["runs"]["fixed:2"]["replica_seconds_ratio"] == 1.0
     assert doc["runs"]["fixed:2"]["changes"] == 0
     assert doc["pareto_front"], doc["runs"]

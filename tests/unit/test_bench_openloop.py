@@ -147,7 +147,7 @@ def test_a_trace_gives_every_request_and_its_errors_name_the_line(tmp_path: Path
                      '{"t": 1.5, "prompt_tokens": 6, "max_tokens": 3}\n')  # fmt: skip
     plan = plan_from_args(_ns(trace=trace))
     assert plan.requests == (PlannedRequest(0.0, 5, 2), PlannedRequest(1.5, 6, 3))
-    assert plan.end_s == 1.5 and plan.meta == {"trace": str(trace)}
+    assert plan.end_s == 1.5 and plan.meta == {"trace": str(trace), "trace_format": "inflight"}
     with pytest.raises(ValueError, match="--max-tokens: not with --trace"):
         plan_from_args(_ns(trace=trace, max_tokens="3"))
     trace.write_text('{"t": 0, "prompt_tokens": 5, "max_tokens": 2}\n{"t": 1}\n')

@@ -99,7 +99,8 @@ def main(args: argparse.Namespace) -> int:
 def _closed_loop(args: argparse.Namespace, progress: Progress) -> int:
     try:
         args = closed_loop_args(args)
-        for flag, attr in (("--min-replicas", "min_replicas"), ("--startup-s", "startup_s")):
+        for flag, attr in (("--min-replicas", "min_replicas"), ("--startup-s", "startup_s"),
+                           ("--frontier", "frontier")):  # fmt: skip
             if getattr(args, attr, None) is not None:
                 raise ValueError(f"{flag}: open-loop only (--scenario ramp|spike|diurnal, "
                                  "--arrivals or --trace)")  # fmt: skip

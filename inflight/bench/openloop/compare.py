@@ -12,7 +12,10 @@ maximum, so the ratio has its static-maximum baseline. It writes into a new ``--
 * ``comparison.json`` / ``comparison.md``: :mod:`inflight.measure.openloop_report` (the simulator
   writes the same);
 * ``pareto.png``: replica-seconds ratio against SLO attainment, the front highlighted;
-* ``timeseries.png``: per policy, L, replicas (existing and desired) and arrivals.
+* ``timeseries.png``: per policy, L, replicas (existing and desired) and arrivals;
+* the static frontier, ``fixed:1 … fixed:max`` (``--frontier sim|live|off``, default sim:
+  :mod:`inflight.bench.openloop.frontier`): each policy's frontier gap in ``comparison.json``
+  and ``comparison.md``, the frontier on ``pareto.png``.
 
 Default time-scale: :data:`OPEN_LOOP_TIME_SCALE` (why: its comment).
 """
@@ -29,14 +32,20 @@ from typing import Any
 
 from inflight.bench import interrupt
 from inflight.bench.comparison import Progress, interruptible, on_stack, unclean_reason
+from inflight.bench.openloop.frontier import (
+    DEFAULT_FRONTIER,
+    SIM_DIR,
+    run_sim_frontier,
+)
 from inflight.bench.openloop.run import read_timeline_rows, run_document, send_plan
 from inflight.bench.openloop.sender import OpenLoopRun
 from inflight.bench.stack import Stack, StackError
 from inflight.bench.target import BenchError
 from inflight.control.hold_order import HOLD_DEADLINE_S, hold_order_note
+from inflight.measure.frontier import fleet_names
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, dumps, new_out_dir
-from inflight.planes.policies import Policy, resolve_policies
+from inflight.planes.policies import Policy, parse_policies, resolve_policies
 from inflight.workload.plan import (
     DEFAULT_MAX_REPLICAS,
     DEFAULT_MIN_REPLICAS,
@@ -67,6 +76,13 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
         if max_r < max(1, min_r):
             raise ValueError(f"--max-replicas: must be >= 1 and >= {min_r}, got {max_r}")
         policies = resolve_policies(args.policies, max_r, max(1, min_r))
+        frontier_mode = getattr(args, "frontier", None) or DEFAULT_FRONTIER
+        asked = {p.name for p in policies}
+        live_fleets = (
+            [f for f in parse_policies(",".join(fleet_names(max_r))) if f.name not in asked]
+            if frontier_mode == "live"
+            else []
+        )
         time_scale = args.time_scale or OPEN_LOOP_TIME_SCALE
         extra_up = [] if plan.startup_s is None else ["--startup-s", f"{plan.startup_s:g}"]
         if plan.hold_deadline_s is not None:
@@ -81,9 +97,17 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     started = datetime.now(UTC)
     t_wall = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
+    fleet_runs: dict[str, dict[str, Any]] = {}
     progress.out, progress.state_root = out, state_root
+    frontier: dict[str, Any] | None = None
+    if frontier_mode == "sim":  # seconds of CPU; first, so a bad workload shows at once
+        progress.running = "the simulated frontier"
+        frontier = run_sim_frontier(args, plan, max(1, min_r), max_r, out)
+        progress.running = None
+        if frontier.get("note"):
+            notes.append(f"The static frontier could not be simulated: {frontier['note']}")
     try:
-        for policy in policies:
+        for policy in [*policies, *live_fleets]:
             progress.running = policy.name
             doc = _one(policy, args, plan, time_scale, state_root / policy.slug, max_r, min_r,
                        extra_up)  # fmt: skip
@@ -91,10 +115,19 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
             with interrupt.deferred():
                 progress.write(out / doc["file"], dumps(doc), args.force)
                 progress.running = None
-            runs[policy.name] = doc
+            (runs if policy.name in asked else fleet_runs)[policy.name] = doc
     except (StackError, BenchError, ResultFileExists, ValueError) as exc:
         print(f"inflight bench compare: {exc}", file=sys.stderr)
         return 2
+    if frontier_mode == "live":
+        every = {**runs, **fleet_runs}
+        frontier = {"source": "live",
+                    "fleets": {n: every[n] for n in fleet_names(max_r) if n in every}}  # fmt: skip
+    elif frontier_mode == "sim":
+        notes.append(
+            f"The static frontier (fixed:1 … fixed:{max_r}) is simulated on the same requests, "
+            f"not run live (--frontier sim): {SIM_DIR}/ holds its comparison"
+        )
     fields = {d["replica_field"] for d in runs.values()}
     if fields != {"live"}:
         notes.append(
@@ -115,7 +148,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
         "startup_up_args": extra_up,
         "notes": notes,
     }
-    comparison = build_comparison(meta, runs)
+    comparison = build_comparison(meta, runs, frontier)
     md = comparison_markdown(comparison, notes=notes)
     with interrupt.deferred():  # both or, interrupted before, neither
         progress.write(out / "comparison.json", dumps(comparison), args.force)
@@ -131,7 +164,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     openloop_timeseries_plot(runs, out / "timeseries.png", title=f"{plan.name}: L, replicas "
                              f"and arrivals · time-scale {time_scale}")  # fmt: skip
     print(md)
-    return 0 if all(d["valid"] for d in runs.values()) else 1
+    return 0 if all(d["valid"] for d in [*runs.values(), *fleet_runs.values()]) else 1
 
 
 def _one(
