@@ -106,18 +106,20 @@ class Frontier:
             hi.cost - lo.cost
         )
 
-    def between(self, cost: float) -> tuple[str, str] | tuple[str]:
-        """The fleet(s) ``cost`` lies at or between: ``("fixed:2", "fixed:3")``,
-        ``("fixed:3",)`` at a fleet's cost or above the largest, ``("fixed:0", "fixed:1")``
-        below the smallest."""
+    def position(self, cost: float) -> str:
+        """Where ``cost`` lies on the line: ``"fixed:2–fixed:3"`` (between two fleets),
+        ``"at fixed:3"``, ``"below fixed:1"`` (on the segment from ``fixed:0``) or
+        ``"above fixed:8"`` (past the dearest fleet on the frontier)."""
         pts = self.points
-        for p in pts[1:]:
-            if cost == p.cost:
-                return (p.name,)
+        for p in pts:
+            if cost == p.cost and p is not ORIGIN:
+                return f"at {p.name}"
         if cost > pts[-1].cost:
-            return (pts[-1].name,)
+            return f"above {pts[-1].name}"
         i = bisect.bisect_right([p.cost for p in pts], cost)
-        return (pts[max(0, i - 1)].name, pts[min(i, len(pts) - 1)].name)
+        if i <= 1 and pts[0] is ORIGIN:
+            return f"below {pts[min(1, len(pts) - 1)].name}"
+        return f"{pts[max(0, i - 1)].name}–{pts[min(i, len(pts) - 1)].name}"
 
 
 def static_frontier(fleets: Iterable[FleetPoint]) -> Frontier:
@@ -146,7 +148,7 @@ class Verdict:
 
     frontier_attainment: float  # the frontier's attainment at the policy's cost
     gap: float  # attainment − frontier_attainment (share, not points)
-    between: tuple[str, ...]  # Frontier.between(cost)
+    position: str  # Frontier.position(cost): "fixed:2–fixed:3", "at fixed:3", …
     dominated_by: tuple[str, ...]  # fixed fleets that dominate it, smallest first
 
 
@@ -162,7 +164,7 @@ def judge(
         for f in sorted(items, key=lambda f: f.replicas)
         if dominates(f.cost, f.attainment, cost, attainment)
     )
-    return Verdict(at, attainment - at, front.between(cost), by)
+    return Verdict(at, attainment - at, front.position(cost), by)
 
 
 def fleet_points(runs: Mapping[str, Mapping[str, Any]]) -> list[FleetPoint]:

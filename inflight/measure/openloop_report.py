@@ -19,7 +19,8 @@ The static frontier (issue #24; :mod:`inflight.measure.frontier`): given the fix
 ``frontier`` section (its source, ``sim`` or ``live``, and each fleet's figures) and every
 run gets ``frontier_attainment`` (the frontier's at the run's replica-seconds),
 ``frontier_gap`` (its attainment minus that; a share, −0.05 = 5 points below),
-``frontier_between`` (the neighbouring fleets) and ``dominated_by_fixed`` (the fleets with
+``frontier_position`` (``"fixed:2–fixed:3"``, ``"at fixed:3"``, ``"below fixed:1"``,
+``"above fixed:7"``) and ``dominated_by_fixed`` (the fleets with
 ≥ the attainment at ≤ the replica-seconds, one strictly); all None without a frontier.
 """
 
@@ -80,7 +81,7 @@ FRONTIER_DEFINITION = (
     "line runs to fixed:0 = (0 replica-s, 0 %), above fixed:max's it stays at fixed:max's "
     "attainment (inflight/measure/frontier.py)"
 )
-_GAP_KEYS = ("frontier_attainment", "frontier_gap", "frontier_between", "dominated_by_fixed")
+_GAP_KEYS = ("frontier_attainment", "frontier_gap", "frontier_position", "dominated_by_fixed")
 
 
 def baseline_name(max_replicas: int) -> str:
@@ -190,7 +191,7 @@ def build_comparison(
         v = judge(fleet_pts, float(rs), float(att), line)
         r["frontier_attainment"] = v.frontier_attainment
         r["frontier_gap"] = v.gap
-        r["frontier_between"] = list(v.between)
+        r["frontier_position"] = v.position
         r["dominated_by_fixed"] = list(v.dominated_by)
     scenario = {k: v for k, v in scenario_meta.items() if k not in _TOP}
     return {
@@ -327,18 +328,17 @@ def _frontier_markdown(doc: Mapping[str, Any]) -> list[str]:
     lines += [
         "",
         "| policy | SLO attainment | ratio | frontier there | frontier gap (points) "
-        "| between | dominated by |",
+        "| where on it | dominated by |",
         "|---|---:|---:|---:|---:|---|---|",
     ]
     for name, r in doc.get("runs", {}).items():
-        between = " – ".join(r.get("frontier_between") or []) or "–"
         by = ", ".join(r.get("dominated_by_fixed") or []) or (
             "–" if r.get("dominated_by_fixed") is None else "none"
         )
         lines.append(
             f"| {name} | {_pct(r.get('slo_attainment'))} | {_num(r.get('replica_seconds_ratio'))} "
             f"| {_pct(r.get('frontier_attainment'))} | {_points(r.get('frontier_gap'))} "
-            f"| {between} | {by} |"
+            f"| {r.get('frontier_position') or '–'} | {by} |"
         )
     return lines
 

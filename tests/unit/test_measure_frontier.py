@@ -66,17 +66,17 @@ def test_the_worked_example() -> None:
     a = judge(FLEETS, 250.0, 0.83)
     assert a.frontier_attainment == pytest.approx(0.875)
     assert a.gap == pytest.approx(-0.045)
-    assert a.between == ("fixed:2", "fixed:3") and a.dominated_by == ()
+    assert a.position == "fixed:2–fixed:3" and a.dominated_by == ()
 
     b = judge(FLEETS, 330.0, 0.90)
     assert b.gap == pytest.approx(-0.062)
     assert b.dominated_by == ("fixed:3",)
 
     below = judge(FLEETS, 50.0, 0.30)
-    assert below.gap == pytest.approx(0.05) and below.between == ("fixed:0", "fixed:1")
+    assert below.gap == pytest.approx(0.05) and below.position == "below fixed:1"
 
     above = judge(FLEETS, 450.0, 0.995)
-    assert above.gap == pytest.approx(0.005) and above.between == ("fixed:4",)
+    assert above.gap == pytest.approx(0.005) and above.position == "above fixed:4"
     assert above.dominated_by == ()
 
 
@@ -88,6 +88,7 @@ def test_every_cheaper_better_fleet_is_named() -> None:
     # exactly a fleet's point: not dominated by it (neither side strict)
     assert judge(FLEETS, 300.0, 0.95).dominated_by == ()
     assert judge(FLEETS, 300.0, 0.95).gap == pytest.approx(0.0)
+    assert judge(FLEETS, 300.0, 0.95).position == "at fixed:3"
 
 
 def test_a_dominated_fleet_is_left_off_the_line() -> None:
@@ -141,7 +142,7 @@ def test_the_comparison_carries_each_policys_gap_and_dominators() -> None:
     r = doc["runs"]
     assert r["saturation"]["frontier_gap"] == pytest.approx(-0.045)
     assert r["saturation"]["frontier_attainment"] == pytest.approx(0.875)
-    assert r["saturation"]["frontier_between"] == ["fixed:2", "fixed:3"]
+    assert r["saturation"]["frontier_position"] == "fixed:2–fixed:3"
     assert r["saturation"]["dominated_by_fixed"] == []
     assert r["kpa"]["dominated_by_fixed"] == ["fixed:3"]
     assert r["fixed:4"]["frontier_gap"] == pytest.approx(0.0)
@@ -152,8 +153,8 @@ def test_the_comparison_carries_each_policys_gap_and_dominators() -> None:
     assert all(f["on_frontier"] for f in fr["fleets"].values())
     md = comparison_markdown(doc)
     assert "## Against the static frontier" in md
-    assert "| saturation | 83.0 % | 0.62 | 87.5 % | −4.5 | fixed:2 – fixed:3 | none |" in md
-    assert "| kpa | 90.0 % | 0.82 | 96.2 % | −6.2 | fixed:3 – fixed:4 | fixed:3 |" in md
+    assert "| saturation | 83.0 % | 0.62 | 87.5 % | −4.5 | fixed:2–fixed:3 | none |" in md
+    assert "| kpa | 90.0 % | 0.82 | 96.2 % | −6.2 | fixed:3–fixed:4 | fixed:3 |" in md
     assert "| fixed:2 | 80.0 % | 200 | 0.50 | ✓ |" in md
 
 
@@ -188,3 +189,11 @@ def test_the_pareto_plot_draws_the_frontier(tmp_path: Path) -> None:
     doc = build_comparison(META, runs, frontier={"source": "sim", "fleets": FLEET_RUNS})
     path = pareto_plot(doc, tmp_path / "p.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_fleet_past_the_frontiers_top_is_above_it_and_dominated() -> None:
+    # fixed:4 buys nothing over fixed:3 (95 % both): off the line, dominated by fixed:3
+    fleets = [*FLEETS[:3], FleetPoint("fixed:4", 4, 400.0, 0.95)]
+    v = judge(fleets, 400.0, 0.95)
+    assert v.position == "above fixed:3" and v.dominated_by == ("fixed:3",)
+    assert v.gap == pytest.approx(0.0)
