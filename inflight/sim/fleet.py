@@ -32,6 +32,9 @@ from router.pool import Endpoint
 _PASSES = 8  # passes at one instant: drain -> stop -> gone takes three
 
 
+_CLOCK_SLACK_S = 1e-9  # seed s: float rounding of "start + start-up − start", not time
+
+
 @dataclass(eq=False)
 class SimReplica:
     """A replica's process: its engine and where the router knows it."""
@@ -122,7 +125,12 @@ class Fleet:
         K = lc.ProbeKind
         healthy = None
         if K.HEALTH in kinds:
-            healthy = self.events.now_s - state.started_at_s >= self.profile.startup_wall_s
+            # The pass at start + start-up (``_start``) must see it healthy: (t + 30) − t
+            # can round to 29.999999999999993 (t = 50.0999999999979), and a replica then
+            # stays starting until some other pass, forever under a policy that never
+            # changes its count again. A nanosecond of slack absorbs the rounding.
+            up_s = self.events.now_s - state.started_at_s
+            healthy = up_s >= self.profile.startup_wall_s - _CLOCK_SLACK_S
         return lc.Probes(
             alive=not r.terminated if K.ALIVE in kinds else None,
             group_alive=not r.terminated if K.GROUP_ALIVE in kinds else None,

@@ -30,6 +30,17 @@ def test_a_new_replica_is_ready_after_its_start_up_and_joins_the_router() -> Non
     assert (fleet.live, fleet.ready, router.ready_endpoints()) == (2, 2, 2)
 
 
+def test_a_replica_started_at_an_inexact_time_is_ready_at_its_own_pass() -> None:
+    # (50.0999999999979 + 30) − 50.0999999999979 is 29.999999999999993 in floats: the pass
+    # at the end of start-up must still find it healthy, with no other pass to follow.
+    fleet, events, router = _fleet()
+    fleet.start_ready(1)
+    started = 50.0999999999979
+    events.at(started, lambda: fleet.set_desired(8))
+    events.run_until(started + 30.0)
+    assert (fleet.live, fleet.ready, router.ready_endpoints()) == (8, 8, 8)
+
+
 def test_scale_down_cancels_a_starting_replica_first_then_drains_the_newest_ready() -> None:
     fleet, events, router = _fleet()
     fleet.start_ready(2)
