@@ -2,7 +2,8 @@
 
 What it returned (value and target, so the HPA's ceil(value ÷ target) can be read off),
 the replica count that implies, whether it reports the workload active, how long its
-Prometheus queries take, and its errors by kind (which make KEDA fall back).
+Prometheus queries take, and its errors by kind (most make KEDA fall back; ``source_partial``
+and ``source_stale`` are answered with a raise or a hold, never a drop).
 """
 
 from __future__ import annotations
@@ -117,7 +118,9 @@ def build() -> dash_b.Dashboard:
             p.timeseries(
                 6,
                 "Errors by kind",
-                "Errors per second; while any persist KEDA uses its fallback replica count.",
+                "Errors per second; while any but source_partial and source_stale persist KEDA "
+                "uses its fallback replica count (those two are answered: up or hold, never "
+                "down).",
                 [
                     q(
                         f"sum by (kind) (rate({n.SCALER_ERRORS}{{{sel_no_metric}}}[5m]))",

@@ -2,17 +2,21 @@
 
     ScalerError
     ├── MetadataError        bad ScaledObject metadata       → INVALID_ARGUMENT
-    └── SourceError          no trustworthy window of L      → UNAVAILABLE
+    └── SourceError          no window of L at all           → UNAVAILABLE
         ├── SourceTimeout    the source did not answer in time
-        ├── SourceEmpty      the source answered with no data
-        ├── SourcePartial    a router (a target that feeds L) is down: L would be partial
-        ├── SourceStale      the newest sample of L is older than the scrape allows
+        ├── SourceEmpty      the source answered with no (fresh) sample of L
         └── SourceRejected   the source refused the query itself → INVALID_ARGUMENT
                              (e.g. a selector regex Prometheus' RE2 cannot compile)
 
-``inflight.control.policy.NoSamples`` (the pure core's "no data yet") is mapped to
-UNAVAILABLE as well: a missing signal is never reported as 0, which would scale a busy
-service down; KEDA's ``fallback`` decides what to do instead.
+``inflight.control.policy.NoSamples`` (the pure core's "no data yet", or a partial window
+with no ready count to hold) is mapped to UNAVAILABLE as well: a missing signal is never
+reported as 0, which would scale a busy service down; KEDA's ``fallback`` decides what to
+do instead.
+
+A window that may understate L (a router down in it, samples missing for a stretch) is
+not an error: the source returns it with ``Window.partial`` and the policy answers it with
+a raise or a hold, never a drop; the metrics count it under ``source_partial`` or
+``source_stale`` (``names.SCALER_ERROR_*``).
 """
 
 from __future__ import annotations
@@ -62,18 +66,6 @@ class SourceEmpty(SourceError):
     """The source answered, but without any sample of L for this selector."""
 
     kind = names.SCALER_ERROR_SOURCE_EMPTY
-
-
-class SourcePartial(SourceError):
-    """A target that feeds L is down: the sum without it would understate L."""
-
-    kind = names.SCALER_ERROR_SOURCE_PARTIAL
-
-
-class SourceStale(SourceError):
-    """The newest sample of L is too old to trust (a frozen series Prometheus still fills)."""
-
-    kind = names.SCALER_ERROR_SOURCE_STALE
 
 
 class SourceRejected(SourceError):

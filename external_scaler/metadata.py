@@ -133,6 +133,32 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     growth_window_s = _decimal(
         names.META_GROWTH_WINDOW_S, values, growth_form, positive=True, high=MAX_WINDOW_S
     )
+    count_form = "a whole number of replicas, as the ScaledObject's {}, e.g. {!r}"
+    min_count = _decimal(
+        names.META_MIN_REPLICA_COUNT,
+        values,
+        count_form.format(names.META_MIN_REPLICA_COUNT, "1"),
+        high=1_000_000,
+    )
+    max_count = _decimal(
+        names.META_MAX_REPLICA_COUNT,
+        values,
+        count_form.format(names.META_MAX_REPLICA_COUNT, "10") + " (≥ 1)",
+        low=1,
+        high=1_000_000,
+    )
+    for key, count in (
+        (names.META_MIN_REPLICA_COUNT, min_count),
+        (names.META_MAX_REPLICA_COUNT, max_count),
+    ):
+        if count != int(count):
+            raise MetadataError(key, "a whole number of replicas", values[key])
+    if min_count > max_count:
+        raise MetadataError(
+            names.META_MIN_REPLICA_COUNT,
+            f"a count ≤ {names.META_MAX_REPLICA_COUNT} ({max_count:g})",
+            values[names.META_MIN_REPLICA_COUNT],
+        )
     if policy == "qps" and source != "router":
         raise MetadataError(
             names.META_POLICY,
@@ -157,6 +183,8 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             max_sample_gap_s=SAMPLE_GAP_SCRAPES * scrape_interval_s,
             growth_horizon_s=growth_horizon_s * time_scale,
             growth_window_s=growth_window_s * time_scale,
+            min_replicas=int(min_count),
+            max_replicas=int(max_count),
         ),
         scrape_interval_s=scrape_interval_s,
     )

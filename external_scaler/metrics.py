@@ -94,3 +94,7 @@ class ScalerMetrics:
         self.active.labels(metric_name).set(1 if decision.active else 0)
         if count:
             self.decisions.labels(metric_name, decision.direction).inc()
+            # Answered, but on a window that may understate L (it raises or keeps the
+            # count, never lowers it): counted by the kind of fault the source found.
+            for kind in sorted({p.kind for p in decision.partial}):
+                self.errors.labels(kind).inc()

@@ -10,6 +10,10 @@ to gRPC status codes here, once:
                                    triggers; the message names the bound and its flag);
 * anything else                 → INTERNAL (logged; the process keeps serving).
 
+A window that may understate L (a router down in it, samples missing) is not an error: the
+policy answers it with a raise or a hold of the ready count, never a drop
+(``inflight.control.policy.guard``), and the metrics count it by kind.
+
 Every call answers within KEDA's 3 s deadline: the source gets ``call_budget_s``, or less
 when the caller's own deadline is nearer.
 """

@@ -77,8 +77,10 @@ SCALER_ERROR_INTERNAL: Final = "internal"  # a bug; logged with its traceback
 SCALER_ERROR_ROUTER_POLL: Final = "router_poll"  # direct source: a poll of a router failed
 SCALER_ERROR_TOO_MANY_STREAMS: Final = "too_many_streams"  # --max-streams reached
 SCALER_ERROR_TOO_MANY_TRIGGERS: Final = "too_many_triggers"  # --max-triggers reached
-SCALER_ERROR_SOURCE_PARTIAL: Final = "source_partial"  # a target that feeds L is down
-SCALER_ERROR_SOURCE_STALE: Final = "source_stale"  # the newest sample of L is too old
+# These two are answered, not refused: a window that may understate L raises or keeps the
+# replica count, never lowers it (inflight.control.policy.guard); counted per GetMetrics.
+SCALER_ERROR_SOURCE_PARTIAL: Final = "source_partial"  # a target feeding L was down in the window
+SCALER_ERROR_SOURCE_STALE: Final = "source_stale"  # samples of L missing: a gap, stale or frozen
 
 SCALER_ERROR_KINDS: Final = (
     SCALER_ERROR_SOURCE,
@@ -171,6 +173,12 @@ META_SCRAPE_INTERVAL_S: Final = "scrapeIntervalSeconds"
 # change of the arrival rate between the last two ``growthWindowSeconds``.
 META_GROWTH_HORIZON_S: Final = "growthHorizonSeconds"
 META_GROWTH_WINDOW_S: Final = "growthWindowSeconds"
+# The ScaledObject's ``minReplicaCount`` and ``maxReplicaCount``, repeated in the trigger
+# (KEDA does not pass them to an external scaler): the bounds KEDA and its HPA clamp the
+# count to, so the policy knows when a lower answer cannot lower the count (already at the
+# minimum) and when a higher one is the most it can be (inflight.control.policy.guard).
+META_MIN_REPLICA_COUNT: Final = "minReplicaCount"
+META_MAX_REPLICA_COUNT: Final = "maxReplicaCount"
 
 # The defaults, typed: the one place they are written. ``METADATA_DEFAULTS`` (what the
 # scaler assumes for a key the trigger leaves out) is their text; the policy's own defaults
@@ -192,6 +200,11 @@ HPA_TOLERANCE: Final = 0.1
 DEFAULT_SCRAPE_INTERVAL_S: Final = 30
 DEFAULT_GROWTH_HORIZON_S: Final = 0  # off
 DEFAULT_GROWTH_WINDOW_S: Final = 60
+# KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
+# assumption for a trigger that does not state them: a minimum of 0 treats every answer
+# below the ready count as a scale-down, a maximum of 100 is rarely reached.
+DEFAULT_MIN_REPLICA_COUNT: Final = 0
+DEFAULT_MAX_REPLICA_COUNT: Final = 100
 
 METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_METRIC_NAME: DEFAULT_METRIC_NAME,
@@ -209,6 +222,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_SCRAPE_INTERVAL_S: str(DEFAULT_SCRAPE_INTERVAL_S),
     META_GROWTH_HORIZON_S: str(DEFAULT_GROWTH_HORIZON_S),
     META_GROWTH_WINDOW_S: str(DEFAULT_GROWTH_WINDOW_S),
+    META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),
+    META_MAX_REPLICA_COUNT: str(DEFAULT_MAX_REPLICA_COUNT),
 }
 
 # --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.

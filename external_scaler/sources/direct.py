@@ -2,8 +2,10 @@
 
 The no-Prometheus default of ``inflight up``. Unlike the Prometheus source, the window
 lives in this process: a restarted scaler starts with an empty window, and two scaler
-processes poll at different instants. A tick counts only when *every* router answered:
-a partial sum would understate L and scale a busy service down.
+processes poll at different instants. A tick where some router did not answer records the
+sum of those that did, and the routers it missed: the window is then partial
+(``Window.partial``), and the policy may raise or keep the count on it, never lower it
+(``inflight.control.policy.guard``). A tick where none answered records nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from external_scaler.metrics import ScalerMetrics
 from external_scaler.sources import Observed
 from external_scaler.sources.counters import increase
 from inflight import names
-from inflight.control.policy import Sample, Window
+from inflight.control.policy import Partial, Sample, Window
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class DirectSource:
         self._inflight: deque[Sample] = deque()
         self._arrivals: deque[Sample] = deque()
         self._ready: deque[Sample] = deque()
+        # Ticks that missed some router: (time, the routers that did not answer).
+        self._missed: deque[tuple[float, tuple[str, ...]]] = deque()
         self._last_error = "no poll has completed yet"
         # Arrivals since the first complete poll, each router's counter resets corrected
         # (a restarted router counts from 0 again), and its latest raw reading.
@@ -105,7 +109,8 @@ class DirectSource:
             await asyncio.sleep(max(0.0, self.poll_interval_s - (time.monotonic() - began)))
 
     async def poll_once(self) -> None:
-        """Read every router once; record one sample when all of them answered."""
+        """Read every router once; record one sample when at least one of them answered
+        (marked partial when some did not)."""
         t_s = self._clock()
         timeout = aiohttp.ClientTimeout(total=max(0.2, min(2.0, self.poll_interval_s * 2)))
         began = time.perf_counter()
@@ -113,22 +118,29 @@ class DirectSource:
             *(self._read(url, timeout) for url in self.router_urls), return_exceptions=True
         )
         self.metrics.query_duration.observe(time.perf_counter() - began)
-        readings = []
+        readings: dict[str, RouterReading] = {}
+        missed = []
         for url, result in zip(self.router_urls, results, strict=True):
             if isinstance(result, BaseException):
                 self._last_error = f"router {url}: {result}"
                 self.metrics.errors.labels(names.SCALER_ERROR_ROUTER_POLL).inc()
-                return
-            readings.append(result)
-        self._append(self._inflight, Sample(t_s, sum(r.inflight for r in readings)))
-        if all(r.arrivals_total is not None for r in readings):
-            for url, reading in zip(self.router_urls, readings, strict=True):
+                missed.append(url)
+            else:
+                readings[url] = result
+        if not readings:
+            return
+        if missed:
+            self._append_missed(t_s, tuple(missed))
+        self._append(self._inflight, Sample(t_s, sum(r.inflight for r in readings.values())))
+        if all(r.arrivals_total is not None for r in readings.values()):
+            # A router missing from this tick adds its arrivals when it answers again.
+            for url, reading in readings.items():
                 counter = reading.arrivals_total or 0.0
                 if url in self._last_counter:
                     self._arrivals_total += increase(self._last_counter[url], counter)
                 self._last_counter[url] = counter
             self._append(self._arrivals, Sample(t_s, self._arrivals_total))
-        ready = [r.ready_replicas for r in readings if r.ready_replicas is not None]
+        ready = [r.ready_replicas for r in readings.values() if r.ready_replicas is not None]
         if ready:  # several routers in front of the same replicas: the max, not the sum
             self._append(self._ready, Sample(t_s, max(ready)))
 
@@ -149,6 +161,11 @@ class DirectSource:
         while series and series[0].t_s < sample.t_s - self.retention_s:
             series.popleft()
 
+    def _append_missed(self, t_s: float, urls: tuple[str, ...]) -> None:
+        self._missed.append((t_s, urls))
+        while self._missed and self._missed[0][0] < t_s - self.retention_s:
+            self._missed.popleft()
+
     async def observe(self, spec: ScalerSpec, now_s: float, timeout_s: float) -> Observed:
         if spec.source != "router":
             raise MetadataError(
@@ -166,18 +183,41 @@ class DirectSource:
         start_s = now_s - spec.policy.lookback_s - self.poll_interval_s
         stale_s = max(3 * self.poll_interval_s, 1.0)
         inflight = tuple(s for s in self._inflight if start_s <= s.t_s <= now_s)
-        if not inflight or inflight[-1].t_s < now_s - stale_s:
+        if not inflight:
             raise SourceEmpty(
-                f"no complete poll of the routers in the last {stale_s:g} s ({self._last_error})"
+                f"no poll of the routers answered in the last {now_s - start_s:g} s "
+                f"({self._last_error})"
             )
-        # Decide as of the newest poll: its sample is the L in effect now (it is fresh, see
-        # above), and a zero-length window still holds it.
+        partial = []
+        missed = sorted(
+            {url for t_s, urls in self._missed if start_s <= t_s <= now_s for url in urls}
+        )
+        if missed:
+            partial.append(
+                Partial(
+                    names.SCALER_ERROR_SOURCE_PARTIAL,
+                    f"{len(missed)} router(s) missed a poll in the window, so L missed their "
+                    f"share: {', '.join(missed)}",
+                )
+            )
+        # Decide as of the newest poll while it is fresh: its sample is the L in effect now,
+        # and a zero-length window still holds it. Older, decide as of now on what is left.
         end_s = inflight[-1].t_s
+        if end_s < now_s - stale_s:
+            partial.append(
+                Partial(
+                    names.SCALER_ERROR_SOURCE_STALE,
+                    f"no poll of the routers answered in the last {now_s - end_s:.1f} s "
+                    f"(over {stale_s:g} s): {self._last_error}",
+                )
+            )
+            end_s = now_s
         return Observed(
             window=Window(
                 inflight=inflight,
                 arrivals_total=tuple(s for s in self._arrivals if start_s <= s.t_s <= end_s),
                 ready_replicas=tuple(s for s in self._ready if start_s <= s.t_s <= end_s),
+                partial=tuple(partial),
             ),
             end_s=end_s,
         )

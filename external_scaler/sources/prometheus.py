@@ -28,9 +28,7 @@ import aiohttp
 from external_scaler.errors import (
     SourceEmpty,
     SourceError,
-    SourcePartial,
     SourceRejected,
-    SourceStale,
     SourceTimeout,
 )
 from external_scaler.metadata import ScalerSpec
@@ -49,7 +47,7 @@ from external_scaler.sources.promql import (
     range_query,
 )
 from inflight import names
-from inflight.control.policy import Sample, Window
+from inflight.control.policy import Partial, Sample, Window
 
 log = logging.getLogger(__name__)
 
@@ -213,17 +211,20 @@ def _decode(body: str, status: int, base_url: str) -> dict[str, Any]:
 def window_from_matrix(
     data: dict[str, Any], query: RangeQuery, start_s: float, end_s: float
 ) -> Window:
-    """The policy's window from the range query's series; SourceError when L is not whole.
+    """The policy's window from the range query's series; SourceEmpty when it has no L.
 
     Pure (it logs a partial L, nothing else): ``data`` is the ``data`` of Prometheus'
     ``query_range`` answer (``resultType: matrix``). The simulator (``inflight/sim/``) evaluates
     the same range query on its simulated scrapes and hands the matrix to this function,
     so simulated and live windows are built by one piece of code.
 
-    Refused, in this order: no sample of L; L's newest step long before ``end_s`` (its
-    series were marked stale); a target that feeds L down at ``end_s`` (the sum would be
-    partial); the newest *sample* of L older than ``query.max_sample_age_s`` (a frozen
-    series that Prometheus fills steps from for up to 5 minutes).
+    Refused only when there is no sample of L at all. What makes L a lower bound is
+    returned with the window (``Window.partial``), for the policy to answer with a raise or
+    a hold, never a drop (``inflight.control.policy.guard``): a target that feeds L down at
+    *any* step of the window (the sum missed its share there, perhaps at the peak); L's
+    newest step long before ``end_s`` (its series were marked stale); the newest *sample*
+    of L older than ``query.max_sample_age_s`` (a frozen series that Prometheus fills steps
+    from for up to 5 minutes; those steps are dropped).
     """
     series: dict[str, list[tuple[dict[str, str], tuple[Sample, ...]]]] = {}
     for item in data.get("result", []):
@@ -247,39 +248,59 @@ def window_from_matrix(
             f"Prometheus has no sample of L in the last {span:g} s "
             f"(is it scraping the router? query: {query.expr.split(' or ')[0]})"
         )
-    newest = inflight[-1].t_s
-    if newest < end_s - 2 * query.step_s:
-        raise SourceEmpty(
-            f"the newest sample of L in Prometheus is {end_s - newest:.1f} s old "
-            "(the router's series went stale: is its target up?)"
-        )
+    partial: list[Partial] = []
     at_end = end_s - query.step_s / 2  # a step's timestamp is end_s up to float noise
     down = sorted(
-        _target(labels)
+        (_target(labels), samples[-1].t_s)
         for labels, samples in series.get(SIGNAL_DOWN, [])
-        if samples and samples[-1].t_s >= at_end
+        if samples
     )
     if down:
-        log.warning("L is partial: targets down: %s", ", ".join(down))
-        raise SourcePartial(
-            f"{len(down)} target(s) feeding L are down, so L would be partial: "
-            f"{', '.join(down)} (a removed target stops counting once Prometheus drops it)"
+        named = ", ".join(
+            f"{target} ({'now' if t_s >= at_end else f'until {end_s - t_s:.1f} s ago'})"
+            for target, t_s in down
+        )
+        log.warning("L is partial: targets down in the window: %s", named)
+        partial.append(
+            Partial(
+                names.SCALER_ERROR_SOURCE_PARTIAL,
+                f"{len(down)} target(s) feeding L were down in the window, so L missed "
+                f"their share: {named}",
+            )
+        )
+    newest = inflight[-1].t_s
+    if newest < end_s - 2 * query.step_s:
+        partial.append(
+            Partial(
+                names.SCALER_ERROR_SOURCE_STALE,
+                f"the newest sample of L in Prometheus is {end_s - newest:.1f} s old "
+                "(the router's series went stale: is its target up?)",
+            )
         )
     sampled = one(SIGNAL_SAMPLED)
     inflight = _observed_steps(inflight, sampled, query.max_sample_age_s)
     if sampled and sampled[-1].t_s >= at_end:
         age_s = end_s - sampled[-1].value
         if age_s > query.max_sample_age_s:
-            raise SourceStale(
-                f"the newest sample of L is {age_s:.1f} s old, over the "
-                f"{query.max_sample_age_s:g} s allowed ({MAX_SAMPLE_AGE_SCRAPES} x metadata "
-                f"key {names.META_SCRAPE_INTERVAL_S!r}): Prometheus is filling steps from a "
-                "series that stopped updating"
+            partial.append(
+                Partial(
+                    names.SCALER_ERROR_SOURCE_STALE,
+                    f"the newest sample of L is {age_s:.1f} s old, over the "
+                    f"{query.max_sample_age_s:g} s allowed ({MAX_SAMPLE_AGE_SCRAPES} x metadata "
+                    f"key {names.META_SCRAPE_INTERVAL_S!r}): Prometheus is filling steps from "
+                    "a series that stopped updating",
+                )
             )
+    if not inflight:
+        raise SourceEmpty(
+            f"Prometheus has no fresh sample of L in the last {span:g} s: "
+            + "; ".join(p.detail for p in partial)
+        )
     return Window(
         inflight=inflight,
         arrivals_total=counter_total(samples for _, samples in series.get(SIGNAL_ARRIVALS, [])),
         ready_replicas=one(SIGNAL_READY),
+        partial=tuple(partial),
     )
 
 

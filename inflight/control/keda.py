@@ -69,3 +69,22 @@ def keda_step(
     if spec.min_replicas == 0 and current > 0 and now_s - last_active_s > spec.cooldown_s:
         return KedaDecision(0, last_active_s, f"idle for the cooldown ({spec.cooldown_s} s)")
     return KedaDecision(None, last_active_s, "idle" if current == 0 else "inactive, cooling down")
+
+
+def replicas_settled(desired: int, active: bool, min_replicas: int, max_replicas: int) -> int:
+    """The count KEDA and its HPA settle on for an answer the HPA turns into ``desired``.
+
+    The HPA clamps to ``[max(1, minReplicaCount), maxReplicaCount]``; an inactive trigger
+    with ``minReplicaCount`` 0 goes to 0 (after the cooldown). The scaler's policy uses it
+    to tell an answer that lowers the count from one that meets a bound anyway.
+
+    >>> replicas_settled(0, False, 1, 5)  # at the minimum already: nothing to lower
+    1
+    >>> replicas_settled(0, False, 0, 5)  # scale to zero
+    0
+    >>> replicas_settled(9, True, 1, 5)  # at most the maximum
+    5
+    """
+    if not active and min_replicas == 0:
+        return 0
+    return min(max(desired, 1, min_replicas), max_replicas)

@@ -31,6 +31,19 @@ Two policies:
 
 ``time_scale`` multiplies every window and divides every rate, so a stack running the
 emulator at time-scale 0.1 sees the seed's dynamics ten times faster.
+
+**Partial data** (:func:`guard`, for both policies). A window that may understate L — a
+router down at some step of it, samples missing for a stretch (a gap, a history shorter
+than the window, a frozen or stale series) — can only read L low. So its answer may raise
+the replica count or keep it, never lower it: when the count KEDA and the HPA would settle
+on (``minReplicaCount``/``maxReplicaCount`` applied) is below the ready count, the answer
+is ``ready × target`` instead, which the HPA reads as "keep the current count". Only
+when the ready count is unknown, and the window's answer is below the maximum, is there
+no answer known to be safe: NoSamples (UNAVAILABLE; KEDA's fallback decides).
+Worked example, 4 slots, 3 ready, a router down for part of the window: the window reads
+L 6 → 2 replicas, a scale-down on data that missed a router's share, so the answer is
+12 (3 × 4); had it read L 20 → 5 replicas, 20 is answered (scaling up on a partial L
+is safe: the true L is higher still).
 """
 
 from __future__ import annotations
@@ -38,12 +51,13 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate, pairwise
 from typing import Final, Literal
 
 from inflight import names
 from inflight.control.hpa_math import HPA_TOLERANCE, replicas_for_average_value
+from inflight.control.keda import replicas_settled
 
 PolicyName = Literal["saturation", "qps"]
 POLICIES: Final[tuple[PolicyName, ...]] = ("saturation", "qps")
@@ -104,6 +118,10 @@ class PolicySpec:
     # the arrival rate's growth is measured over (``growthWindowSeconds``, wall s).
     growth_horizon_s: float = float(names.DEFAULT_GROWTH_HORIZON_S)
     growth_window_s: float = float(names.DEFAULT_GROWTH_WINDOW_S)
+    # The bounds KEDA and its HPA clamp the count to (the ScaledObject's minReplicaCount
+    # and maxReplicaCount): an answer below the minimum does not lower a count at it.
+    min_replicas: int = names.DEFAULT_MIN_REPLICA_COUNT
+    max_replicas: int = names.DEFAULT_MAX_REPLICA_COUNT
 
     @property
     def target(self) -> float:
@@ -123,6 +141,17 @@ class PolicySpec:
 
 
 @dataclass(frozen=True)
+class Partial:
+    """Why a window may understate L: ``kind`` is the scaler's error kind for it
+    (``names.SCALER_ERROR_SOURCE_PARTIAL``: a target feeding L was down;
+    ``names.SCALER_ERROR_SOURCE_STALE``: samples of L missing for a stretch), ``detail``
+    says which and when, for the reason and the log."""
+
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class Window:
     """Samples over the lookback, as a source delivers them.
 
@@ -131,11 +160,14 @@ class Window:
     corrected by the source, ``sources/counters.py``), so a difference of two samples is
     the arrivals between them; ``ready_replicas``: endpoints ready.
     The last two may be empty when the source has no such signal (plain vLLM).
+    ``partial``: what the source found that makes L a lower bound (empty: L is whole);
+    the policy answers such a window through :func:`guard`.
     """
 
     inflight: tuple[Sample, ...]
     arrivals_total: tuple[Sample, ...] = ()
     ready_replicas: tuple[Sample, ...] = ()
+    partial: tuple[Partial, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,7 +182,9 @@ class Decision:
     alone when it is unknown); ``inflight``: the latest L;
     ``ready_replicas``: the latest ready count (None when unknown); ``saturation``: latest
     L ÷ (slots × ready), None when ready is unknown or 0; ``direction``: desired vs ready
-    (``up``/``down``/``hold``, ``unknown`` without a ready count).
+    (``up``/``down``/``hold``, ``unknown`` without a ready count); ``partial``: why the
+    window may understate L (empty when it is whole): the answer then raises or keeps the
+    count, never lowers it (:func:`guard`).
     """
 
     policy: PolicyName
@@ -163,18 +197,84 @@ class Decision:
     saturation: float | None
     direction: Literal["up", "down", "hold", "unknown"]
     reason: str
+    partial: tuple[Partial, ...] = ()
 
 
 def evaluate(window: Window, spec: PolicySpec, now_s: float) -> Decision:
-    """Run the policy ``spec.policy`` names."""
+    """Run the policy ``spec.policy`` names; a partial window's answer goes through
+    :func:`guard`."""
     ready = latest(window.ready_replicas, now_s)
     ready_count = None if ready is None else max(0, round(ready))
     if spec.policy == "qps":
         if ready_count is None:
             raise NoSamples("the qps policy needs the ready replica count; none in the window")
-        return decide_qps(window.arrivals_total, window.inflight, ready_count, spec, now_s)
+        decision = decide_qps(window.arrivals_total, window.inflight, ready_count, spec, now_s)
+        return guard(decision, window.partial, spec)
     return decide(
-        window.inflight, spec, now_s, ready_replicas=ready_count, arrivals=window.arrivals_total
+        window.inflight,
+        spec,
+        now_s,
+        ready_replicas=ready_count,
+        arrivals=window.arrivals_total,
+        partial=window.partial,
+    )
+
+
+def guard(decision: Decision, partial: Sequence[Partial], spec: PolicySpec) -> Decision:
+    """``decision`` made on a window that may understate L: raise or keep, never lower.
+
+    The count the answer leads to is what KEDA and the HPA settle on
+    (:func:`inflight.control.keda.replicas_settled`: ``minReplicaCount`` and
+    ``maxReplicaCount`` applied, 0 for an inactive trigger that may scale to zero). At or
+    above the ready count (capped at the maximum) the decision stands: a partial L can only
+    be low, so the true answer is higher still. Below it, the answer keeps the ready
+    count: ``ready × target``, active, which the HPA reads as its current count. Without a
+    ready count nothing but the maximum is known not to lower it: NoSamples.
+
+    Worked example, target 4, min 1, max 5: ready 3, the window reads 6 → 2 replicas →
+    answered 12 (hold 3); reads 20 → 5 → answered 20 (up); ready 1 and idle (0 → 0,
+    settled at the minimum 1) → answered 0 (nothing lowers). ``partial`` empty: as is.
+    """
+    if not partial:
+        return decision
+    partial = tuple(partial)
+    why = "; ".join(p.detail for p in partial)
+    ready = decision.ready_replicas
+    settled = replicas_settled(
+        decision.desired_replicas, decision.active, spec.min_replicas, spec.max_replicas
+    )
+    if ready is None:
+        if settled >= spec.max_replicas:
+            return replace(
+                decision,
+                partial=partial,
+                reason=f"{decision.reason} (on partial data: {why}; at "
+                f"{names.META_MAX_REPLICA_COUNT} {spec.max_replicas}, it cannot lower the count)",
+            )
+        raise NoSamples(
+            f"{why}; the ready replica count is unknown, so no answer below "
+            f"{names.META_MAX_REPLICA_COUNT} ({spec.max_replicas}) is known not to lower "
+            f"the count (this one would settle at {settled})"
+        )
+    keep = min(ready, spec.max_replicas)
+    if settled >= keep:
+        return replace(
+            decision,
+            partial=partial,
+            reason=f"{decision.reason} (on partial data: {why}; it raises or keeps the count)",
+        )
+    target = decision.target
+    return replace(
+        decision,
+        value=round(keep * target, _DECIMALS),
+        desired_replicas=keep,
+        active=True,
+        direction=_direction(keep, ready),
+        partial=partial,
+        reason=(
+            f"holding {keep} replicas ({keep} x {target:g}) on partial data: {why}; the "
+            f"window alone reads {decision.value:g}, which would lower the count to {settled}"
+        ),
     )
 
 
@@ -218,19 +318,23 @@ def decide(
     now_s: float,
     ready_replicas: int | None = None,
     arrivals: Sequence[Sample] = (),
+    partial: Sequence[Partial] = (),
 ) -> Decision:
     """The saturation policy: the stabilized L and the replica count HPA derives from it.
 
     ``samples`` are L over at least ``[now − down − up, now]`` (older and future ones are
     ignored). Raises NoSamples when none falls in that span. With ``growth_horizon_s``
     set, ``arrivals`` (the arrivals running total) pads the current L with
-    :func:`growth_headroom`.
+    :func:`growth_headroom`. A gap in the samples over ``max_sample_gap_s`` adds to
+    ``partial`` (what the source found), and a partial window is answered through
+    :func:`guard`.
     """
     up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
     points = _in_span(samples, now_s - down_s - up_s, now_s)
     if not points:
         raise NoSamples(
             f"no sample of L in the last {down_s + up_s:g} s (scale-down + scale-up windows)"
+            + "".join(f"; {p.detail}" for p in partial)
         )
     times = [p.t_s for p in points]
     prefix = [0.0, *accumulate(p.value for p in points)]
@@ -292,16 +396,19 @@ def decide(
     if not active and value > 0:
         reason = f"inactive: {value:g} <= activationInflight {spec.activation_inflight:g}"
     gap = _largest_gap(times, now_s - down_s - up_s, now_s)
-    if gap > spec.max_sample_gap_s and (ready_replicas is None or desired < ready_replicas):
+    if gap > spec.max_sample_gap_s:
         # The window is not a record of L over its span (a Prometheus outage or restart,
-        # a history that starts inside the window): its maximum may miss the peak, so it
-        # may not remove replicas. Scaling up, or holding, on it is safe.
-        raise NoSamples(
-            f"the window of L has a {gap:.1f} s gap (over the {spec.max_sample_gap_s:g} s "
-            f"allowed): no scale-down from {'?' if ready_replicas is None else ready_replicas}"
-            f" to {desired} replicas on partial data"
+        # a history that starts inside the window, a stale series): its maximum may miss
+        # the peak, so it may not remove replicas. Scaling up, or holding, on it is safe.
+        partial = (
+            *partial,
+            Partial(
+                names.SCALER_ERROR_SOURCE_STALE,
+                f"the window of L has a {gap:.1f} s gap "
+                f"(over the {spec.max_sample_gap_s:g} s allowed)",
+            ),
         )
-    return Decision(
+    decision = Decision(
         policy="saturation",
         value=value,
         target=target,
@@ -313,6 +420,7 @@ def decide(
         direction=direction,
         reason=reason,
     )
+    return guard(decision, partial, spec)
 
 
 def decide_qps(

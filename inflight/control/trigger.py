@@ -3,8 +3,10 @@
 ``inflight up`` sends it to its scaler (``inflight.up.stack``), ``inflight sim`` to the
 simulated one (``inflight.sim.core``), and the chaos run asks the scaler with it: the
 ScaledObject's defaults (``inflight.names.METADATA_DEFAULTS``) for the policy's own keys,
-the replicas' slots, the run's time-scale and policy, and the local Prometheus' scrape
-interval (:data:`SCRAPE_INTERVAL_S`).
+the replicas' slots, the run's time-scale and policy, its replica bounds (KEDA's
+``minReplicaCount``/``maxReplicaCount``, which the policy needs to tell a scale-down from a
+count already at its minimum), and the local Prometheus' scrape interval
+(:data:`SCRAPE_INTERVAL_S`).
 """
 
 from __future__ import annotations
@@ -32,15 +34,22 @@ def scaler_metadata(
     time_scale: float,
     policy: str,
     overrides: Mapping[str, str] | None = None,
+    *,
+    min_replicas: int = names.DEFAULT_MIN_REPLICA_COUNT,
+    max_replicas: int = names.DEFAULT_MAX_REPLICA_COUNT,
 ) -> dict[str, str]:
     """The trigger metadata ``inflight up`` sends the scaler (the bench and the simulator
-    send the same); ``overrides`` (``--scaler-metadata``) replace or add keys."""
+    send the same); ``overrides`` (``--scaler-metadata``) replace or add keys.
+    ``min_replicas``/``max_replicas``: the bounds the run's KEDA and HPA apply (KEDA's
+    defaults when a caller has none)."""
     stated = {key: names.METADATA_DEFAULTS[key] for key in _STATED_DEFAULTS}
     return {
         names.META_SLOTS_PER_REPLICA: str(slots_per_replica),
         **stated,
         names.META_TIME_SCALE: str(time_scale),
         names.META_POLICY: policy,
+        names.META_MIN_REPLICA_COUNT: str(min_replicas),
+        names.META_MAX_REPLICA_COUNT: str(max_replicas),
         # Prometheus' scrape interval here (wall seconds): L older than 3 of them is refused.
         # At least 1 s, so a loaded machine at a tiny time-scale does not refuse good data.
         names.META_SCRAPE_INTERVAL_S: f"{max(1.0, SCRAPE_INTERVAL_S * time_scale):g}",

@@ -137,7 +137,12 @@ class SimConfig:
     def metadata(self) -> dict[str, str]:
         """The trigger metadata: ``inflight up``'s at time-scale 1, then the overrides."""
         return scaler_metadata(
-            self.profile.max_num_seqs, 1.0, self.policy, dict(self.scaler_metadata)
+            self.profile.max_num_seqs,
+            1.0,
+            self.policy,
+            dict(self.scaler_metadata),
+            min_replicas=self.min_replicas,
+            max_replicas=self.max_replicas,
         )
 
 

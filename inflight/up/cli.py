@@ -46,6 +46,8 @@ _METADATA_FROM_FLAGS = {
     names.META_SLOTS_PER_REPLICA: "--slots-per-replica",
     names.META_TIME_SCALE: "--time-scale",
     names.META_POLICY: "--policy",
+    names.META_MIN_REPLICA_COUNT: "--min-replicas",
+    names.META_MAX_REPLICA_COUNT: "--max-replicas",
 }
 
 #: Kept for callers of the old name: a bad flag, variable or combination.
@@ -167,7 +169,12 @@ class UpSettings(Settings):
 
         policy = self.policy if self.policy in _OWN_POLICIES else "saturation"
         return scaler_metadata(
-            self.slots_per_replica, self.time_scale, policy, dict(self.scaler_overrides)
+            self.slots_per_replica,
+            self.time_scale,
+            policy,
+            dict(self.scaler_overrides),
+            min_replicas=self.min_replicas,
+            max_replicas=self.max_replicas,
         )
 
     @property

@@ -376,12 +376,18 @@ def test_scaledobject_states_the_scalers_own_defaults(objs: list[Obj]) -> None:
     windows, …); each must be the default the code has (``inflight.names.DEFAULT_*``, the
     text ``METADATA_DEFAULTS``, which the policy's and ``inflight up``'s defaults are built
     from), or the YAML would drift from the code unseen. Only the selector (this stack's
-    router) and slotsPerReplica (vLLM's --max-num-seqs here, ``test_replica_args_agree``)
+    router), slotsPerReplica (vLLM's --max-num-seqs here, ``test_replica_args_agree``) and
+    the replica bounds (the ScaledObject's own, ``test_the_trigger_states_the_replica_bounds``)
     belong to the deployment."""
     _so, meta = scaled_object(objs)
     from external_scaler.metadata import KEDA_KEYS, parse_metadata
 
-    own = {names.META_SELECTOR, names.META_SLOTS_PER_REPLICA}
+    own = {
+        names.META_SELECTOR,
+        names.META_SLOTS_PER_REPLICA,
+        names.META_MIN_REPLICA_COUNT,
+        names.META_MAX_REPLICA_COUNT,
+    }
     stated = {k: v for k, v in meta.items() if k not in KEDA_KEYS and k not in own}
     assert {
         names.META_TARGET_SATURATION,
@@ -391,6 +397,20 @@ def test_scaledobject_states_the_scalers_own_defaults(objs: list[Obj]) -> None:
     assert stated == {k: names.METADATA_DEFAULTS[k] for k in stated}
     defaults = parse_metadata({k: meta[k] for k in own})
     assert parse_metadata(meta) == defaults
+
+
+def test_the_trigger_states_the_replica_bounds(objs: list[Obj]) -> None:
+    """KEDA does not pass minReplicaCount/maxReplicaCount to an external scaler, and the
+    scaler needs them (on partial data an answer at the minimum lowers nothing): the
+    trigger repeats the ScaledObject's, and they must agree."""
+    so, meta = scaled_object(objs)
+    from external_scaler.metadata import parse_metadata
+
+    policy = parse_metadata(meta).policy
+    assert (policy.min_replicas, policy.max_replicas) == (
+        so["spec"]["minReplicaCount"],
+        so["spec"]["maxReplicaCount"],
+    )
 
 
 def test_the_scaler_parser_rejects_what_the_manifests_must_not_contain(objs: list[Obj]) -> None:

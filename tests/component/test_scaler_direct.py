@@ -18,6 +18,7 @@ from external_scaler.metadata import parse_metadata
 from external_scaler.metrics import ScalerMetrics
 from external_scaler.sources.direct import DirectSource
 from inflight import names
+from inflight.control.policy import evaluate
 from tests.component.test_scaler_servicer import FakeRouter
 
 SPEC = parse_metadata({"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "60"})
@@ -37,9 +38,14 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield s
 
 
-async def test_a_poll_missing_one_router_is_not_a_sample(session: aiohttp.ClientSession) -> None:
-    """Two routers with L 2 and 3: a poll that reaches only one would read 2 or 3, half of
-    L. It records nothing; L stays the last whole poll's 5 until that is too old."""
+async def test_a_poll_missing_one_router_is_a_partial_sample(
+    session: aiohttp.ClientSession,
+) -> None:
+    """Two routers with L 2 and 3: a poll that reaches only one reads 2, a lower bound of
+    L. It is recorded, and the window names the router it missed, so the policy may scale
+    up on it or hold, never scale down (before: nothing was recorded, and after 3 poll
+    intervals every call was UNAVAILABLE, scale-up included). With no router answering,
+    the window's samples are answered as stale until they leave it."""
     a, b = FakeRouter(), FakeRouter()
     registry = CollectorRegistry()
     clock = Clock()
@@ -52,18 +58,32 @@ async def test_a_poll_missing_one_router_is_not_a_sample(session: aiohttp.Client
         await source.poll_once()
         observed = await source.observe(SPEC, clock.now_s, 1.0)
         assert observed.window.inflight[-1].value == 5.0
+        assert observed.window.partial == ()
         b.close()  # router b stops answering
-        for _ in range(3):  # up to 3 poll intervals (1.5 s) old, the last whole poll holds
+        a.inflight.set(30)  # and a surge arrives at router a
+        for _ in range(4):
             clock.now_s += 0.5
             await source.poll_once()
-            observed = await source.observe(SPEC, clock.now_s, 1.0)
-            assert [s.value for s in observed.window.inflight] == [5.0]  # never 2
-        clock.now_s += 0.5  # the last whole poll is 2 s old: over 3 poll intervals
-        await source.poll_once()
-        with pytest.raises(SourceEmpty, match=b.url):
-            await source.observe(SPEC, clock.now_s, 1.0)
+        observed = await source.observe(SPEC, clock.now_s, 1.0)
+        assert [s.value for s in observed.window.inflight] == [5.0, 30.0, 30.0, 30.0, 30.0]
+        [partial] = observed.window.partial
+        assert partial.kind == names.SCALER_ERROR_SOURCE_PARTIAL and b.url in partial.detail
+        decision = evaluate(observed.window, SPEC.policy, observed.end_s)
+        assert (decision.value, decision.desired_replicas) == (30.0, 8)  # up, on a's share
         kind = {"kind": names.SCALER_ERROR_ROUTER_POLL}
         assert registry.get_sample_value(names.SCALER_ERRORS, kind) == 4.0
+        a.close()  # no router answers: the window's samples, stale, as of now
+        clock.now_s += 2.0
+        await source.poll_once()
+        observed = await source.observe(SPEC, clock.now_s, 1.0)
+        assert observed.end_s == clock.now_s
+        assert {p.kind for p in observed.window.partial} == {
+            names.SCALER_ERROR_SOURCE_PARTIAL,
+            names.SCALER_ERROR_SOURCE_STALE,
+        }
+        clock.now_s += 61.0  # past the 60 s window: nothing left to answer on
+        with pytest.raises(SourceEmpty, match="no poll of the routers answered"):
+            await source.observe(SPEC, clock.now_s, 1.0)
     finally:
         await source.close()
         a.close()

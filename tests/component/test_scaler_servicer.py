@@ -54,17 +54,23 @@ class FakeRouter:
             registry=self.registry,
         )  # fmt: skip
         ready = Gauge(names.ROUTER_ENDPOINTS, "endpoints", ["state"], registry=self.registry)
-        ready.labels("ready").set(1)
+        self.ready = ready.labels("ready")
+        self.ready.set(1)
         # vLLM's names too, so a trigger with source=vllm finds its series.
         self.running = Gauge(names.VLLM_RUNNING, "running", registry=self.registry)
         self.waiting = Gauge(names.VLLM_WAITING, "waiting", registry=self.registry)
         self.release = threading.Event()
-        registry, release = self.registry, self.release
+        # Set: every request answers 503, as a router in a restart loop fails its scrapes.
+        self.failing = threading.Event()
+        registry, release, failing = self.registry, self.release, self.failing
 
         class Handler(QuietHandler):
             def do_GET(self) -> None:
                 if hang:
                     release.wait(30)
+                    return
+                if failing.is_set():
+                    self.respond(b"restarting", "text/plain", status=503)
                     return
                 self.respond(generate_latest(registry), "text/plain; version=0.0.4")
 
@@ -270,9 +276,61 @@ async def test_router_gone_is_unavailable_never_zero(router: FakeRouter, direct:
 
     details = await poll(unavailable, what="UNAVAILABLE after the router went away")
     assert "router" in details
-    for kind in (names.SCALER_ERROR_SOURCE_EMPTY, names.SCALER_ERROR_ROUTER_POLL):
-        errors = direct.registry.get_sample_value(names.SCALER_ERRORS, {"kind": kind})
-        assert errors is not None and errors >= 1, kind
+    errors = direct.registry.get_sample_value
+    assert (errors(names.SCALER_ERRORS, {"kind": names.SCALER_ERROR_ROUTER_POLL}) or 0) >= 1
+    # The source still holds older polls (the qps window, 10 s), none in the policy's
+    # zero-length windows: the policy finds no sample (before, the source refused first).
+    assert (errors(names.SCALER_ERRORS, {"kind": names.SCALER_ERROR_NO_SAMPLES}) or 0) + (
+        errors(names.SCALER_ERRORS, {"kind": names.SCALER_ERROR_SOURCE_EMPTY}) or 0
+    ) >= 1
+
+
+async def test_a_router_missing_from_the_polls_is_answered_up_or_held(
+    router: FakeRouter,
+) -> None:
+    """Two routers in front of the same 3 replicas, 6 in flight at each (12: 3 x 4).
+    Router b stops answering: a's 6 alone would lower 3 replicas to 2, so the answer holds
+    them (12, active); a surge at a (20) is answered as it is (5 replicas). Each partial
+    answer is counted as ``source_partial``. (Before: no poll counted unless every router
+    answered, and every call was UNAVAILABLE: KEDA's fallback, no scale-up.)"""
+    other = FakeRouter()
+    for r in (router, other):
+        r.ready.set(3)
+        r.inflight.set(6)
+    async with aiohttp.ClientSession() as session:
+        holder: list[DirectSource] = []
+
+        def make(metrics: ScalerMetrics) -> DirectSource:
+            src = DirectSource([router.url, other.url], session, metrics, poll_interval_s=0.05)
+            src.start()
+            holder.append(src)
+            return src
+
+        try:
+            async for h in _harness(make, CollectorRegistry()):
+                await _one_router_goes_missing(h, router, other)
+        finally:
+            other.close()
+
+
+async def _one_router_goes_missing(h: Harness, router: FakeRouter, other: FakeRouter) -> None:
+    await poll(lambda: _equals(h.value(**INSTANT), 12.0), what="value 12")
+    other.close()
+    labels = {"kind": names.SCALER_ERROR_SOURCE_PARTIAL}
+
+    async def partial_answers() -> bool:
+        await h.metrics(**INSTANT)  # answered: never UNAVAILABLE
+        return (h.registry.get_sample_value(names.SCALER_ERRORS, labels) or 0) > 0
+
+    await poll(partial_answers, what="an answer on partial data")
+    desired = {"metric_name": "inflight"}
+    for _ in range(3):
+        assert await h.value(**INSTANT) == 12.0  # held at 3 x 4, not a's 6
+        assert (await h.stub.IsActive(h.ref(**INSTANT), timeout=3)).result is True
+        assert h.registry.get_sample_value(names.SCALER_DESIRED_REPLICAS, desired) == 3
+    router.inflight.set(20)
+    await poll(lambda: _equals(h.value(**INSTANT), 20.0), what="the surge: 20")
+    assert h.registry.get_sample_value(names.SCALER_DESIRED_REPLICAS, desired) == 5
 
 
 async def test_stream_pushes_true_once_per_activation(router: FakeRouter, direct: Harness) -> None:

@@ -268,32 +268,41 @@ def test_fuzzed_metadata_answers_ok_or_invalid_argument(
 # --- L is trusted only when fresh; arrivals survive a router restart -----------------------
 
 
-def test_a_frozen_l_is_unavailable_not_its_last_value(
+def test_a_frozen_l_may_raise_the_count_never_lower_it(
     router: FakeRouter, prometheus: PrometheusServer, start_scaler
 ) -> None:
     """Prometheus restarts while the router has left its targets: it writes no staleness
     marker for the series it had, so every step of the next 5 minutes is filled from the
-    last sample of L. The scaler must look at that sample's age (1.5 s allowed here)."""
-    meta = {**META, "scrapeIntervalSeconds": str(SCRAPE_S)}
+    last sample of L. The scaler looks at that sample's age (1.5 s allowed here): past
+    it, the filled steps are dropped and the window is stale (``source_stale``), so it may
+    raise or keep the count, never lower it. L was 12 on 1 ready replica: 12 is still
+    answered (3 replicas); had it been 0, the count would be kept. (Before: UNAVAILABLE,
+    KEDA's fallback, from 1.5 s on; before that fix, 3 for the 5 minutes.)"""
+    meta = {**META, "scrapeIntervalSeconds": str(SCRAPE_S), "scaleDownWindowSeconds": "600"}
     scaler = start_scaler("--cache-ttl-s", "0")
-    router.inflight.set(3)
-    wait_for(lambda: scaler.value(meta) == 3.0, timeout_s=30, what="value 3")
+    router.inflight.set(12)
+    wait_for(lambda: scaler.value(meta) == 12.0, timeout_s=30, what="value 12")
     prometheus.stop()
     router.close()
     prometheus.jobs = {"router": []}  # start() writes the targets from jobs
     prometheus.start()
-    assert prometheus_l(prometheus) == 3.0  # Prometheus itself still answers the frozen L
+    assert prometheus_l(prometheus) == 12.0  # Prometheus itself still answers the frozen L
 
-    def stale() -> bool:
-        code, details = scaler.status(meta)
-        return code == grpc.StatusCode.UNAVAILABLE and "newest sample of L" in details
+    def frozen_for_s() -> float:
+        """How old the sample Prometheus fills L's steps from is now (seconds)."""
+        query = urllib.parse.urlencode(
+            {"query": f"time() - max(timestamp({names.ROUTER_INFLIGHT}))"}
+        )
+        with urllib.request.urlopen(f"{prometheus.url}/api/v1/query?{query}", timeout=5) as r:
+            return float(json.loads(r.read())["data"]["result"][0]["value"][1])
 
-    # Within the 1.5 s after the last sample the frozen 3 is still a fair answer; after
-    # it, UNAVAILABLE (before the fix: 3 for the 5 minutes Prometheus fills the steps).
-    wait_for(stale, timeout_s=30, what="UNAVAILABLE: the newest sample of L is too old")
+    # Twice the 1.5 s allowed: every step the scaler reads from now on is a filled one.
+    wait_for(lambda: frozen_for_s() > 3.0, timeout_s=30, what="L frozen for 3 s")
+    stale = names.SCALER_ERRORS + '{kind="source_stale"}'
+    before = scaler.metric(stale)
     for _ in range(5):
-        assert stale(), scaler.status(meta)
-    assert scaler.metric(names.SCALER_ERRORS + '{kind="source_stale"}') >= 1
+        assert scaler.keda_poll(meta) == (4.0, 12.0, True)  # answered, never UNAVAILABLE
+    assert scaler.metric(stale) >= before + 5
 
 
 def test_arrivals_count_across_a_router_restart(prometheus_factory: PrometheusFactory) -> None:

@@ -30,6 +30,8 @@ def test_defaults_come_from_names() -> None:
     assert p.policy == d[names.META_POLICY]
     assert p.time_scale == float(d[names.META_TIME_SCALE])
     assert spec.scrape_interval_s == float(d[names.META_SCRAPE_INTERVAL_S])
+    assert p.min_replicas == names.DEFAULT_MIN_REPLICA_COUNT == int(d["minReplicaCount"]) == 0
+    assert p.max_replicas == names.DEFAULT_MAX_REPLICA_COUNT == int(d["maxReplicaCount"]) == 100
 
 
 def test_the_policys_defaults_are_the_metadatas() -> None:
@@ -57,8 +59,16 @@ def test_what_inflight_up_sends() -> None:
         "scaleDownWindowSeconds": "60",
         "timeScale": "0.1",
         "policy": "saturation",
+        "minReplicaCount": "0",  # KEDA's defaults unless the caller gives its bounds
+        "maxReplicaCount": "100",
         "scrapeIntervalSeconds": "1",  # 5 s x 0.1, at least 1 s
     }
+    bounded = scaler_metadata(4, 0.1, "saturation", min_replicas=1, max_replicas=3)
+    assert (bounded["minReplicaCount"], bounded["maxReplicaCount"]) == ("1", "3")
+    assert (
+        parse_metadata(bounded).policy.min_replicas,
+        parse_metadata(bounded).policy.max_replicas,
+    ) == (1, 3)
     spec = parse_metadata(
         {
             "slotsPerReplica": "4",
@@ -107,6 +117,11 @@ def test_from_env_stands_for_the_key() -> None:
         ("metricName", "in flight"),
         ("metricName", "x" * 100),
         ("selector", "job=router"),
+        ("minReplicaCount", "-1"),
+        ("minReplicaCount", "1.5"),
+        ("minReplicaCount", "101"),  # above the default maxReplicaCount
+        ("maxReplicaCount", "0"),
+        ("maxReplicaCount", "two"),
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inflight import names
 from inflight.control.policy import (
     NoSamples,
+    Partial,
     PolicySpec,
     Sample,
     Window,
@@ -281,8 +284,9 @@ def test_evaluate_dispatches_on_policy() -> None:
         evaluate(Window(inflight=window.inflight), QPS, 1000.0)
 
 
-# --- a window with a gap (Prometheus down, then back) may scale up, never down ---------
+# --- partial data (a gap, a router down, a stale series): raise or keep, never lower ----
 GAPPY = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, max_sample_gap_s=3.0)
+DOWN = Partial(names.SCALER_ERROR_SOURCE_PARTIAL, "1 target(s) feeding L were down: router/b")
 
 
 def _series(ranges: list[tuple[float, float, float]]) -> list[Sample]:
@@ -290,29 +294,105 @@ def _series(ranges: list[tuple[float, float, float]]) -> list[Sample]:
     return [Sample(float(t), v) for a, b, v in ranges for t in range(int(a), int(b) + 1)]
 
 
-def test_a_gap_in_the_window_refuses_a_scale_down() -> None:
+def test_a_gap_that_would_lower_the_count_holds_it() -> None:
     """L was 3 before a 40 s outage and 3 after it; during it nobody knows (the chaos run
-    saw 13 on 12 slots there). The window's max (3) would scale 3 replicas down to 1."""
+    saw 13 on 12 slots there). The window's max (3) would scale 3 replicas down to 1: the
+    answer keeps 3 (3 x 4 = 12), active. (Before: NoSamples, and KEDA's fallback.)"""
     samples = _series([(930, 950, 3.0), (990, 1000, 3.0)])
-    with pytest.raises(NoSamples, match=r"40\.0 s gap.*no scale-down from 3 to 1"):
-        decide(samples, GAPPY, 1000.0, ready_replicas=3)
+    d = decide(samples, GAPPY, 1000.0, ready_replicas=3)
+    assert (d.value, d.desired_replicas, d.active, d.direction) == (12.0, 3, True, "hold")
+    assert [p.kind for p in d.partial] == [names.SCALER_ERROR_SOURCE_STALE]
+    assert "40.0 s gap" in d.reason and "would lower the count to 1" in d.reason
     # The same samples without a gap limit: the scale-down the fault run caught.
     assert decide(samples, SPEC, 1000.0, ready_replicas=3).desired_replicas == 1
 
 
 def test_a_gap_in_the_window_still_scales_up_and_holds() -> None:
     samples = _series([(930, 950, 3.0), (990, 1000, 12.0)])
-    assert decide(samples, GAPPY, 1000.0, ready_replicas=2).desired_replicas == 3  # up
+    up = decide(samples, GAPPY, 1000.0, ready_replicas=2)
+    assert (up.value, up.desired_replicas, up.direction) == (12.0, 3, "up")  # the data's own
+    assert up.partial and "raises or keeps" in up.reason
     assert decide(samples, GAPPY, 1000.0, ready_replicas=3).desired_replicas == 3  # hold
 
 
-def test_a_history_that_starts_inside_the_window_refuses_a_scale_down() -> None:
-    """Prometheus restarted with no data: 10 s of samples for a 70 s window."""
+def test_a_history_that_starts_inside_the_window_at_the_minimum_is_answered() -> None:
+    """A fresh stack: 10 s of samples for a 70 s window, idle, one replica, minReplicaCount
+    1. The window's 0 settles at the minimum, 1: it lowers nothing, so it is answered as
+    it is. (Before: "no scale-down from 1 to 0 replicas on partial data", UNAVAILABLE for
+    the 120 s ``inflight up`` waited for its first metric on a loaded machine.)"""
     samples = _series([(990, 1000, 0.0)])
-    with pytest.raises(NoSamples, match="no scale-down from 2 to 0"):
-        decide(samples, GAPPY, 1000.0, ready_replicas=2)
-    with pytest.raises(NoSamples, match=r"no scale-down from \? to 0"):
-        decide(samples, GAPPY, 1000.0)  # unknown replica count: no direction, no trust
+    at_min = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, max_sample_gap_s=3.0,
+                        min_replicas=1, max_replicas=2)  # fmt: skip
+    d = decide(samples, at_min, 1000.0, ready_replicas=1)
+    assert (d.value, d.desired_replicas, d.active) == (0.0, 0, False)
+    assert d.partial
+    # minReplicaCount 0: the 0 would scale to zero, so the count is held, and active.
+    held = decide(samples, GAPPY, 1000.0, ready_replicas=1)
+    assert (held.value, held.desired_replicas, held.active) == (4.0, 1, True)
+    # two ready above the minimum of 1: a scale-down to 1 on partial data, held at 2
+    assert decide(samples, at_min, 1000.0, ready_replicas=2).value == 8.0
+
+
+def test_ready_unknown_scales_up_to_the_maximum_and_refuses_below_it() -> None:
+    """Without a ready count only an answer at maxReplicaCount is known not to lower the
+    count. (Before: every partial window with an unknown count was refused, scale-up too.)"""
+    spec = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, max_sample_gap_s=3.0,
+                      min_replicas=1, max_replicas=3)  # fmt: skip
+    surge = decide(_series([(990, 1000, 20.0)]), spec, 1000.0)
+    assert (surge.value, surge.desired_replicas, surge.direction) == (20.0, 5, "unknown")
+    assert "cannot lower" in surge.reason
+    with pytest.raises(NoSamples, match=r"ready replica count is unknown.*settle at 2"):
+        decide(_series([(990, 1000, 6.0)]), spec, 1000.0)
+    # whole data needs no ready count at all
+    assert decide(_series([(930, 1000, 6.0)]), spec, 1000.0).desired_replicas == 2
+
+
+@pytest.mark.parametrize(
+    ("l_value", "ready", "min_max", "answer", "desired", "active"),
+    [
+        (20.0, 2, (1, 10), 20.0, 5, True),  # up on partial data: the true L is higher still
+        (8.0, 2, (1, 10), 8.0, 2, True),  # what the data says keeps the count: as is
+        (6.0, 3, (1, 10), 12.0, 3, True),  # would lower 3 -> 2: hold 3 x 4
+        (0.0, 2, (0, 10), 8.0, 2, True),  # would scale to zero: hold, and active
+        (0.0, 1, (1, 10), 0.0, 0, False),  # settles at the minimum = ready: nothing lowers
+        (3.0, 5, (1, 4), 16.0, 4, True),  # ready above the maximum: held at the maximum
+        (0.0, 0, (0, 10), 0.0, 0, False),  # none ready: nothing to lower
+    ],
+)
+def test_a_window_with_a_router_down_raises_or_keeps_never_lowers(
+    l_value: float,
+    ready: int,
+    min_max: tuple[int, int],
+    answer: float,
+    desired: int,
+    active: bool,
+) -> None:
+    """The source found a router down in the window (``Window.partial``): every policy's
+    answer goes through the guard. (Before: SourcePartial, UNAVAILABLE, in every row.)"""
+    spec = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0,
+                      min_replicas=min_max[0], max_replicas=min_max[1])  # fmt: skip
+    window = Window(
+        inflight=tuple(series([l_value] * 80)),
+        ready_replicas=(Sample(1000.0, float(ready)),),
+        partial=(DOWN,),
+    )
+    d = evaluate(window, spec, 1000.0)
+    assert (d.value, d.desired_replicas, d.active) == (answer, desired, active)
+    assert d.partial == (DOWN,) and "router/b" in d.reason
+
+
+def test_the_qps_baseline_is_guarded_too() -> None:
+    """qps 0 on 3 ready (one request in flight) says 2; on a window with a router down it
+    keeps 3."""
+    spec = PolicySpec(policy="qps", min_replicas=1, max_replicas=10)
+    window = Window(
+        inflight=(Sample(1000.0, 1.0),),
+        arrivals_total=(Sample(985.0, 50.0), Sample(1000.0, 50.0)),
+        ready_replicas=(Sample(1000.0, 3.0),),
+    )
+    assert evaluate(window, spec, 1000.0).desired_replicas == 2
+    held = evaluate(dataclasses.replace(window, partial=(DOWN,)), spec, 1000.0)
+    assert (held.value, held.desired_replicas, held.active) == (12.0, 3, True)
 
 
 def test_a_whole_window_within_the_gap_limit_scales_down() -> None:

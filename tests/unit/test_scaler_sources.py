@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from external_scaler.errors import (
     SourceEmpty,
     SourceError,
-    SourcePartial,
     SourceRejected,
-    SourceStale,
     SourceTimeout,
 )
 from external_scaler.metadata import parse_metadata
@@ -21,7 +20,7 @@ from external_scaler.sources.prometheus import _decode
 from external_scaler.sources.prometheus import window_from_matrix as _window
 from external_scaler.sources.promql import range_query, step_for
 from inflight import names
-from inflight.control.policy import PolicySpec, Sample, decide_qps
+from inflight.control.policy import PolicySpec, Sample, decide_qps, evaluate
 
 
 def test_router_query_has_five_labelled_signals() -> None:
@@ -138,14 +137,32 @@ def test_qps_rule_sees_the_arrivals_of_a_router_that_restarted() -> None:
 
 
 def test_down_target_at_the_end_is_partial_and_named() -> None:
+    """A router down now: L is returned, marked partial, so the policy may scale up on it
+    (a crash-looping router no longer freezes scale-up; before: SourcePartial, refused)."""
     q = range_query(parse_metadata({}))
-    inflight = {"inflight": [(999.0, "3"), (1000.0, "3")]}
+    inflight = {"inflight": [(999.0, "3"), (1000.0, "3")], "ready": [(1000.0, "2")]}
     down = {("down", "10.0.0.7:8000"): [(999.0, "0"), (1000.0, "0")]}
-    with pytest.raises(SourcePartial, match=r"router/10\.0\.0\.7:8000"):
-        _window(_matrix(inflight, down), q, 928.0, 1000.0)
-    # down earlier in the window, gone from discovery now: gone, not missing
+    w = _window(_matrix(inflight, down), q, 928.0, 1000.0)
+    assert w.inflight[-1].value == 3.0
+    [partial] = w.partial
+    assert partial.kind == names.SCALER_ERROR_SOURCE_PARTIAL
+    assert "router/10.0.0.7:8000 (now)" in partial.detail
+
+
+def test_a_target_down_earlier_in_the_window_makes_it_partial() -> None:
+    """Down at 990-995, gone from discovery now: the window's steps of 990-995 missed its
+    share of L, perhaps the peak, so the window may not lower the count (before: only the
+    newest step was checked, and this window scaled down on a maximum that missed it)."""
+    q = range_query(parse_metadata({}))
+    inflight = {"inflight": [(t, "3") for t in (990.0, 995.0, 1000.0)], "ready": [(1000.0, "3")]}
     gone = {("down", "10.0.0.7:8000"): [(990.0, "0"), (995.0, "0")]}
-    assert _window(_matrix(inflight, gone), q, 928.0, 1000.0).inflight[-1].value == 3.0
+    w = _window(_matrix(inflight, gone), q, 928.0, 1000.0)
+    assert [p.kind for p in w.partial] == [names.SCALER_ERROR_SOURCE_PARTIAL]
+    assert "until 5.0 s ago" in w.partial[0].detail
+    spec = parse_metadata({"minReplicaCount": "1"}).policy
+    d = evaluate(w, spec, 1000.0)
+    assert (d.value, d.desired_replicas) == (12.0, 3)  # held, not 3 -> 1
+    assert _window(_matrix(inflight), q, 928.0, 1000.0).partial == ()  # never down: whole
 
 
 @pytest.mark.parametrize(
@@ -155,27 +172,44 @@ def test_a_frozen_l_is_stale_by_its_newest_sample_not_its_steps(
     newest_sample_s: float, stale: bool
 ) -> None:
     """Every step has L (Prometheus fills steps from a sample up to 5 minutes old), but the
-    newest sample is what counts: 30 s scrape interval → at most 90 s old."""
+    newest sample is what counts: 30 s scrape interval → at most 90 s old. Stale, the
+    window is partial (raise or hold; before: SourceStale, refused)."""
     q = range_query(parse_metadata({}))
     data = _matrix(
         {
-            "inflight": [(999.0, "3"), (1000.0, "3")],
-            "sampled": [(999.0, str(newest_sample_s)), (1000.0, str(newest_sample_s))],
+            "inflight": [(905.0, "3"), (999.0, "3"), (1000.0, "3")],
+            "sampled": [
+                (905.0, "905"),
+                (999.0, str(newest_sample_s)),
+                (1000.0, str(newest_sample_s)),
+            ],
         }
     )
+    w = _window(data, q, 900.0, 1000.0)
+    assert w.inflight[-1].value == 3.0
     if stale:
-        with pytest.raises(SourceStale, match=r"91\.0 s old.*scrapeIntervalSeconds"):
-            _window(data, q, 928.0, 1000.0)
+        [partial] = w.partial
+        assert partial.kind == names.SCALER_ERROR_SOURCE_STALE
+        assert re.search(r"91\.0 s old.*scrapeIntervalSeconds", partial.detail)
+        assert [s.t_s for s in w.inflight] == [905.0, 999.0]  # 1000 was filled: dropped
     else:
-        assert _window(data, q, 928.0, 1000.0).inflight[-1].value == 3.0
+        assert w.partial == ()
 
 
-def test_empty_or_stale_l_is_an_error_not_zero() -> None:
+def test_empty_l_is_an_error_not_zero_and_stale_l_is_partial() -> None:
     q = range_query(parse_metadata({}))
     with pytest.raises(SourceEmpty, match="no sample of L"):
         _window(_matrix({}), q, 928.0, 1000.0)
-    with pytest.raises(SourceEmpty, match="stale"):
-        _window(_matrix({"inflight": [(950.0, "4")]}), q, 928.0, 1000.0)
+    w = _window(_matrix({"inflight": [(950.0, "4")]}), q, 928.0, 1000.0)
+    assert [p.kind for p in w.partial] == [names.SCALER_ERROR_SOURCE_STALE]
+    assert "50.0 s old" in w.partial[0].detail and "stale" in w.partial[0].detail
+    # every step filled from one old sample: nothing fresh to answer on at all
+    frozen = {
+        "inflight": [(999.0, "3"), (1000.0, "3")],
+        "sampled": [(999.0, "800"), (1000.0, "800")],
+    }
+    with pytest.raises(SourceEmpty, match="no fresh sample of L"):
+        _window(_matrix(frozen), q, 928.0, 1000.0)
 
 
 @pytest.mark.parametrize(

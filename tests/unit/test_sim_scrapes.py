@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from external_scaler.metadata import parse_metadata
@@ -15,8 +17,9 @@ from inflight.sim import scrapes as S
 from inflight.sim.scaler import SimScaler
 
 
-def _scrapes(values: list[tuple[float, float]]) -> S.Scrapes:
-    """Scrapes at the given times with L = value, ready 2, received = 10 × t."""
+def _scrapes(values: list[tuple[float, float]], ready: float | None = 2.0) -> S.Scrapes:
+    """Scrapes at the given times with L = value, ready 2 (None: no such series, NaN as a
+    sum over nothing reads), received = 10 × t."""
     s = S.Scrapes()
     for t, v in values:
         s.scrape(
@@ -25,7 +28,7 @@ def _scrapes(values: list[tuple[float, float]]) -> S.Scrapes:
                 S.INFLIGHT: v,
                 S.QUEUED: 0.0,
                 S.RECEIVED: 10.0 * t,
-                S.READY: 2.0,
+                S.READY: math.nan if ready is None else ready,
                 S.VLLM_WAITING: 0.0,
                 S.VLLM_RUNNING: v,
             },
@@ -88,21 +91,29 @@ def test_range_matrix_gives_the_scalers_window() -> None:
     )
 
 
-def test_sim_scaler_answers_unavailable_on_a_gap_and_decides_on_a_full_window() -> None:
+def test_sim_scaler_holds_on_a_gap_scales_up_on_it_and_refuses_without_a_count() -> None:
+    """The live scaler's guard, in virtual time: a window that may understate L raises or
+    keeps the count, never lowers it; UNAVAILABLE only when nothing is known to be safe."""
     clock = [0.0]
     s = _scrapes([(float(t), 9.0) for t in range(0, 41, 5)])
     metadata = scaler_metadata(4, 1.0, "saturation")
     scaler = SimScaler(metadata, s, lambda: clock[0])
     assert scaler.metric_spec().target == 4.0
     clock[0] = 40.0
-    # 70 s window but history only from 0: a gap; scaling *down* from 2 is refused
+    # 70 s window but history only from 0: a gap; 1 in flight would lower 2 ready to 1,
+    # so the answer keeps 2 (2 x 4 = 8), active
     s2 = _scrapes([(float(t), 1.0) for t in range(0, 41, 5)])
-    with pytest.raises(ScalerUnavailable, match="UNAVAILABLE"):
-        SimScaler(metadata, s2, lambda: clock[0]).metric_value("inflight")
+    held = SimScaler(metadata, s2, lambda: clock[0])
+    assert held.metric_value("inflight") == 8.0 and held.is_active()
+    assert held.decisions[-1].desired_replicas == 2 and held.decisions[-1].partial
     # 9 in flight on 2 ready at 4 slots: scale up to 3, allowed on a partial window
     assert scaler.metric_value("inflight") == 9.0
     assert scaler.is_active()
     assert scaler.decisions[-1].desired_replicas == 3
+    # no ready count: only an answer at maxReplicaCount is known not to lower the count
+    s3 = _scrapes([(float(t), 1.0) for t in range(0, 41, 5)], ready=None)
+    with pytest.raises(ScalerUnavailable, match=r"UNAVAILABLE.*ready replica count is unknown"):
+        SimScaler(metadata, s3, lambda: clock[0]).metric_value("inflight")
 
 
 def test_sim_scaler_rejects_bad_metadata_naming_the_key() -> None:

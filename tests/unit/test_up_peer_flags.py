@@ -35,11 +35,20 @@ def test_scaler_metadata_overrides_reach_the_trigger() -> None:
     assert settings("--scaler-metadata=").scaler_overrides == ()
 
 
+def test_the_trigger_carries_the_replica_bounds() -> None:
+    """KEDA's bounds reach the scaler's policy: at --min-replicas a lower answer lowers
+    nothing, so partial data need not be refused there."""
+    meta = settings("--min-replicas", "1", "--max-replicas", "3").trigger_metadata
+    assert (meta["minReplicaCount"], meta["maxReplicaCount"]) == ("1", "3")
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
         ("bogus=1", "unknown key 'bogus'; valid keys: metricName"),
         ("timeScale=2", "set by inflight up from --time-scale"),
+        ("minReplicaCount=0", "set by inflight up from --min-replicas"),
+        ("maxReplicaCount=9", "set by inflight up from --max-replicas"),
         ("targetSaturation", "is not KEY=VALUE"),
         ("targetSaturation=1,targetSaturation=2", "given twice"),
         ("targetSaturation=lots", "targetSaturation"),
