@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -127,6 +128,57 @@ def test_load_scales_up_to_two_then_back_to_one(procs, tmp_path):
     assert {"t", "L", "capacity", "saturation", "value", "target", "desired", "reason"} <= set(
         decisions[-1]
     )
+
+
+# A busy loop's own bound (seconds), should the test die before it stops the loop itself.
+BUSY_BOUND_S = 600
+
+
+@contextlib.contextmanager
+def busy_cpus():
+    """One process spinning on each CPU (``os.cpu_count()``), each bounded by
+    BUSY_BOUND_S; stopped by its PID when the block exits."""
+    code = (
+        f"import time\nend = time.monotonic() + {BUSY_BOUND_S}\nwhile time.monotonic() < end: pass"
+    )
+    spinners = [subprocess.Popen([PYTHON, "-c", code]) for _ in range(os.cpu_count() or 2)]
+    try:
+        yield spinners
+    finally:
+        for spinner in spinners:
+            os.kill(spinner.pid, signal.SIGKILL)
+        for spinner in spinners:
+            spinner.wait(timeout=30)
+
+
+def test_a_fresh_stack_starts_on_a_busy_machine(procs, tmp_path):
+    """Every CPU spinning, ``inflight up --min-replicas 1`` at time-scale 0.1: it gets its
+    first metric and starts (stack.json is written once the scaler answered GetMetrics).
+
+    A fresh Prometheus' history starts inside the window, and a loaded machine scrapes
+    late, so the window has gaps; ``scrapeIntervalSeconds=0.05`` (Prometheus scrapes every
+    0.5 s here) makes every scrape a late one, so the test does not depend on how late the
+    load makes them. Idle, the window reads 0: one replica, at minReplicaCount 1, lowers
+    nothing. (Before issue 26: "no scale-down from 1 to 0 replicas on partial data",
+    UNAVAILABLE until ``inflight up`` gave up after 120 s, as `bench compare` did.)"""
+    from inflight.control.trigger import scaler_metadata
+    from inflight.planes.scaler_client import ScalerClient
+
+    overrides = {"scrapeIntervalSeconds": "0.05"}
+    flags = ["--time-scale", "0.1", "--min-replicas", "1", "--max-replicas", "2",
+             "--scaler-metadata", "scrapeIntervalSeconds=0.05"]  # fmt: skip
+    with busy_cpus() as spinners:
+        proc, info = start_up(procs, tmp_path / "state", *flags, timeout_s=300.0)
+        assert all(s.poll() is None for s in spinners), "the load ran all along"
+    assert info.prometheus_url, "prometheus is installed here; the stack should use it"
+    meta = scaler_metadata(4, 0.1, "saturation", overrides, min_replicas=1, max_replicas=2)
+    client = ScalerClient(info.scaler_address, meta)
+    try:
+        spec = client.metric_spec()
+        assert client.metric_value(spec.metric_name) == 0.0  # idle, answered
+    finally:
+        client.close()
+    assert proc.poll() is None
 
 
 # Files a user may have where they run `inflight up`, named as the project's packages (and
