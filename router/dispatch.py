@@ -213,6 +213,11 @@ class Admission(Generic[R]):
 
     ``__aexit__``: give the slot back and L -= 1, whatever ended the block.
 
+    The same without ``async with``: ``await admission.enter()`` then, in a ``finally``,
+    ``admission.leave()`` (what the proxy does: one coroutine a request instead of two, and
+    ``leave`` is plain code, so nothing can suspend or be cancelled between the end of the
+    request and the slot's return). ``leave`` is idempotent.
+
     ``ep`` stays set after the slot is given back (the endpoint the request went to, for the
     metrics' label); it is None when no endpoint took it. ``retried`` says whether the
     request was sent a second time.
@@ -233,7 +238,8 @@ class Admission(Generic[R]):
         self._holding = False
         self._done = False
 
-    async def __aenter__(self) -> Admission[R]:
+    async def enter(self) -> Admission[R]:
+        """Count in L, take a slot, open the request (retried once): see the class doc."""
         d = self._d
         d.inflight += 1
         try:
@@ -247,9 +253,11 @@ class Admission(Generic[R]):
             except NotDelivered as first:
                 await self._retry(ep, first)
         except BaseException:
-            self._leave()
+            self.leave()
             raise
         return self
+
+    __aenter__ = enter
 
     async def _retry(self, ep: Endpoint, first: NotDelivered) -> None:
         self._not_delivered(ep, first)
@@ -273,10 +281,11 @@ class Admission(Generic[R]):
         _exc: BaseException | None,
         _tb: TracebackType | None,
     ) -> None:
-        self._leave()
+        self.leave()
 
-    def _leave(self) -> None:
-        """Give back the slot held, if any, and leave L: once, however often called."""
+    def leave(self) -> None:
+        """Give back the slot held, if any, and leave L: once, however often called
+        (``__aexit__`` without a coroutine)."""
         if self._done:
             return
         self._done = True

@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from router.dispatch import Dispatcher
+from router.dispatch import Admission, Dispatcher
 from router.errors import (
     NotDelivered,
     RequestRefused,
@@ -91,6 +91,9 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 # message (fewer sends for ordinary completions); anything else is streamed.
 _ONE_SHOT_MAX_BYTES = 256 * 1024
 _CLIENT_CLOSED = 499  # the status counted for a client that left (nginx's convention)
+# The last event of an OpenAI stream (vLLM writes it as its own chunk).
+_SSE_DONE = b"data: [DONE]\n\n"
+_SSE_DONE_CRLF = b"data: [DONE]\r\n\r\n"
 # Never hold a slot, never counted in L: they ask about the server, they do not run the model.
 _METADATA_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -121,6 +124,7 @@ class Proxy:
         self.max_body_bytes = max_body_bytes
         self.unhealthy_backoff_s = unhealthy_backoff_s
         self.clock = clock
+        self._on_not_delivered = self._not_delivered  # bound once, not per request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -215,35 +219,44 @@ class Proxy:
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
-        watch = _Watch(task)
-        lost = watch.lost
+        # One object a request: the disconnect watch and the admission's opener (a closure
+        # over the request would cost a cell per variable, each a tracked object for the
+        # garbage collector).
+        request = _Request(task, self, method, path, headers, body)
+        lost = request.lost
         watcher: asyncio.Future[None] | None = None
         if hooks is not None:  # router.server's protocol: told of a disconnect, no task
             hooks.add(lost)
         else:
-            watcher = asyncio.ensure_future(_watch_disconnect(receive, watch))
+            watcher = asyncio.ensure_future(_watch_disconnect(receive, request))
         # The admission owns L and the slot (router.dispatch): it is left, and the slot
-        # given back, exactly once whichever way this ends.
-        admission = self.dispatcher.admit(
-            lambda ep: self._open(ep, method, path, headers, body), self._not_delivered
-        )
+        # given back, exactly once whichever way this ends (``leave`` in the finally, or
+        # by ``enter`` itself when entering fails).
+        admission = Admission(self.dispatcher, request.open, self._on_not_delivered)
         code = 0
         try:
             try:
-                async with admission as ticket:
-                    assert ticket.ep is not None
-                    code = await self._relay(ticket.ep, ticket.response, send, t0, watch)
-            except RouterError as exc:  # from entering: no slot held any more
+                await admission.enter()
+            except RouterError as exc:  # no slot held any more
                 code = exc.status
                 await self._reply_error(send, exc.status, exc.kind, str(exc), exc.retry_after_s)
                 self.metrics.ttfb.observe(self.clock() - t0)
+            else:
+                try:
+                    ep = admission.ep
+                    assert ep is not None
+                    code = await self._relay(ep, admission.response, send, t0, request)
+                finally:
+                    admission.leave()
         except asyncio.CancelledError:  # the client left, even while told of an error
-            if not watch.disconnected:
+            if not request.disconnected:
                 raise
             task.uncancel()
-            code = _CLIENT_CLOSED
+            # A response relayed to its end (an SSE stream up to ``data: [DONE]``) is not a
+            # client that left, even if the client closed before the upstream's last bytes.
+            code = request.finished or _CLIENT_CLOSED
         except _ClientGone:
-            code = _CLIENT_CLOSED
+            code = request.finished or _CLIENT_CLOSED
         finally:
             if hooks is not None:
                 hooks.discard(lost)
@@ -317,6 +330,15 @@ class Proxy:
                     data = await resp.read()
                     watch.done = True
                     await send({"type": "http.response.body", "body": data})
+                elif is_sse:
+                    async for chunk in resp:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                        if chunk.endswith(_SSE_DONE) or chunk.endswith(_SSE_DONE_CRLF):
+                            # The OpenAI stream's last event is relayed: whatever happens
+                            # to the client now, this response reached its end.
+                            watch.finished = status
+                    watch.done = True
+                    await send({"type": "http.response.body", "body": b""})
                 else:
                     async for chunk in resp:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -414,18 +436,47 @@ class Proxy:
 class _Watch:
     """Shared between a request and whatever tells it the client left."""
 
-    __slots__ = ("_task", "disconnected", "done")
+    __slots__ = ("_task", "disconnected", "done", "finished")
 
     def __init__(self, task: asyncio.Task[Any] | None = None) -> None:
         self._task = task  # None: nothing to cancel (metadata calls)
         self.disconnected = False
         self.done = False  # the final body message is being sent: nothing left to cancel
+        # The status, once the client has had the whole response as the API defines it
+        # (an SSE stream's ``data: [DONE]``): a disconnect after it is not a 499.
+        self.finished = 0
 
     def lost(self) -> None:
         """The client connection is gone: cancel the request (once), unless it is ending."""
         if not self.done and not self.disconnected and self._task is not None:
             self.disconnected = True
             self._task.cancel()
+
+
+class _Request(_Watch):
+    """A work request: its watch, and what the admission's opener sends (``open``)."""
+
+    __slots__ = ("_body", "_headers", "_method", "_path", "_proxy")
+
+    def __init__(
+        self,
+        task: asyncio.Task[Any],
+        proxy: Proxy,
+        method: bytes,
+        path: bytes,
+        headers: RequestHeaders,
+        body: bytes,
+    ) -> None:
+        super().__init__(task)
+        self._proxy = proxy
+        self._method = method
+        self._path = path
+        self._headers = headers
+        self._body = body
+
+    def open(self, ep: Endpoint) -> Awaitable[UpstreamResponse]:
+        """The admission's opener: send this request to ``ep``."""
+        return self._proxy._open(ep, self._method, self._path, self._headers, self._body)
 
 
 async def _watch_disconnect(receive: Receive, watch: _Watch) -> None:

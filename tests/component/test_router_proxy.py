@@ -66,6 +66,18 @@ async def _broken_body(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def _done_then_wait(request: web.Request) -> web.StreamResponse:
+    """vLLM's stream end: ``data: [DONE]`` in its own chunk, the chunked body's end after
+    it (here 1 s later, so a client that stops reading at [DONE] is gone by then)."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(b'data: {"choices": [{"text": "hi"}]}\n\n')
+    await resp.write(b"data: [DONE]\n\n")
+    await asyncio.sleep(1.0)
+    await resp.write_eof()
+    return resp
+
+
 async def _slow(request: web.Request) -> web.Response:
     await asyncio.sleep(float(request.query.get("s", "30")))
     return web.json_response({"slow": True})
@@ -86,6 +98,7 @@ async def upstream() -> AsyncIterator[str]:
     app.router.add_post("/v1/broken", _broken_stream)
     app.router.add_post("/v1/broken-body", _broken_body)
     app.router.add_post("/v1/slow", _slow)
+    app.router.add_post("/v1/done-then-wait", _done_then_wait)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/health", _health)
     runner = web.AppRunner(app)
@@ -98,7 +111,8 @@ async def upstream() -> AsyncIterator[str]:
 
 
 # The test upstream's own paths: not OpenAI routes, so forwarded only when allowed.
-TEST_ROUTES = ("POST:/v1/echo", "POST:/v1/broken", "POST:/v1/broken-body", "POST:/v1/slow")
+TEST_ROUTES = ("POST:/v1/echo", "POST:/v1/broken", "POST:/v1/broken-body", "POST:/v1/slow",
+               "POST:/v1/done-then-wait")  # fmt: skip
 
 
 def start_router(procs: ProcessTracker, *args: str) -> Server:
@@ -266,6 +280,33 @@ async def test_upstream_breaking_mid_stream_ends_with_an_sse_error_event(
     assert json.loads(events[-1].removeprefix("data: "))["error"]["type"] == "upstream_broken"
     text = scrape(router)
     assert 'reason="broken"} 1.0' in text
+    assert f"{names.ROUTER_INFLIGHT} 0.0" in text
+
+
+async def test_a_stream_read_to_done_is_finished_even_if_the_client_leaves_at_once(
+    procs: ProcessTracker, upstream: str
+) -> None:
+    """A client that stops reading at ``data: [DONE]`` (and closes) got the whole response:
+    it is counted with the upstream's status, never as a 499 (a client that left)."""
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
+    reader, writer = await asyncio.open_connection("127.0.0.1", router.port)
+    body = b'{"stream": true}'
+    writer.write(
+        b"POST /v1/done-then-wait HTTP/1.1\r\nhost: router\r\ncontent-type: application/json"
+        b"\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    received = await asyncio.wait_for(reader.readuntil(b"data: [DONE]\n\n"), 10)
+    writer.close()  # what a client that breaks out of its loop on [DONE] does
+    assert received.startswith(b"HTTP/1.1 200")
+    label = upstream.split("://")[1]
+    finished = f'{names.ROUTER_REQUESTS}{{code="200",endpoint="{label}"}} 1.0'
+    for _ in range(100):
+        text = await asyncio.to_thread(scrape, router)
+        if finished in text or 'code="499"' in text:
+            break
+        await asyncio.sleep(0.05)  # polling the router, with a deadline
+    assert 'code="499"' not in text
+    assert finished in text
     assert f"{names.ROUTER_INFLIGHT} 0.0" in text
 
 
