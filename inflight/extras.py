@@ -21,6 +21,7 @@ EXTRAS: Mapping[str, tuple[str, ...]] = {
     "bench": ("matplotlib", "tqdm"),
     "dashboards": ("grafana_foundation_sdk",),
     "sim": ("prometheus_api_client",),
+    "vllm-cpu": ("tokenizers",),
 }
 
 EXIT_MISSING = 2

