@@ -79,3 +79,24 @@ def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
         assert stack["pids_left_after_stop"] == [] and stack["ports_busy_after_stop"] == []
         assert stack["ports_seen"] and all(port_is_free(p) for p in stack["ports_seen"])
     assert "| saturation |" in (out / "comparison.md").read_text()
+
+
+def test_a_live_frontier_runs_the_missing_fixed_fleets_live(tmp_path: Path) -> None:
+    out = tmp_path / "2026-12-02-tiny-live-frontier"
+    args = [a if a != "fixed:2,saturation" else "saturation" for a in ARGS]
+    argv = [*INFLIGHT, *args, "--frontier", "live", "--out-dir", str(out),
+            "--state-root", str(tmp_path / "state")]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=400)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    doc = json.loads((out / "comparison.json").read_text())
+    assert doc["policies"] == ["saturation"]  # the fleets are the frontier's, not policies
+    fr = doc["frontier"]
+    assert fr["source"] == "live" and list(fr["fleets"]) == ["fixed:1", "fixed:2"]
+    assert [f["file"] for f in fr["fleets"].values()] == ["fixed1.json.gz", "fixed2.json.gz"]
+    assert not (out / "frontier-sim").exists()
+    for name in ("fixed1", "fixed2"):
+        run = read_json(out / f"{name}.json.gz")
+        assert run["requests_sent"] == doc["scenario"]["requests_planned"]
+        assert run["stack"]["clean"], run["stack"]
+    assert doc["baseline"] == "fixed:2" and doc["baseline_from"] == "frontier"
+    assert doc["runs"]["saturation"]["frontier_gap"] is not None
