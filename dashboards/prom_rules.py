@@ -86,6 +86,9 @@ SOURCE_FAILURE_KINDS: Final = (
     n.SCALER_ERROR_ROUTER_POLL,
 )
 _SOURCE_KINDS_RE = "|".join(sorted(SOURCE_FAILURE_KINDS))
+# Answered, but on a window that may understate L: the deployment can scale up, not down.
+PARTIAL_DATA_KINDS: Final = (n.SCALER_ERROR_SOURCE_PARTIAL, n.SCALER_ERROR_SOURCE_STALE)
+_PARTIAL_KINDS_RE = "|".join(sorted(PARTIAL_DATA_KINDS))
 
 ALERTS: Final = (
     Alert(
@@ -168,6 +171,24 @@ ALERTS: Final = (
             f"Scaler {_WHERE} fails {{{{ $value | humanize }}}} queries/s with "
             "{{ $labels.kind }} for 5 minutes. It answers KEDA with UNAVAILABLE (never a "
             "silent 0), so KEDA holds its fallback replica count instead of following the load."
+        ),
+    ),
+    Alert(
+        # Not critical: nothing is lost while it lasts (the scaler still raises on demand),
+        # but a router target down for hours would otherwise keep the fleet at its peak
+        # size unnoticed.
+        name="InflightScalerOnPartialData",
+        expr=(
+            "sum by (namespace, job, kind) "
+            f'(rate({n.SCALER_ERRORS}{{kind=~"{_PARTIAL_KINDS_RE}"}}[5m])) > 0'
+        ),
+        for_s=1800,
+        severity="warning",
+        summary="The scaler decides on partial data: it can scale up but not down",
+        description=(
+            f"Scaler {_WHERE} has answered {{{{ $value | humanize }}}} queries/s on a window "
+            "that may understate L ({{ $labels.kind }}) for 30 minutes: a router target is "
+            "down or its samples are late, so the replica count may rise or hold, never fall."
         ),
     ),
     Alert(

@@ -191,6 +191,7 @@ def test_every_alert_has_summary_description_with_value_severity_and_for() -> No
         "InflightEndpointImbalance",
         "InflightLittlesLawMismatch",
         "InflightScalerSourceUnavailable",
+        "InflightScalerOnPartialData",
         "InflightNoReadyEndpoints",
     }
     for a in alerts:
