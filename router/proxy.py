@@ -52,7 +52,7 @@ from router.errors import (
 from router.metrics import NO_ENDPOINT, RouterMetrics
 from router.pool import Endpoint
 from router.routes import OPENAI_ROUTES, RouteTable
-from router.server import DISCONNECT_HOOKS, Hooks
+from router.server import BODY_FOLLOWS, DISCONNECT_HOOKS, Hooks
 from router.upstream import (
     BodyError,
     HeaderTimeout,
@@ -145,13 +145,16 @@ class Proxy:
             except RequestRefused as exc:
                 await self._reject(send, exc.status, exc.kind, str(exc), t0, exc.allow)
                 return
-        body = await self._read_body(scope, receive, send, t0)
+        headers, declared = _request_headers(scope["headers"])
+        if declared > self.max_body_bytes:
+            await self._reject(send, 413, "request_too_large", self._too_big(), t0)
+            return
+        body = await self._read_body(receive, send, t0)
         if body is None:
             return
         qs: bytes = scope.get("query_string", b"")
         if qs:
             path = path + b"?" + qs
-        headers = _request_headers(scope["headers"])
         if t0 is None:
             await self._metadata(method.encode("ascii"), path, headers, body, send)
             return
@@ -167,25 +170,19 @@ class Proxy:
         )
 
     # --- request body --------------------------------------------------------------------
-    async def _read_body(
-        self, scope: Scope, receive: Receive, send: Send, t0: float | None
-    ) -> bytes | None:
+    async def _read_body(self, receive: Receive, send: Send, t0: float | None) -> bytes | None:
         """The whole request body, or None after answering 413 (or if the client left)."""
         limit = self.max_body_bytes
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0
-                if declared > limit:
-                    await self._reject(send, 413, "request_too_large", self._too_big(), t0)
-                    return None
-                break
+        message = await receive()
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            body: bytes = message.get("body", b"")  # all of it in one message: the usual case
+            if len(body) <= limit:
+                return body
+            await self._reject(send, 413, "request_too_large", self._too_big(), t0)
+            return None
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
             if message["type"] == "http.disconnect":
                 if t0 is not None:  # received, so counted as finished too
                     self.metrics.duration.observe(self.clock() - t0)
@@ -200,6 +197,7 @@ class Proxy:
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 break
+            message = await receive()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _too_big(self) -> str:
@@ -309,41 +307,61 @@ class Proxy:
     ) -> int:
         """Pass the upstream response through; end it cleanly if the upstream breaks.
 
+        An ordinary response (a Content-Length up to ``_ONE_SHOT_MAX_BYTES``, not SSE) is
+        read whole first and then sent as one message pair marked
+        :data:`router.server.BODY_FOLLOWS`: status line, headers and body in one write. If
+        the upstream breaks inside it, nothing was sent yet, so the client gets a 502 of
+        ours. Anything else is streamed as it comes.
+
         A failed ``send`` (uvicorn's ClientDisconnected is an OSError) raises _ClientGone.
         """
         clean = False
         try:
             status = resp.status
             is_sse = resp.is_sse
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": _response_headers(resp.raw_headers),
-                }
-            )
+            headers = _response_headers(resp.raw_headers)
+            length = resp.content_length
+            if length is not None and length <= _ONE_SHOT_MAX_BYTES and not is_sse:
+                try:
+                    data = await resp.read()
+                except BodyError as exc:
+                    self.metrics.upstream_error(ep.label, exc.reason)
+                    watch.done = True
+                    message = f"upstream {ep.label} failed mid-response"
+                    await self._reply_error(send, 502, "upstream_broken", message)
+                    if t0 is not None:
+                        self.metrics.ttfb.observe(self.clock() - t0)
+                    return 502
+                watch.done = True
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": headers,
+                        BODY_FOLLOWS: True,
+                    }
+                )
+                await send({"type": "http.response.body", "body": data})
+                if t0 is not None:
+                    self.metrics.ttfb.observe(self.clock() - t0)
+                clean = True
+                return status
+            await send({"type": "http.response.start", "status": status, "headers": headers})
             if t0 is not None:
                 self.metrics.ttfb.observe(self.clock() - t0)
-            length = resp.content_length
             try:
-                if length is not None and length <= _ONE_SHOT_MAX_BYTES and not is_sse:
-                    data = await resp.read()
-                    watch.done = True
-                    await send({"type": "http.response.body", "body": data})
-                elif is_sse:
+                if is_sse:
                     async for chunk in resp:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
                         if chunk.endswith(_SSE_DONE) or chunk.endswith(_SSE_DONE_CRLF):
                             # The OpenAI stream's last event is relayed: whatever happens
                             # to the client now, this response reached its end.
                             watch.finished = status
-                    watch.done = True
-                    await send({"type": "http.response.body", "body": b""})
                 else:
                     async for chunk in resp:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                    watch.done = True
-                    await send({"type": "http.response.body", "body": b""})
+                watch.done = True
+                await send({"type": "http.response.body", "body": b""})
                 clean = True
             except BodyError as exc:
                 # The upstream broke after we sent bytes: end the client's response cleanly
@@ -489,19 +507,32 @@ async def _watch_disconnect(receive: Receive, watch: _Watch) -> None:
             return
 
 
-def _request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
-    """Forwardable request headers: hop-by-hop ones and those named in Connection dropped."""
-    extra: set[bytes] = set()
-    for name, value in raw:
-        if name == b"connection":
-            extra.update(v.strip().lower() for v in value.split(b","))
+def _request_headers(raw: list[tuple[bytes, bytes]]) -> tuple[RequestHeaders, int]:
+    """Forwardable request headers (hop-by-hop ones and those named in Connection
+    dropped, names lowercased), and the declared Content-Length (0 if none or unreadable;
+    the largest if several), in one pass."""
     out = []
-    for name, value in raw:
+    declared = 0
+    extra: set[bytes] | None = None
+    for item in raw:
+        name = item[0]
         lname = name.lower()
-        if lname in HOP_BY_HOP or lname in extra:
+        if lname in HOP_BY_HOP:
+            if lname == b"content-length":
+                try:
+                    length = int(item[1])
+                except ValueError:
+                    length = 0
+                if length > declared:  # the largest, if several
+                    declared = length
+            elif lname == b"connection":
+                extra = extra or set()
+                extra.update(v.strip().lower() for v in item[1].split(b","))
             continue
-        out.append((lname, value))
-    return out
+        out.append(item if lname == name else (lname, item[1]))
+    if extra:
+        out = [item for item in out if item[0] not in extra]
+    return out, declared
 
 
 def _response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

@@ -1,4 +1,5 @@
-"""uvicorn's httptools protocol, plus a disconnect hook in each request's scope.
+"""uvicorn's httptools protocol, plus a disconnect hook in each request's scope and a
+lighter request cycle.
 
 The proxy must learn that a client left while its request waits upstream (in vLLM's
 queue), to free the slot at once. Plain ASGI offers one way: a task per request awaiting
@@ -13,24 +14,52 @@ removes it in its ``finally``; ``connection_lost`` calls every callback register
 connection. The proxy falls back to the ``receive()`` task when the key is absent (another
 ASGI server, or the tests' hand-made scopes), so the app stays plain ASGI.
 
-It relies on uvicorn's ``HttpToolsProtocol`` calling ``on_message_begin`` to build each
-request's scope and ``connection_lost`` when the client goes (uvicorn is pinned below 1.0 in
-pyproject.toml); ``tests/integration/test_router_emulator.py``'s disconnect tests run
-through it.
+The request cycle (:class:`Cycle`, in place of uvicorn's ``RequestResponseCycle``) keeps
+uvicorn's ASGI semantics message for message and costs less a request (issue 27: uvicorn's
+per-request Python was ~950 of the router's ~2,660 bytecodes a request, its ``send`` alone
+266): positional construction, no coroutine for an already-set event, and a response start
+marked :data:`BODY_FOLLOWS` is written together with the body that follows it, one
+``write`` (one system call, one TCP segment) for an ordinary completion instead of two.
+
+It relies on uvicorn's ``HttpToolsProtocol`` calling ``on_message_begin`` and
+``on_headers_complete`` to build each request's scope and cycle, and ``connection_lost``
+when the client goes (uvicorn is pinned below 1.0 in pyproject.toml; the two overridden
+callbacks and :class:`Cycle` follow uvicorn 0.54's, and a test checks that a cycle has the
+attributes of uvicorn's own); ``tests/component/test_router_server.py`` and
+``tests/integration/test_router_emulator.py``'s disconnect tests run through it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+import httptools
+from uvicorn._types import ASGI3Application, ASGIReceiveEvent, ASGISendEvent
+from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 # The scope key: a set of zero-argument callbacks, called once if the client connection
 # is lost. Not an ASGI standard key; namespaced to this project.
 DISCONNECT_HOOKS = "inflight.disconnect_hooks"
+# A key of an ``http.response.start`` message: the body message follows at once, so the
+# status line and headers are written with it (one write) rather than on their own.
+# Servers that do not know it ignore it (ASGI messages may carry extra keys).
+BODY_FOLLOWS = "inflight.body_follows"
 
 Hooks = set[Callable[[], None]]
+
+
+def _nothing() -> None:
+    """A finished cycle's ``on_response``."""
 
 
 class HookedHttpToolsProtocol(HttpToolsProtocol):
@@ -45,9 +74,223 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         scope: dict[str, Any] = self.scope  # type: ignore[assignment]
         scope[DISCONNECT_HOOKS] = self._disconnect_hooks
 
+    def on_headers_complete(self) -> None:
+        """uvicorn's, building a :class:`Cycle`."""
+        parser = self.parser
+        http_version = parser.get_http_version()
+        scope: dict[str, Any] = self.scope  # type: ignore[assignment]
+        scope["method"] = parser.get_method().decode("ascii")
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        if parser.should_upgrade() and self._should_upgrade():
+            return
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        root_path = self.root_path
+        if root_path:
+            scope["path"] = root_path + path
+            scope["raw_path"] = root_path.encode("ascii") + raw_path
+        else:
+            scope["path"] = path
+            scope["raw_path"] = raw_path
+        scope["query_string"] = parsed_url.query or b""
+
+        app: ASGI3Application = self.app
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+
+        existing_cycle = self.cycle
+        self.cycle = cycle = Cycle(
+            self,
+            http_version != "1.0" and parser.should_keep_alive(),
+        )
+        if existing_cycle is None or existing_cycle.response_complete:
+            self._start_asgi_task(cycle, app)
+        else:
+            # Pipelined HTTP requests need to be queued up.
+            self.flow.pause_reading()
+            self.pipeline.appendleft((cycle, app))
+
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         hooks = list(self._disconnect_hooks)
         self._disconnect_hooks.clear()
         for hook in hooks:
             hook()
+
+
+class Cycle(RequestResponseCycle):
+    """uvicorn's ``RequestResponseCycle`` (same attributes, same ASGI behaviour), lighter,
+    and writing a response start marked :data:`BODY_FOLLOWS` with its body."""
+
+    def __init__(self, protocol: HookedHttpToolsProtocol, keep_alive: bool) -> None:
+        # Not super().__init__: the same attributes, set from the protocol directly.
+        self.scope = protocol.scope
+        self.transport = protocol.transport
+        self.flow = protocol.flow
+        self.logger = protocol.logger
+        self.access_logger = protocol.access_logger
+        self.access_log = protocol.access_log
+        self.default_headers = protocol.server_state.default_headers
+        self.message_event = asyncio.Event()
+        self.on_response = protocol.on_response_complete
+        self.disconnected = False
+        self.keep_alive = keep_alive
+        self.waiting_for_100_continue = protocol.expect_100_continue
+        self.body = bytearray()
+        self.more_body = True
+        self.response_started = False
+        self.response_complete = False
+        self.chunked_encoding: bool | None = None
+        self.expected_content_length = 0
+        self._head: bytes | None = None  # a start held for the body that follows
+
+    async def run_asgi(self, app: ASGI3Application) -> None:
+        """uvicorn's, but ``on_response`` is reset to a shared no-op (not a new lambda)."""
+        try:
+            result = await app(  # type: ignore[func-returns-value]
+                self.scope, self.receive, self.send
+            )
+        except BaseException as exc:
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            if not self.response_started:
+                await self.send_500_response()
+            else:
+                self.transport.close()
+        else:
+            if result is not None:
+                msg = "ASGI callable should return None, but returned '%s'."
+                self.logger.error(msg, result)
+                self.transport.close()
+            elif not self.response_started and not self.disconnected:
+                self.logger.error("ASGI callable returned without starting response.")
+                await self.send_500_response()
+            elif not self.response_complete and not self.disconnected:
+                self.logger.error("ASGI callable returned without completing response.")
+                self.transport.close()
+        finally:
+            self.on_response = _nothing
+
+    async def receive(self) -> ASGIReceiveEvent:
+        if self.waiting_for_100_continue and not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_for_100_continue = False
+        if not self.disconnected and not self.response_complete:
+            flow = self.flow
+            if flow.read_paused:
+                flow.resume_reading()
+            event = self.message_event
+            if not event.is_set():  # the whole body is usually in already: no coroutine
+                await event.wait()
+            event.clear()
+        if self.disconnected or self.response_complete:
+            return {"type": "http.disconnect"}
+        body = self.body
+        self.body = bytearray()
+        return {"type": "http.request", "body": bytes(body), "more_body": self.more_body}
+
+    async def send(self, message: ASGISendEvent) -> None:
+        if self.access_log:  # uvicorn's own send logs each response
+            await super().send(message)
+            return
+        if self.flow.write_paused and not self.disconnected:
+            await self.flow.drain()
+        if self.disconnected:
+            return
+        msg: dict[str, Any] = message  # type: ignore[assignment]
+        kind = msg["type"]
+        if not self.response_started:
+            if kind != "http.response.start":
+                raise RuntimeError(
+                    f"Expected ASGI message 'http.response.start', but got '{kind}'."
+                )
+            self._start(msg)
+        elif not self.response_complete:
+            if kind != "http.response.body":
+                raise RuntimeError(f"Expected 'http.response.body', but got '{kind}'.")
+            self._body(msg.get("body", b""), msg.get("more_body", False))
+        else:
+            raise RuntimeError(
+                f"Unexpected ASGI message '{kind}' sent, after response already completed."
+            )
+
+    def _start(self, message: dict[str, Any]) -> None:
+        self.response_started = True
+        self.waiting_for_100_continue = False
+        status_code = message["status"]
+        headers = message.get("headers", ())
+        if self.default_headers:
+            headers = [*self.default_headers, *headers]
+        content = [STATUS_LINE[status_code]]
+        has_connection_close = False
+        for name, value in headers:
+            if HEADER_RE.search(name):
+                raise RuntimeError("Invalid HTTP header name.")
+            if HEADER_VALUE_RE.search(value):
+                raise RuntimeError("Invalid HTTP header value.")
+            name = name.lower()
+            if name == b"content-length" and self.chunked_encoding is None:
+                self.expected_content_length = int(value.decode())
+                self.chunked_encoding = False
+            elif name == b"transfer-encoding" and value.lower() == b"chunked":
+                self.expected_content_length = 0
+                self.chunked_encoding = True
+            elif name == b"connection":
+                connection = [token.lower().strip() for token in value.split(b",")]
+                if b"close" in connection:
+                    self.keep_alive = False
+                    has_connection_close = True
+            content += (name, b": ", value, b"\r\n")
+        if not self.keep_alive and not has_connection_close:
+            content.append(b"connection: close\r\n")
+        if (
+            self.chunked_encoding is None
+            and self.scope["method"] != "HEAD"
+            and status_code not in (204, 304)
+        ):
+            # Neither content-length nor transfer-encoding specified
+            self.chunked_encoding = True
+            content.append(b"transfer-encoding: chunked\r\n")
+        content.append(b"\r\n")
+        head = b"".join(content)
+        if message.get(BODY_FOLLOWS):
+            self._head = head
+        else:
+            self.transport.write(head)
+
+    def _body(self, body: bytes, more_body: bool) -> None:
+        head = self._head
+        if self.scope["method"] == "HEAD":
+            self.expected_content_length = 0
+            data = b""
+        elif self.chunked_encoding:
+            if body:
+                data = b"%x\r\n%b\r\n" % (len(body), body)
+                if not more_body:
+                    data += b"0\r\n\r\n"
+            else:
+                data = b"" if more_body else b"0\r\n\r\n"
+        else:
+            num_bytes = len(body)
+            if num_bytes > self.expected_content_length:
+                raise RuntimeError("Response content longer than Content-Length")
+            self.expected_content_length -= num_bytes
+            data = body
+        if head is not None:
+            self._head = None
+            data = head + data
+        if data:
+            self.transport.write(data)
+        if not more_body:
+            if self.expected_content_length != 0:
+                raise RuntimeError("Response content shorter than Content-Length")
+            self.response_complete = True
+            self.message_event.set()
+            if not self.keep_alive:
+                self.transport.close()
+            self.on_response()

@@ -310,15 +310,17 @@ async def test_a_stream_read_to_done_is_finished_even_if_the_client_leaves_at_on
     assert f"{names.ROUTER_INFLIGHT} 0.0" in text
 
 
-async def test_upstream_breaking_inside_a_sized_body_is_counted_and_cut_off(
+async def test_upstream_breaking_inside_a_sized_body_is_a_counted_502(
     procs: ProcessTracker, upstream: str
 ) -> None:
-    """With a Content-Length there is no clean way to end early: the client's connection
-    is closed short of it (so it sees the truncation), and the request is counted as a 502.
+    """A body with a Content-Length (up to 256 KiB) is read whole before the client gets a
+    byte, so when the upstream breaks inside it the client gets the router's 502, not a
+    truncated 200; it is counted as a 502 and an upstream error.
     """
     router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
-    with pytest.raises(aiohttp.ClientPayloadError):
-        await fetch("POST", router.url + "/v1/broken-body", data=b"{}")
+    status, _, body = await fetch("POST", router.url + "/v1/broken-body", data=b"{}")
+    assert status == 502
+    assert json.loads(body)["error"]["type"] == "upstream_broken"
     text = scrape(router)
     label = upstream.split("://")[1]
     assert f'{names.ROUTER_REQUESTS}{{code="502",endpoint="{label}"}} 1.0' in text

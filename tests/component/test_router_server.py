@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from router.server import DISCONNECT_HOOKS, HookedHttpToolsProtocol, Hooks
+from router.server import BODY_FOLLOWS, DISCONNECT_HOOKS, Cycle, HookedHttpToolsProtocol, Hooks
 from tests.support import until
 
 GUARD_S = 10.0
@@ -44,6 +45,19 @@ class App:
             if path == "/hold":
                 self.holding += 1
                 await asyncio.Event().wait()  # until cancelled at shutdown
+            if path == "/together":  # one write: start marked BODY_FOLLOWS, then the body
+                await send(
+                    {"type": "http.response.start", "status": 200,
+                     "headers": [(b"content-length", b"2")], BODY_FOLLOWS: True}
+                )  # fmt: skip
+                await send({"type": "http.response.body", "body": b"ok"})
+                return
+            if path == "/chunked":  # no Content-Length: chunked, as uvicorn frames it
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+                await send({"type": "http.response.body", "body": b"ab", "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": True})
+                await send({"type": "http.response.body", "body": b"c"})
+                return
             await send(
                 {"type": "http.response.start", "status": 200,
                  "headers": [(b"content-length", b"2")]}
@@ -134,3 +148,94 @@ async def test_separate_connections_have_separate_sets(
         await writer.wait_closed()
     assert len(app.hooks) == 2
     assert app.hooks[0] is not app.hooks[1]
+
+
+class CountingTransport:
+    """A transport that counts ``write`` calls and passes everything on."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self.inner.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def exchange(served: Served, raw: bytes, until_bytes: bytes) -> tuple[bytes, list[bytes]]:
+    """Send ``raw`` on a new connection whose server-side writes are counted; read until
+    ``until_bytes``; return what came and the server's writes."""
+    _app, port, server = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        await until(lambda: server.server_state.connections, "the server to see the client")
+        (proto,) = server.server_state.connections
+        counting = CountingTransport(proto.transport)
+        proto.transport = counting  # type: ignore[assignment]
+        # No access log, as in the router process (uvicorn's access_log=False); here
+        # pytest's log capture gives uvicorn's access logger handlers, and with an access
+        # log the cycle hands every message to uvicorn's own send.
+        proto.access_log = False
+        writer.write(raw)
+        await writer.drain()
+        data = await asyncio.wait_for(reader.readuntil(until_bytes), GUARD_S)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return data, counting.writes
+
+
+async def test_a_start_marked_body_follows_goes_out_with_its_body_in_one_write(
+    served: Served,
+) -> None:
+    data, writes = await exchange(served, request("/together"), b"\r\n\r\nok")
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n") and b"content-length: 2\r\n" in data
+    assert len(writes) == 1 and writes[0].endswith(b"\r\n\r\nok")
+    # Without the mark, the status line and headers go at once, the body after them.
+    _, writes = await exchange(served, request("/quick"), b"\r\n\r\nok")
+    assert [w.endswith(b"\r\n\r\n") for w in writes] == [True, False]
+
+
+async def test_the_cycle_frames_as_uvicorn_chunked_and_head(served: Served) -> None:
+    data, _ = await exchange(served, request("/chunked"), b"0\r\n\r\n")
+    head, body = data.split(b"\r\n\r\n", 1)
+    assert b"transfer-encoding: chunked" in head
+    assert body == b"2\r\nab\r\n1\r\nc\r\n0\r\n\r\n"
+    raw = b"HEAD /together HTTP/1.1\r\nHost: x\r\n\r\n"
+    data, writes = await exchange(served, raw, b"\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 200") and writes == [data]  # no body for a HEAD
+
+
+async def test_a_cycle_has_every_attribute_of_uvicorns(served: Served) -> None:
+    """The protocol's uvicorn code (connection_lost, shutdown, on_body, pipelining) reads
+    and writes the cycle's attributes: ours must have all of uvicorn's own, whatever
+    uvicorn version is installed."""
+    _app, port, server = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request("/quick"))
+        await writer.drain()
+        await reader.readuntil(b"\r\n\r\nok")
+        (proto,) = server.server_state.connections
+        ours = proto.cycle
+        assert isinstance(ours, Cycle)
+        theirs = RequestResponseCycle(
+            scope=proto.scope,
+            transport=proto.transport,
+            flow=proto.flow,
+            logger=proto.logger,
+            access_logger=proto.access_logger,
+            access_log=proto.access_log,
+            default_headers=server.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=True,
+            on_response=proto.on_response_complete,
+        )
+        assert set(vars(theirs)) <= set(vars(ours))
+    finally:
+        writer.close()
+        await writer.wait_closed()

@@ -19,10 +19,15 @@ def test_request_headers_drop_hop_by_hop_and_connection_named_ones() -> None:
         (b"authorization", b"Bearer k"),
         (b"Content-Type", b"application/json"),
     ]
-    assert _request_headers(raw) == [
-        (b"authorization", b"Bearer k"),
-        (b"content-type", b"application/json"),
-    ]
+    assert _request_headers(raw) == (
+        [(b"authorization", b"Bearer k"), (b"content-type", b"application/json")],
+        10,  # the declared Content-Length, read in the same pass
+    )
+
+
+def test_request_headers_read_the_largest_content_length_and_ignore_a_bad_one() -> None:
+    assert _request_headers([(b"content-length", b"5"), (b"Content-Length", b"7")])[1] == 7
+    assert _request_headers([(b"content-length", b"x")]) == ([], 0)
 
 
 def test_response_headers_keep_length_drop_hop_by_hop() -> None:
