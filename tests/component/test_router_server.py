@@ -173,6 +173,7 @@ async def exchange(served: Served, raw: bytes, until_bytes: bytes) -> tuple[byte
     try:
         await until(lambda: server.server_state.connections, "the server to see the client")
         (proto,) = server.server_state.connections
+        assert isinstance(proto, HookedHttpToolsProtocol)
         counting = CountingTransport(proto.transport)
         proto.transport = counting  # type: ignore[assignment]
         # No access log, as in the router process (uvicorn's access_log=False); here
@@ -220,6 +221,7 @@ async def test_a_cycle_has_every_attribute_of_uvicorns(served: Served) -> None:
         await writer.drain()
         await reader.readuntil(b"\r\n\r\nok")
         (proto,) = server.server_state.connections
+        assert isinstance(proto, HookedHttpToolsProtocol)
         ours = proto.cycle
         assert isinstance(ours, Cycle)
         theirs = RequestResponseCycle(
