@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import random
 import re
 import threading
@@ -38,7 +39,8 @@ from inflight.statedir import StackInfo, read_stack
 from tests.support import INFLIGHT, ProcessTracker, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-HOME = ROOT / vllm_cpu.DEFAULT_HOME
+# Where make vllm-cpu set the engine up (scripts/vllm_cpu.sh's VLLM_CPU_HOME).
+HOME = Path(os.environ.get("VLLM_CPU_HOME", ROOT / vllm_cpu.DEFAULT_HOME)).resolve()
 # The small model: the checks are about scheduling and metrics, not speed, and on a busy
 # 2-core machine llama-150m prefills ~25 tokens/s (a 1,800-token prompt: ~70 s) where this
 # one takes seconds; an abort waits for the engine's current step to end.
