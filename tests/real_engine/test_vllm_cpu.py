@@ -337,7 +337,7 @@ def test_the_routers_l_is_vllms_running_and_waiting_plus_what_it_holds(stack: St
         for _ in range(6):  # 4 slots: the router holds 2
             streams.send(text_body(max_tokens=1000))
         agreed = wait_for(agrees, timeout_s=TIMEOUT_S, what="L = running + waiting + held")
-    assert (agreed.held, agreed.running, agreed.waiting) == (2, 4, 0)
+    assert agreed.held == 2 and agreed.running + agreed.waiting == SLOTS
 
 
 def test_kv_bound_the_engine_runs_fewer_than_its_slots_while_the_router_counts_them_all(
