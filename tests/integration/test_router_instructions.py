@@ -1,0 +1,64 @@
+"""The router's cost a request, guarded by a count that a busy machine cannot change.
+
+Throughput measured with wrk on this project's shared 2-core machines spreads by ±35 %, so
+a 20 % loss went unseen for a round (issue 27). Instructions do not depend on the load:
+``inflight.bench.components.instructions`` runs the real ``inflight router`` under
+valgrind's callgrind in front of an upstream that answers at once, and counts every
+instruction the whole router process executes for 1,000 POSTs at c=32 after a 200-request
+warm-up (uvicorn, the event loop, the proxy, the upstream client, the metrics, the garbage
+collector). Counts repeat within ~0.5 %; the guard fails when one is more than 5 % over the
+committed baseline, ``router_instructions.json``.
+
+When a change makes the router cheaper (or a dearer one is worth it), re-record the
+baseline and say why in the commit::
+
+    .venv/bin/python -m inflight.bench.components.instructions \\
+        --record tests/integration/router_instructions.json --note "why"
+
+The baseline holds what the count depends on besides the code (the interpreter, uvicorn,
+httptools, uvloop, valgrind): in another environment the test is skipped and says so,
+since another interpreter or library runs other instructions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inflight.bench.components import instructions
+
+BASELINE = Path(__file__).with_name("router_instructions.json")
+RECORD = (
+    ".venv/bin/python -m inflight.bench.components.instructions "
+    "--record tests/integration/router_instructions.json --note WHY"
+)
+
+
+def test_router_instructions_a_request_stay_within_5_percent_of_the_baseline(
+    tmp_path: Path,
+) -> None:
+    assert instructions.available(), (
+        f"valgrind is not installed ({instructions.INSTALL_HINT}; scripts/setup.sh does it)"
+    )
+    base = json.loads(BASELINE.read_text())
+    here = instructions.fingerprint()
+    if base["fingerprint"] != here:
+        pytest.skip(
+            f"baseline counted with {base['fingerprint']}, this is {here}: "
+            f"re-record it here ({RECORD})"
+        )
+    assert base["margin"] == instructions.GUARD_MARGIN
+    count = instructions.guard_count(tmp_path)
+    assert count.ok == count.requests, f"{count.requests - count.ok} requests failed"
+    limit = base["per_request"] * (1 + instructions.GUARD_MARGIN)
+    change = count.per_request / base["per_request"] - 1
+    assert count.per_request <= limit, (
+        f"the router executes {count.per_request:,.0f} instructions a request, "
+        f"{change:+.1%} against the baseline's {base['per_request']:,} "
+        f"(limit +{instructions.GUARD_MARGIN:.0%}; {count.gc_per_request:,.0f} of them in "
+        "the garbage collector). Find what costs more (python -m "
+        "inflight.bench.components.instructions --keep DIR, then callgrind_annotate), or, "
+        f"if it is worth it, re-record the baseline ({RECORD})"
+    )
