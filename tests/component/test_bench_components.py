@@ -66,3 +66,33 @@ def test_router_bench_latency_scenario_against_nginx(tmp_path: Path) -> None:
     again = subprocess.run([*INFLIGHT, "bench", *argv], capture_output=True, text=True,
                            timeout=60)  # fmt: skip
     assert again.returncode == 2 and "never overwritten" in again.stderr
+
+
+def test_router_bench_ab_runs_two_commits_side_by_side_and_removes_its_worktrees(
+    tmp_path: Path,
+) -> None:
+    """``--ab A B``: each commit's router from a git worktree on PYTHONPATH (c958355 predates
+    --ready-file: its port is read back from /proc), rounds over every target, ratios, and
+    no worktree left behind."""
+    root = Path(__file__).resolve().parents[2]
+    old = "c958355"
+    if subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{old}^{{commit}}"],
+                      capture_output=True).returncode != 0:  # fmt: skip
+        old = "HEAD"  # a shallow clone
+    out = tmp_path / "ab.json"
+    done = _bench("router", "--ab", old, ".", "--scenarios", "capacity,streaming", "--rounds",
+                  "1", "--duration-s", "1", "--vllm-router-bin", str(tmp_path / "none"),
+                  "--out", str(out))  # fmt: skip
+    doc = json.loads(out.read_text())
+    a, b = (tree["label"] for tree in doc["trees"])
+    assert a.startswith(f"A {old} (") and b.startswith("B this checkout (")
+    capacity = doc["results"]["capacity"]
+    assert set(capacity["rounds"]) >= {a, b}
+    assert all(r["non_2xx"] == 0 and r["rps"] > 0 for r in capacity["rounds"][a])
+    assert capacity["ratios"]["B/A"] > 0
+    streaming = doc["results"]["streaming"]
+    assert streaming["rounds"][b][0]["failures"] == 0
+    assert "B/A" in done.stdout
+    after = subprocess.run(["git", "-C", str(root), "worktree", "list"], capture_output=True,
+                           text=True, check=True).stdout  # fmt: skip
+    assert "bench-router-ab-" not in after  # its temporary worktrees are gone

@@ -4,7 +4,11 @@ The reference benchmark (``inflight bench run|compare|chaos``) measures the whol
 these measure one part each, on this machine, and print figures (none asserts on speed):
 
 * ``router.py`` – the router beside nginx and vllm-router (capacity, added latency,
-  streaming, balance);
+  streaming, balance); ``ab.py`` – its ``--ab A B`` mode: two commits' routers side by
+  side, rounds interleaved, ratios;
+* ``instructions.py`` – the router's instructions a request under callgrind (no load can
+  move them): the guard ``tests/integration/test_router_instructions.py`` and
+  ``--ab --instructions``;
 * ``soak.py`` – the router under clients that leave at random moments: nothing leaks;
 * ``upstream_client.py`` – the router's two upstream clients side by side;
 * ``emulator.py`` – the emulator's measured throughput against its model, and its CPU;

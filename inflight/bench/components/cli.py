@@ -95,6 +95,21 @@ def _router(sub: Any) -> None:
                    default=list(ROUTER_SCENARIOS), help="comma-separated")  # fmt: skip
     p.add_argument("--emulator-time-scale", type=positive_float, default=0.02)
     p.add_argument("--balance-requests", type=at_least(1), default=480)
+    ab = p.add_argument_group(
+        "A/B (two commits' routers side by side, rounds interleaved; "
+        "inflight/bench/components/ab.py)"
+    )
+    ab.add_argument(
+        "--ab", nargs=2, metavar=("A", "B"), default=None,
+        help="compare the routers of two commits (each a git worktree on PYTHONPATH, this "
+        "venv; '.' = this checkout as it is) beside nginx and vllm-router: capacity, "
+        "latency and streaming (--scenarios), medians and ratios B/A and x/vllm-router",
+    )  # fmt: skip
+    ab.add_argument("--rounds", type=at_least(1), default=3,
+                    help="with --ab: each target once a round, the order rotating")  # fmt: skip
+    ab.add_argument("--instructions", action="store_true",
+                    help="with --ab: also count each commit's instructions a request under "
+                    "callgrind (load-independent; needs valgrind; ~30 s a commit)")  # fmt: skip
     p.set_defaults(func=_bench_router)
 
 

@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from inflight.ports import ports_of
-from inflight.procs import ManagedProcess, ProcessError
+from inflight.bench.components.procs import wait_port
+from inflight.procs import ManagedProcess
 
 INSTALL_HINT = "apt-get install -y --no-install-recommends valgrind"
 _BODY = b'{"model":"m","prompt":"hi","max_tokens":1}'
@@ -157,21 +157,6 @@ def _tree_reports_port(tree: Path | None) -> bool:
         return True
     cli = tree / "router" / "cli.py"
     return "ready_file" in cli.read_text() if cli.exists() else True
-
-
-def wait_port(proc: ManagedProcess, timeout_s: float) -> int:
-    """The port a router started with ``--port 0`` listens on: from its ready file, or, for
-    a tree from before the ready file, read back from /proc (:mod:`inflight.ports`)."""
-    if proc.ready_file is not None:
-        return proc.wait_ports(timeout_s=timeout_s)["http"]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = ports_of([proc.pid])
-        if found:
-            return min(found)
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise ProcessError(f"{proc.label} (pid {proc.pid}) listens on no port")
-        time.sleep(0.05)
 
 
 def _toggle(pid: int, on: bool) -> None:

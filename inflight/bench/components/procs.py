@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inflight.procs import ManagedProcess, free_port, inflight_command
+from inflight.ports import ports_of
+from inflight.procs import ManagedProcess, ProcessError, free_port, inflight_command
 
 PY = sys.executable
 INFLIGHT = inflight_command()
@@ -37,21 +39,31 @@ class Stack:
         return proc
 
     def start_ours(
-        self, argv: list[str], name: str, health_path: str
+        self,
+        argv: list[str],
+        name: str,
+        health_path: str,
+        env: dict[str, str] | None = None,
+        reports_port: bool = True,
     ) -> tuple[str, ManagedProcess]:
         """A server of ours, told ``--port 0``: read the port it reports, poll its health;
-        returns its base URL. (nginx and vllm-router cannot report: they get free_port.)"""
-        ready_file = self.workdir / f"{name}.ready.json"
+        returns its base URL. (nginx and vllm-router cannot report: they get free_port.)
+
+        ``env``: added to this process's environment (a tree on ``PYTHONPATH``).
+        ``reports_port=False``: a router from before ``--ready-file`` (an old commit in
+        ``inflight bench router --ab``): its port is read back from /proc."""
+        ready_file = self.workdir / f"{name}.ready.json" if reports_port else None
         proc = ManagedProcess(
-            [*argv, "--ready-file", str(ready_file)],
+            [*argv, "--ready-file", str(ready_file)] if ready_file else list(argv),
             name=name,
+            env={**os.environ, **(env or {})},
             log_path=self.workdir / f"{name}.log",
             grace_s=5.0,
             ready_file=ready_file,
         )
         self.procs.append(proc)
         proc.start()
-        url = f"http://127.0.0.1:{proc.wait_ports(timeout_s=60.0)['http']}"
+        url = f"http://127.0.0.1:{wait_port(proc, timeout_s=60.0)}"
         proc.wait_ready(url + health_path, timeout_s=60.0)
         return url, proc
 
@@ -64,6 +76,22 @@ class Stack:
             with contextlib.suppress(Exception):
                 proc.stop()
         self.procs.clear()
+
+
+def wait_port(proc: ManagedProcess, timeout_s: float) -> int:
+    """The HTTP port of a server of ours started with ``--port 0``: from its ready file,
+    or, without one (a router from before ``--ready-file``), read back from /proc
+    (:mod:`inflight.ports`)."""
+    if proc.ready_file is not None:
+        return proc.wait_ports(timeout_s=timeout_s)["http"]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = ports_of([proc.pid])
+        if found:
+            return min(found)
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise ProcessError(f"{proc.label} (pid {proc.pid}) listens on no port")
+        time.sleep(0.05)
 
 
 def start_inflight(

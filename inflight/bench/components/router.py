@@ -20,6 +20,9 @@ Scenarios (figures printed, and written as JSON to ``--out``):
 4. balance quality: 2 emulators × 4 slots, 16 closed-loop clients, router with
    least-outstanding against random dispatch: latency p50/p95.
 
+``--ab A B`` compares two commits' routers instead, side by side with the peers, in
+interleaved rounds (:mod:`inflight.bench.components.ab`).
+
 Needs ``wrk`` and ``nginx`` (``apt-get install -y --no-install-recommends wrk nginx``);
 a missing peer is skipped and said so. Every process is started in its own process group
 and stopped by PID. (Until 2026-12-01 this was ``scripts/bench_router.py``.)
@@ -217,7 +220,10 @@ def main(args: argparse.Namespace) -> int:
     if not have_nginx:
         print("nginx not installed: skipped (apt-get install -y --no-install-recommends nginx)")
     if vr is None:
-        print("vllm-router not found: skipped (pip install vllm-router in a separate venv)")
+        print(
+            "vllm-router not found: skipped (python3 -m venv /tmp/vr-venv && "
+            "/tmp/vr-venv/bin/pip install vllm-router==0.1.17, or --vllm-router-bin)"
+        )
     opts = Options(
         duration_s=args.duration_s,
         vllm_router_bin=vr,
@@ -228,6 +234,14 @@ def main(args: argparse.Namespace) -> int:
         balance_requests=args.balance_requests,
     )
     wanted = set(args.scenarios)
+    if getattr(args, "ab", None):
+        from inflight.bench.components import ab
+
+        if not have_wrk and wanted & {"capacity", "latency"}:
+            print("wrk not installed: capacity and latency skipped "
+                  "(apt-get install -y --no-install-recommends wrk)")  # fmt: skip
+            args.scenarios = [s for s in args.scenarios if s not in ("capacity", "latency")]
+        return ab.main(args, vr, have_nginx)
     if not have_wrk and wanted & {"capacity", "latency"}:
         print("wrk not installed: capacity and latency skipped "
               "(apt-get install -y --no-install-recommends wrk)")  # fmt: skip
