@@ -138,6 +138,9 @@ def serve(config: RouterSettings) -> int:
         uvicorn.Config(
             app,
             http=HookedHttpToolsProtocol,  # disconnects reach the proxy without a task each
+            # RouterApp's __call__ returns the chosen app's awaitable (not a coroutine
+            # function itself), which uvicorn's detection would take for ASGI 2.
+            interface="asgi3",
             host=config.host,
             port=port,
             log_level=config.log_level,

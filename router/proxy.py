@@ -52,7 +52,7 @@ from router.errors import (
 from router.metrics import NO_ENDPOINT, RouterMetrics
 from router.pool import Endpoint
 from router.routes import OPENAI_ROUTES, RouteTable
-from router.server import BODY_FOLLOWS, DISCONNECT_HOOKS, Hooks
+from router.server import BODY_FOLLOWS, CYCLE, DISCONNECT_HOOKS, Cycle, Hooks
 from router.upstream import (
     BodyError,
     HeaderTimeout,
@@ -149,14 +149,22 @@ class Proxy:
         if declared > self.max_body_bytes:
             await self._reject(send, 413, "request_too_large", self._too_big(), t0)
             return
-        body = await self._read_body(receive, send, t0)
+        # Through router.server's protocol the body is usually all in already: taken
+        # directly from the request's cycle, else received the ASGI way.
+        cycle: Cycle | None = scope.get(CYCLE)
+        body = cycle.whole_body() if cycle is not None else None
         if body is None:
+            body = await self._read_body(receive, send, t0)
+            if body is None:
+                return
+        elif len(body) > self.max_body_bytes:
+            await self._reject(send, 413, "request_too_large", self._too_big(), t0)
             return
         qs: bytes = scope.get("query_string", b"")
         if qs:
             path = path + b"?" + qs
         if t0 is None:
-            await self._metadata(method.encode("ascii"), path, headers, body, send)
+            await self._metadata(method.encode("ascii"), path, headers, body, send, cycle)
             return
         await self._work(
             method.encode("ascii"),
@@ -167,6 +175,7 @@ class Proxy:
             send,
             t0,
             scope.get(DISCONNECT_HOOKS),
+            cycle,
         )
 
     # --- request body --------------------------------------------------------------------
@@ -214,9 +223,14 @@ class Proxy:
         send: Send,
         t0: float,
         hooks: Hooks | None,
+        cycle: Cycle | None,
     ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+        # The request's task, to cancel when the client leaves (from router.server's cycle:
+        # asyncio.current_task() costs a getpid system call a request on Python 3.11).
+        task = cycle.task if cycle is not None and cycle.task is not None else None
+        if task is None:
+            task = asyncio.current_task()
+            assert task is not None
         # One object a request: the disconnect watch and the admission's opener (a closure
         # over the request would cost a cell per variable, each a tracked object for the
         # garbage collector).
@@ -243,7 +257,7 @@ class Proxy:
                 try:
                     ep = admission.ep
                     assert ep is not None
-                    code = await self._relay(ep, admission.response, send, t0, request)
+                    code = await self._relay(ep, admission.response, send, t0, request, cycle)
                 finally:
                     admission.leave()
         except asyncio.CancelledError:  # the client left, even while told of an error
@@ -304,6 +318,7 @@ class Proxy:
         send: Send,
         t0: float | None,
         watch: _Watch,
+        cycle: Cycle | None = None,
     ) -> int:
         """Pass the upstream response through; end it cleanly if the upstream breaks.
 
@@ -319,7 +334,6 @@ class Proxy:
         try:
             status = resp.status
             is_sse = resp.is_sse
-            headers = _response_headers(resp.raw_headers)
             length = resp.content_length
             if length is not None and length <= _ONE_SHOT_MAX_BYTES and not is_sse:
                 try:
@@ -333,19 +347,23 @@ class Proxy:
                         self.metrics.ttfb.observe(self.clock() - t0)
                     return 502
                 watch.done = True
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": status,
-                        "headers": headers,
-                        BODY_FOLLOWS: True,
-                    }
-                )
-                await send({"type": "http.response.body", "body": data})
+                if cycle is None or not cycle.respond(
+                    status, _response_block(resp.raw_headers), data
+                ):
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": status,
+                            "headers": _response_headers(resp.raw_headers),
+                            BODY_FOLLOWS: True,
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": data})
                 if t0 is not None:
                     self.metrics.ttfb.observe(self.clock() - t0)
                 clean = True
                 return status
+            headers = _response_headers(resp.raw_headers)
             await send({"type": "http.response.start", "status": status, "headers": headers})
             if t0 is not None:
                 self.metrics.ttfb.observe(self.clock() - t0)
@@ -392,6 +410,7 @@ class Proxy:
         headers: RequestHeaders,
         body: bytes,
         send: Send,
+        cycle: Cycle | None,
     ) -> None:
         """``GET /v1/models`` and the like: any ready endpoint, no slot taken."""
         ep = self.pool.choose(below_slots=False)
@@ -409,7 +428,7 @@ class Proxy:
             await self._reply_error(send, exc.status, exc.kind, str(exc))
             return
         with contextlib.suppress(_ClientGone):
-            await self._relay(ep, resp, send, None, _Watch())
+            await self._relay(ep, resp, send, None, _Watch(), cycle)
 
     # --- errors answered by the router ----------------------------------------------------
     async def _reject(
@@ -549,3 +568,17 @@ def _response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes
     if extra:
         out = [(n, v) for n, v in out if n not in extra]
     return out
+
+
+def _response_block(raw: list[tuple[bytes, bytes]]) -> bytes:
+    """:func:`_response_headers` as a header block (``name: value\\r\\n`` lines), in one
+    pass when no Connection header names others to drop."""
+    out: list[bytes] = []
+    for name, value in raw:
+        lname = name.lower()
+        if lname in _RESPONSE_DROP:
+            if lname == b"connection":
+                return b"".join(b"%s: %s\r\n" % item for item in _response_headers(raw))
+            continue
+        out += (lname, b": ", value, b"\r\n")
+    return b"".join(out)

@@ -55,6 +55,11 @@ DISCONNECT_HOOKS = "inflight.disconnect_hooks"
 # Servers that do not know it ignore it (ASGI messages may carry extra keys).
 BODY_FOLLOWS = "inflight.body_follows"
 
+# The scope key of the request's :class:`Cycle`, for the proxy's direct calls
+# (``whole_body``, ``respond``): the same effect as ``receive()`` and two ``send()``s,
+# without a message dict or a coroutine each. Absent with another server: plain ASGI.
+CYCLE = "inflight.cycle"
+
 Hooks = set[Callable[[], None]]
 
 
@@ -109,12 +114,24 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
             self,
             http_version != "1.0" and parser.should_keep_alive(),
         )
+        scope[CYCLE] = cycle
         if existing_cycle is None or existing_cycle.response_complete:
             self._start_asgi_task(cycle, app)
         else:
             # Pipelined HTTP requests need to be queued up.
             self.flow.pause_reading()
             self.pipeline.appendleft((cycle, app))
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        """uvicorn's, telling a :class:`Cycle` its task (the proxy cancels it when the
+        client leaves; ``asyncio.current_task()`` would cost a ``getpid`` system call a
+        request on Python 3.11)."""
+        if getattr(self.config, "reset_contextvars", False) or not isinstance(cycle, Cycle):
+            super()._start_asgi_task(cycle, app)
+            return
+        cycle.task = task = self.loop.create_task(cycle.run_asgi(app))
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -139,19 +156,25 @@ class Cycle(RequestResponseCycle):
         self.default_headers = protocol.server_state.default_headers
         self.message_event = asyncio.Event()
         self.on_response = protocol.on_response_complete
-        self.disconnected = False
         self.keep_alive = keep_alive
         self.waiting_for_100_continue = protocol.expect_100_continue
         self.body = bytearray()
-        self.more_body = True
-        self.response_started = False
-        self.response_complete = False
-        self.chunked_encoding: bool | None = None
-        self.expected_content_length = 0
-        self._head: bytes | None = None  # a start held for the body that follows
+        # disconnected, more_body, response_started, response_complete, chunked_encoding,
+        # expected_content_length and _head start as the class's values below (an
+        # instance attribute once set), which saves setting them for each request.
+
+    disconnected = False
+    more_body = True
+    response_started = False
+    response_complete = False
+    chunked_encoding: bool | None = None
+    expected_content_length = 0
+    _head: bytes | None = None  # a start held for the body that follows
+    task: asyncio.Task[None] | None = None  # the request's task, while it runs
 
     async def run_asgi(self, app: ASGI3Application) -> None:
-        """uvicorn's, but ``on_response`` is reset to a shared no-op (not a new lambda)."""
+        """uvicorn's, but ``on_response`` is reset to a shared no-op (not a new lambda), and
+        the scope lets go of this cycle."""
         try:
             result = await app(  # type: ignore[func-returns-value]
                 self.scope, self.receive, self.send
@@ -175,6 +198,62 @@ class Cycle(RequestResponseCycle):
                 self.transport.close()
         finally:
             self.on_response = _nothing
+            # The scope refers to this cycle and the cycle to the scope: a reference cycle
+            # that only the garbage collector would free (~8 objects a request), broken here.
+            scope: dict[str, Any] = self.scope  # type: ignore[assignment]
+            scope.pop(CYCLE, None)
+            self.task = None
+
+    # --- the proxy's direct calls (the scope's CYCLE key): no message dicts, no coroutine ---
+    def whole_body(self) -> bytes | None:
+        """The request's whole body when it is all in (what ``receive()`` would return at
+        once with ``more_body`` False), taken as ``receive()`` takes it; None, having taken
+        nothing, when ``receive()`` must be awaited."""
+        if (
+            self.more_body
+            or self.disconnected
+            or self.response_complete
+            or self.waiting_for_100_continue
+            or not self.message_event.is_set()
+        ):
+            return None
+        if self.flow.read_paused:
+            self.flow.resume_reading()
+        self.message_event.clear()
+        body = self.body
+        self.body = bytearray()
+        return bytes(body)
+
+    def respond(self, status: int, headers: bytes, body: bytes) -> bool:
+        """A whole response in one write, as ``send`` writes a start marked
+        :data:`BODY_FOLLOWS` and its final body. ``headers``: the header block, each line
+        ``name: value\\r\\n``, as an HTTP parser produced them (lowercase names, valid
+        values: not checked again), with the Content-Length of ``body`` and no
+        Transfer-Encoding or Connection. False, having done nothing,
+        when ``send`` must be used instead (an access log, writing paused, a response
+        already started); True otherwise, also when the client is gone (``send`` then
+        writes nothing either)."""
+        if self.access_log or self.response_started or self.flow.write_paused:
+            return False
+        if self.disconnected:
+            return True
+        self.response_started = True
+        self.waiting_for_100_continue = False
+        content = [STATUS_LINE[status]]
+        for name, value in self.default_headers:
+            content += (name, b": ", value, b"\r\n")
+        content.append(headers)
+        keep_alive = self.keep_alive
+        content.append(b"\r\n" if keep_alive else b"connection: close\r\n\r\n")
+        if self.scope["method"] != "HEAD":
+            content.append(body)
+        self.transport.write(b"".join(content))
+        self.response_complete = True
+        self.message_event.set()
+        if not keep_alive:
+            self.transport.close()
+        self.on_response()
+        return True
 
     async def receive(self) -> ASGIReceiveEvent:
         if self.waiting_for_100_continue and not self.transport.is_closing():

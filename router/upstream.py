@@ -511,15 +511,23 @@ class HttpToolsUpstream:
         head_only = method == b"HEAD"
         conn = pool.take_idle()
         if conn is not None:
+            # self._exchange(conn, ...), inlined: the usual path, one coroutine fewer.
+            response = conn.send(head, body, head_only)
+            conn.start_deadline(self.total_timeout_s)
             try:
-                return await self._exchange(conn, head, body, head_only)
+                await response.headers_future
+                return response
             except Reset:
+                conn.finished(reusable=False)
                 if conn.got_bytes:
                     raise
                 # A pooled connection that the upstream closed as the request went out (its
                 # keep-alive ran out at that moment) and that answered nothing: the request
                 # goes once more, on a new connection to the same endpoint. Reporting it as
                 # a Reset would mark a healthy endpoint unhealthy.
+            except BaseException:
+                conn.finished(reusable=False)
+                raise
         conn = await pool.connect(self.connect_timeout_s, self._ssl)
         return await self._exchange(conn, head, body, head_only)
 
