@@ -363,6 +363,14 @@ class Proxy:
                     self.metrics.ttfb.observe(self.clock() - t0)
                 clean = True
                 return status
+            if (
+                length is None
+                and cycle is not None
+                and cycle.stream_start(status, _response_block(resp.raw_headers))
+            ):
+                code = await self._stream(ep, resp, cycle, t0, watch, status, is_sse)
+                clean = code == status
+                return code
             headers = _response_headers(resp.raw_headers)
             await send({"type": "http.response.start", "status": status, "headers": headers})
             if t0 is not None:
@@ -401,6 +409,44 @@ class Proxy:
                 resp.release()
             else:
                 resp.close()  # drop the connection: the upstream sees the client leave
+
+    async def _stream(
+        self,
+        ep: Endpoint,
+        resp: UpstreamResponse,
+        cycle: Cycle,
+        t0: float | None,
+        watch: _Watch,
+        status: int,
+        is_sse: bool,
+    ) -> int:
+        """:meth:`_relay`'s streaming without a Content-Length (SSE) through the cycle's
+        direct calls, its start already written: a chunk a write, no message dict and no
+        ``send`` coroutine an event."""
+        if t0 is not None:
+            self.metrics.ttfb.observe(self.clock() - t0)
+        flow = cycle.flow
+        chunk_out = cycle.stream_chunk
+        try:
+            async for chunk in resp:
+                if flow.write_paused:
+                    await flow.drain()  # the client reads slower than the upstream writes
+                chunk_out(chunk)
+                if is_sse and (chunk.endswith(_SSE_DONE) or chunk.endswith(_SSE_DONE_CRLF)):
+                    # The OpenAI stream's last event is relayed: whatever happens to the
+                    # client now, this response reached its end.
+                    watch.finished = status
+            watch.done = True
+            cycle.stream_end(b"")
+            return status
+        except BodyError as exc:
+            # The upstream broke after we sent bytes: end the client's response cleanly
+            # (an SSE stream with an error event).
+            self.metrics.upstream_error(ep.label, exc.reason)
+            watch.done = True
+            message = f"upstream {ep.label} failed mid-response"
+            cycle.stream_end(sse_error_event("upstream_broken", message) if is_sse else b"")
+            return 502
 
     # --- metadata requests (no slot, not in L, not timed) -----------------------------------
     async def _metadata(

@@ -255,6 +255,52 @@ class Cycle(RequestResponseCycle):
         self.on_response()
         return True
 
+    def stream_start(self, status: int, headers: bytes) -> bool:
+        """Start a chunked response (no Content-Length), as ``send`` writes a start
+        without one; then :meth:`stream_chunk` each chunk and :meth:`stream_end`.
+        ``headers`` as for :meth:`respond` (no Content-Length, Transfer-Encoding or
+        Connection). False, having done nothing, when ``send`` must be used instead (an
+        access log, writing paused, a response already started, a HEAD request)."""
+        if (
+            self.access_log
+            or self.response_started
+            or self.flow.write_paused
+            or self.scope["method"] == "HEAD"
+        ):
+            return False
+        if self.disconnected:  # as send: nothing written, nothing changed
+            return True
+        self.response_started = True
+        self.waiting_for_100_continue = False
+        self.chunked_encoding = True
+        content = [STATUS_LINE[status]]
+        for name, value in self.default_headers:
+            content += (name, b": ", value, b"\r\n")
+        content.append(headers)
+        if not self.keep_alive:
+            content.append(b"connection: close\r\n")
+        content.append(b"transfer-encoding: chunked\r\n\r\n")
+        self.transport.write(b"".join(content))
+        return True
+
+    def stream_chunk(self, chunk: bytes) -> None:
+        """One chunk of a response begun with :meth:`stream_start` (the caller waits on
+        ``flow.drain()`` while ``flow.write_paused``, as ``send`` does)."""
+        if chunk and not self.disconnected:
+            self.transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+
+    def stream_end(self, tail: bytes) -> None:
+        """The last chunk (``tail``, may be empty) and the end of the response."""
+        if self.disconnected or self.response_complete:  # as send
+            return
+        last = b"%x\r\n%b\r\n0\r\n\r\n" % (len(tail), tail) if tail else b"0\r\n\r\n"
+        self.transport.write(last)
+        self.response_complete = True
+        self.message_event.set()
+        if not self.keep_alive:
+            self.transport.close()
+        self.on_response()
+
     async def receive(self) -> ASGIReceiveEvent:
         if self.waiting_for_100_continue and not self.transport.is_closing():
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")

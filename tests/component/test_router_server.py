@@ -17,7 +17,14 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from router.server import BODY_FOLLOWS, DISCONNECT_HOOKS, Cycle, HookedHttpToolsProtocol, Hooks
+from router.server import (
+    BODY_FOLLOWS,
+    CYCLE,
+    DISCONNECT_HOOKS,
+    Cycle,
+    HookedHttpToolsProtocol,
+    Hooks,
+)
 from tests.support import until
 
 GUARD_S = 10.0
@@ -51,6 +58,17 @@ class App:
                      "headers": [(b"content-length", b"2")], BODY_FOLLOWS: True}
                 )  # fmt: skip
                 await send({"type": "http.response.body", "body": b"ok"})
+                return
+            if path in ("/direct", "/direct-stream"):  # the proxy's direct calls
+                cycle = scope[CYCLE]
+                assert cycle.whole_body() is None  # already received above
+                if path == "/direct":
+                    assert cycle.respond(200, b"content-length: 2\r\n", b"ok")
+                else:
+                    assert cycle.stream_start(200, b"x-a: 1\r\n")
+                    for chunk in (b"ab", b"", b"c"):
+                        cycle.stream_chunk(chunk)
+                    cycle.stream_end(b"")
                 return
             if path == "/chunked":  # no Content-Length: chunked, as uvicorn frames it
                 await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -242,3 +260,18 @@ async def test_a_cycle_has_every_attribute_of_uvicorns(served: Served) -> None:
     finally:
         writer.close()
         await writer.wait_closed()
+
+
+async def test_the_direct_calls_write_what_the_asgi_messages_write(served: Served) -> None:
+    """``respond`` is a start marked BODY_FOLLOWS and its body; ``stream_start``,
+    ``stream_chunk`` and ``stream_end`` are a start without a length and body messages:
+    the same bytes on the wire, in one write for ``respond``."""
+    asgi, _ = await exchange(served, request("/together"), b"\r\n\r\nok")
+    direct, writes = await exchange(served, request("/direct"), b"\r\n\r\nok")
+    assert direct == asgi and writes == [direct]
+    asgi, _ = await exchange(served, request("/chunked"), b"0\r\n\r\n")
+    direct, _ = await exchange(served, request("/direct-stream"), b"0\r\n\r\n")
+    assert direct == asgi.replace(b"\r\ntransfer-encoding", b"\r\nx-a: 1\r\ntransfer-encoding")
+    # and the connection serves the next request (keep-alive, the cycle completed)
+    app, _port, _server = served
+    assert app.fired == []
