@@ -228,7 +228,7 @@ class Stack:
         if cfg.port and not port_is_free(cfg.port):
             # Not ours: shutdown must not report it as a port we left busy.
             raise StackError(f"--port {cfg.port} is in use; pick another or pass 0")
-        argv = [*_inflight(), *router_args(cfg, self.state.path(ENDPOINTS))]
+        argv = [*inflight_command(), *router_args(cfg, self.state.path(ENDPOINTS))]
         if not cfg.router_holds:
             log.info("router without --hold-when-full: requests queue in the replicas")
         self.router, ports = self._start_process(argv, "router", "/health", "http")
@@ -263,7 +263,7 @@ class Stack:
 
     def _start_scaler(self) -> None:
         argv = [
-            *_inflight(),
+            *inflight_command(),
             "scaler",
             "--grpc-port",
             "0",  # both ports from the OS, reported in the ready file
@@ -616,7 +616,3 @@ class Stack:
         """Router, Prometheus and scaler (those started so far), in start order."""
         prom = self.prometheus.process if self.prometheus is not None else None
         return [p for p in (self.router, prom, self.scaler) if p is not None]
-
-
-def _inflight() -> list[str]:
-    return inflight_command()
