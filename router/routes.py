@@ -18,7 +18,8 @@ path are in the table, and answers the rest itself, never forwarding them:
   the router does not serve that route, exactly as vLLM answers 404 for a route it has not
   registered, and a 404 says nothing about which admin routes the upstream has;
 * **405** ``method_not_allowed`` with ``Allow`` — a path in the table with another method
-  (``GET /v1/completions``).
+  (``GET /v1/completions``). ``OPTIONS`` (a CORS preflight) is forwarded on every path
+  of the table, and ``HEAD`` wherever ``GET`` is: the proxy passes both as metadata.
 
 The table, :data:`OPENAI_ROUTES`, is vLLM's OpenAI-compatible server's ``/v1`` routes
 (vllm-project/vllm ``vllm/entrypoints/openai/api_server.py``, commit 048027fb: its
@@ -134,8 +135,19 @@ def _allowed(methods: Iterable[str]) -> Allowed:
     return Allowed(frozenset(ordered), ", ".join(ordered).encode("ascii"))
 
 
+def _metadata(methods: set[str]) -> set[str]:
+    """A route's methods and the metadata ones that go with them: ``HEAD`` wherever ``GET``
+    is (RFC 9110 §9.3.2: a GET without the body; ``HEAD /v1/models`` from a load balancer's
+    check), and ``OPTIONS`` on every route (a browser's CORS preflight before a POST; the
+    upstream answers it, vLLM with its ``--allowed-origins`` CORS middleware). Both are
+    metadata to the proxy: no slot, not in L."""
+    extra = {"OPTIONS", "HEAD"} if "GET" in methods else {"OPTIONS"}
+    return methods | extra
+
+
 class RouteTable:
-    """Routes by path: exact paths in a dict, ``{name}`` templates tried after it."""
+    """Routes by path: exact paths in a dict, ``{name}`` templates tried after it; each
+    path also takes ``OPTIONS``, and ``HEAD`` where it takes ``GET`` (:func:`_metadata`)."""
 
     def __init__(self, routes: Iterable[Route]) -> None:
         exact: dict[bytes, set[str]] = {}
@@ -146,8 +158,10 @@ class RouteTable:
                 templates.setdefault(segments, set()).add(route.method)
             else:
                 exact.setdefault(route.path.encode(), set()).add(route.method)
-        self._exact = {path: _allowed(methods) for path, methods in exact.items()}
-        self._templates = [(segs, _allowed(methods)) for segs, methods in templates.items()]
+        self._exact = {path: _allowed(_metadata(methods)) for path, methods in exact.items()}
+        self._templates = [
+            (segs, _allowed(_metadata(methods))) for segs, methods in templates.items()
+        ]
 
     def exact_methods(self) -> dict[bytes, frozenset[str]]:
         """Raw path → methods of the table's exact (template-free) routes: for a caller's

@@ -350,6 +350,25 @@ async def test_models_is_metadata_and_never_waits_for_a_slot(
         await asyncio.gather(slow, return_exceptions=True)
 
 
+async def test_head_and_cors_preflight_pass_through_the_router_process(
+    procs: ProcessTracker, upstream: str
+) -> None:
+    """``HEAD /v1/models`` and an ``OPTIONS`` preflight were 405 at the router though its
+    docstring said they pass: through the real router (uvicorn's HEAD handling), they
+    reach the upstream as metadata, in no slot and not counted."""
+    router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
+    status, headers, body = await fetch("HEAD", router.url + "/v1/models")
+    assert status == 200 and body == b"" and headers["content-type"].startswith("application/json")
+    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    status, _, body = await fetch("OPTIONS", router.url + "/v1/echo", headers=preflight)
+    assert status == 200
+    seen = json.loads(body)["headers"]
+    assert seen["origin"] == "https://app.example"
+    assert seen["access-control-request-method"] == "POST"
+    text = scrape(router)
+    assert f"{names.ROUTER_REQUESTS_RECEIVED} 0.0" in text  # metadata: not work
+
+
 async def test_path_outside_v1_is_not_proxied(procs: ProcessTracker, upstream: str) -> None:
     router = await asyncio.to_thread(start_router, procs, "--endpoints", upstream)
     assert (await fetch("GET", router.url + "/health/../v1x"))[0] == 404
@@ -590,7 +609,7 @@ async def test_paths_and_methods_outside_the_table_are_refused_never_forwarded(
     headers = dict(start["headers"])  # type: ignore[call-overload]
     assert json.loads(body["body"])["error"]["type"] == kind  # type: ignore[arg-type]
     if status == 405:
-        assert headers[b"allow"] in (b"POST", b"GET")
+        assert headers[b"allow"] in (b"POST, OPTIONS", b"GET, HEAD, OPTIONS")
     if method not in ("GET", "HEAD"):  # work requests: counted, at no endpoint, in no slot
         assert router.sample(names.ROUTER_REQUESTS, endpoint="none", code=str(status)) == 1.0
     assert router.dispatcher.inflight == 0
@@ -605,6 +624,9 @@ async def test_paths_and_methods_outside_the_table_are_refused_never_forwarded(
         ("GET", b"/v1/models"),
         ("GET", b"/v1/responses/resp_1"),
         ("POST", b"/v1/echo"),  # allowed by the flag (TEST_ROUTES)
+        ("HEAD", b"/v1/models"),  # metadata: HEAD wherever GET is (was 405)
+        ("OPTIONS", b"/v1/chat/completions"),  # a CORS preflight (was 405)
+        ("OPTIONS", b"/v1/echo"),
     ],
 )
 async def test_table_routes_are_forwarded_as_sent(

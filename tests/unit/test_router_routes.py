@@ -21,6 +21,12 @@ TABLE = RouteTable(OPENAI_ROUTES)
         ("POST", b"/v1/responses/resp_0123/cancel"),
         ("POST", b"/v1/audio/transcriptions"),
         ("GET", b"/v1/models"),
+        ("HEAD", b"/v1/models"),  # a GET without the body (was 405)
+        ("HEAD", b"/v1/responses/resp_1"),
+        ("OPTIONS", b"/v1/chat/completions"),  # a CORS preflight (was 405)
+        ("OPTIONS", b"/v1/completions"),
+        ("OPTIONS", b"/v1/models"),
+        ("OPTIONS", b"/v1/responses/resp_1/cancel"),
     ],
 )
 def test_openai_routes_are_forwarded(method: str, path: bytes) -> None:
@@ -76,12 +82,12 @@ def test_paths_outside_the_table_are_404(path: bytes) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
     [
-        ("GET", b"/v1/completions", b"POST"),
-        ("DELETE", b"/v1/chat/completions", b"POST"),
-        ("PUT", b"/v1/embeddings", b"POST"),
-        ("POST", b"/v1/models", b"GET"),
-        ("HEAD", b"/v1/models", b"GET"),
-        ("DELETE", b"/v1/responses/resp_1", b"GET"),
+        ("GET", b"/v1/completions", b"POST, OPTIONS"),
+        ("HEAD", b"/v1/completions", b"POST, OPTIONS"),  # HEAD only where GET is
+        ("DELETE", b"/v1/chat/completions", b"POST, OPTIONS"),
+        ("PUT", b"/v1/embeddings", b"POST, OPTIONS"),
+        ("POST", b"/v1/models", b"GET, HEAD, OPTIONS"),
+        ("DELETE", b"/v1/responses/resp_1", b"GET, HEAD, OPTIONS"),
     ],
 )
 def test_other_methods_are_405_with_allow(method: str, path: bytes, allow: bytes) -> None:
@@ -103,14 +109,14 @@ def test_allowed_routes_join_the_table() -> None:
     extra = [parse_route("POST:/v1/load_lora_adapter"), parse_route("delete:/v1/models")]
     table = RouteTable((*OPENAI_ROUTES, *extra))
     assert "POST" in table.lookup("POST", b"/v1/load_lora_adapter").methods
-    assert table.lookup("GET", b"/v1/models").allow == b"GET, DELETE"
+    assert table.lookup("GET", b"/v1/models").allow == b"GET, HEAD, DELETE, OPTIONS"
     with pytest.raises(RouteNotFound):
         table.lookup("POST", b"/v1/unload_lora_adapter")
 
 
 def test_a_template_route_from_the_flag() -> None:
     table = RouteTable([parse_route("GET:/v1/files/{file_id}/content")])
-    assert table.lookup("GET", b"/v1/files/file-1/content").allow == b"GET"
+    assert table.lookup("GET", b"/v1/files/file-1/content").allow == b"GET, HEAD, OPTIONS"
     for path in (b"/v1/files/%2e%2e/content", b"/v1/files/../content"):
         with pytest.raises(BadPath):
             table.lookup("GET", path)
