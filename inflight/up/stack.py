@@ -11,11 +11,12 @@ Prometheus. The scaler still runs, idle (nothing calls it), so ``stack.json``, r
 and its metrics are the same under every policy.
 
 :meth:`Stack.run` is the main loop: supervisor tick, autoscaler tick, timeline, and the
-core processes' keeper: a Prometheus or scaler that dies is restarted on the same ports
-after a back-off (:mod:`inflight.control.restarts` decides when; each death and restart is
-logged and recorded in ``restarts.jsonl``); a ``hold/<name>`` file in the state dir keeps
-it down while it exists. The router is not restarted: its death stops the stack (exit
-code 1), since its clients and its L live in it. On exit every process group is stopped,
+core processes' keeper: a router, Prometheus or scaler that dies is restarted on the same
+ports after a back-off (:mod:`inflight.control.restarts` decides when; each death and
+restart is logged and recorded in ``restarts.jsonl``); a ``hold/<name>`` file in the state
+dir keeps it down while it exists. A restarted router starts with L = 0: the requests it
+held died with it (their clients saw the connection break), and the replicas drop the ones
+it had sent them when the connection closes. On exit every process group is stopped,
 and the stack checks that none is alive and that every port it used is free, and says so.
 """
 
@@ -71,7 +72,7 @@ log = logging.getLogger("inflight.up")
 TICK_S = 0.05
 #: children.json is rewritten at least this often, so it names the groups' newer members.
 MEMBERS_REFRESH_S = 1.0
-#: Back-off of the Prometheus and scaler restarts (real seconds).
+#: Back-off of the router, Prometheus and scaler restarts (real seconds).
 RESTART_POLICY = RestartPolicy()
 
 
@@ -423,11 +424,8 @@ class Stack:
 
     # --- run --------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
-        """The main loop until ``stop`` is set; 1 if the router died."""
+        """The main loop until ``stop`` is set; 0."""
         while not stop.is_set():
-            if self.router is not None and self.router.poll() is not None:
-                log.error("router exited (code %s); stopping the stack", self.router.poll())
-                return 1
             now = time.monotonic()
             self._keep_core_alive(now)
             polled = False
@@ -443,11 +441,11 @@ class Stack:
             stop.wait(TICK_S)
         return 0
 
-    # --- core processes: restart a dead Prometheus or scaler ---------------------------------
+    # --- core processes: restart a dead router, Prometheus or scaler -------------------------
     def _keep_core_alive(self, now: float) -> None:
         """One restart step per core process (the decision is :func:`restart_step`'s)."""
         prom = self.prometheus.process if self.prometheus is not None else None
-        for name, proc in (("prometheus", prom), ("scaler", self.scaler)):
+        for name, proc in (("router", self.router), ("prometheus", prom), ("scaler", self.scaler)):
             if proc is None:
                 continue
             alive = proc.poll() is None
@@ -485,7 +483,9 @@ class Stack:
 
     def _restart_core(self, name: str, state: RestartState) -> None:
         try:
-            if name == "prometheus":
+            if name == "router":
+                self._restart_router()
+            elif name == "prometheus":
                 self._restart_prometheus()
             else:
                 self._restart_scaler()
@@ -496,6 +496,19 @@ class Stack:
             return
         self._record_children()
         self._record_restart(name, "restarted", None, state.failures, None)
+
+    def _restart_router(self) -> None:
+        """Same port (its clients, Prometheus' target and the scaler's direct source know
+        it by that address), same endpoints file; not waited for: while it starts,
+        ``observe()`` reads no L and the autoscaler's scaler sees its target down."""
+        argv = [*inflight_command(), *router_args(self.config, self.state.path(ENDPOINTS))]
+        argv[argv.index("--port") + 1] = str(self.router_port)
+        proc = ManagedProcess(
+            argv, name="router", log_path=self.state.logs / "router.log", grace_s=10.0
+        )
+        proc.start()
+        self.router = proc
+        log.info("router restarted on port %d (pid %d)", self.router_port, proc.pid)
 
     def _restart_prometheus(self) -> None:
         """Same port, same data dir; blocks until /-/ready (about a second; 10 s at most)."""

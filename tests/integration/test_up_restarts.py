@@ -1,11 +1,13 @@
-"""``inflight up`` keeps its core processes: a dead Prometheus or scaler is restarted (with
-back-off, logged, in restarts.jsonl), and ``hold/<name>`` keeps a dead one down."""
+"""``inflight up`` keeps its core processes: a dead Prometheus, scaler or router is restarted
+(with back-off, logged, in restarts.jsonl), and ``hold/<name>`` keeps a dead one down."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import urllib.request
 from pathlib import Path
 
 from inflight.bench.chaos import probe as chaos_probe
@@ -21,7 +23,9 @@ def events(state: Path) -> list[tuple[str, str]]:
     return [(r["process"], r["event"]) for r in read_jsonl(state / "restarts.jsonl")]
 
 
-def test_a_dead_prometheus_is_held_down_then_restarted_and_a_dead_scaler_restarted(procs, tmp_path):
+def test_a_dead_prometheus_is_held_down_then_restarted_and_a_dead_scaler_and_router_restarted(
+    procs, tmp_path
+):
     state = tmp_path / "state"
     fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
     argv = [*INFLIGHT, "up", "--state-dir", str(state), "--time-scale", str(TS),
@@ -72,6 +76,32 @@ def test_a_dead_prometheus_is_held_down_then_restarted_and_a_dead_scaler_restart
         what="the scaler restarted and answering GetMetrics",
     )
     assert up.process.poll() is None
+
+    # The router: restarted on its port (the address its clients and Prometheus know),
+    # reading the same endpoints file; the stack goes on.
+    router = chaos_probe.group_of(state, "router")
+    assert router is not None
+    os.killpg(router, signal.SIGKILL)
+
+    def router_back():
+        assert up.process.poll() is None, "a dead router must not stop the stack"
+        if ("router", "restarted") not in events(state):
+            return None
+        status = _json(info.router_url + "/router/status")
+        ready = [e for e in (status or {}).get("endpoints", []) if e.get("state") == "ready"]
+        return status if ready else None
+
+    status = wait_for(router_back, timeout_s=60, interval_s=0.2, what="the router restarted")
+    assert status["inflight"] == 0
+    assert ("router", "died") in events(state)
+    assert chaos_probe.group_of(state, "router") not in (None, router)
     log = (state / "logs" / "up.log").read_text()
     assert "prometheus exited (code -9); restarting it in" in log
     assert "scaler restarted" in log
+    assert "router exited (code -9); restarting it in" in log
+
+
+def _json(url: str):
+    with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=1) as resp:
+        return json.loads(resp.read())
+    return None

@@ -110,14 +110,29 @@ def test_a_scale_down_below_saturation_one_is_right_and_rises_are_ignored():
     assert [(d.t, d.wrong) for d in downs] == [(10, False)]
 
 
-def test_a_decision_of_another_count_or_too_old_is_not_evidence():
+def test_a_decision_of_another_count_or_too_old_is_not_evidence_and_no_evidence_is_wrong():
+    """A scale-down nobody can show was safe counts against the stack (it was excused)."""
     timeline = [point(1, 3), point(10, 2)]
     decisions = [
-        {"t": 5.0, "L": 20, "capacity": 12, "saturation": 1.7, "desired": 2},  # 5 s before
-        {"t": 9.95, "L": 20, "capacity": 12, "saturation": 1.7, "desired": 3},  # not this one
+        {"t": 5.0, "L": 2, "capacity": 12, "saturation": 0.17, "desired": 2},  # 5 s before
+        {"t": 9.95, "L": 2, "capacity": 12, "saturation": 0.17, "desired": 3},  # not this one
     ]
     (down,) = scale_downs(timeline, decisions, [])
-    assert down.saturation is None and not down.wrong
+    assert down.saturation is None and down.evidence == "no evidence"
+    assert down.wrong
+    report = fault_report(window(start_t=0.0), [], [down])
+    assert report.wrong_scale_downs == 1
+    assert "kill-replica: wrong_scale_downs = 1 (must be 0)" in bar_failures([report])
+
+
+def test_a_router_sample_from_before_the_routers_went_quiet_is_no_evidence():
+    """The stack's router dead for 5 s: its last sample, from before, says nothing of the
+    moment the count fell."""
+    timeline = [point(1, 3), point(10, 2)]
+    (stale,) = scale_downs(timeline, [], [Sample(5.0, 1, 3, 4)])
+    assert stale.saturation is None and stale.wrong
+    (fresh,) = scale_downs(timeline, [], [Sample(5.0, 1, 3, 4), Sample(9.0, 1, 3, 4)])
+    assert fresh.saturation == pytest.approx(1 / 12) and not fresh.wrong
 
 
 def test_streams_open_across_a_scale_down_are_counted_and_checked():
@@ -174,7 +189,7 @@ def test_a_scale_down_fault_needs_a_stream_open_at_a_scale_down():
     assert "scale-down: no long stream was open when the replica count fell" in bar_failures(
         [none_open]
     )
-    downs = scale_downs([point(100, 3), point(120, 1)], [], [])
+    downs = scale_downs([point(100, 3), point(120, 1)], [], [Sample(119.5, 4, 3, 4)])
     broken = fault_report(w, [req(101, 125, False, error="x", long=True)], downs)
     assert bar_failures([broken]) == [
         "kill-replica: lost_other = 1 (must be 0)".replace("kill-replica", "scale-down"),
@@ -208,3 +223,68 @@ def test_the_subcommand_is_registered_with_seed_second_durations():
     assert args.faults.split(",")[0] == "kill-replica" and args.prometheus_down_s == 120.0
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", "chaos", "--out-dir", "/tmp/x", "--rate", "0"])
+
+
+def test_a_leak_check_that_could_not_read_a_router_or_replica_fails_the_fault():
+    """It used to count them as 0 leaked slots, and pass."""
+    blind = window(unprobed=("router-0 /router/status", "replica 127.0.0.1:41236 /metrics"))
+    report = fault_report(blind, [req(101, 105)], [])
+    assert report.leaked_slots == 0
+    assert bar_failures([report]) == [
+        "kill-replica: the leak check could not read "
+        "['router-0 /router/status', 'replica 127.0.0.1:41236 /metrics']"
+    ]
+    assert "not read by the leak check: router-0 /router/status" in chaos_markdown(
+        chaos_json([report], [], {})
+    )
+
+
+def test_a_fault_injected_before_the_stack_settled_fails():
+    """It used to add a note only."""
+    report = fault_report(window(settled=False), [req(101, 105)], [])
+    assert bar_failures([report]) == [
+        "kill-replica: the stack had not settled when the fault was injected"
+    ]
+
+
+def test_requests_still_open_after_the_drain_fail_the_fault():
+    """It used to add a note only."""
+    report = fault_report(window(open_after_drain=3), [req(101, 105)], [])
+    assert report.details["open_after_drain"] == 3
+    assert bar_failures([report]) == ["kill-replica: 3 request(s) still open after the drain"]
+
+
+@pytest.mark.parametrize(
+    ("timeline", "failure"),
+    [
+        ([point(90, 2), point(115, 3), point(125, 4)], None),  # 2 -> 4
+        ([point(90, 2), point(115, 2)], "no scale-up during the surge (desired 2 → 2)"),
+        ([point(90, 2), point(135, 4)], "no scale-up during the surge (desired 2 → 2)"),  # too late
+        ([], "no scale-up during the surge (desired None → None)"),
+    ],
+)
+def test_a_surge_must_raise_the_replica_count(timeline, failure):
+    w = window(fault="router-stop", faulted_endpoints=(), surge=True)
+    report = fault_report(w, [req(101, 105)], [], timeline)
+    expected = [] if failure is None else [f"router-stop: {failure}"]
+    assert bar_failures([report]) == expected
+
+
+def test_requests_retried_after_a_refused_connection_are_counted():
+    requests = [req(101, 105), ChaosRequest(111, 118, True, 0, "", False, refused=12)]
+    report = fault_report(window(fault="router-restart", faulted_router=0), requests, [])
+    assert report.details["requests_retried_after_refused"] == 1
+    assert report.lost_other == 0
+    md = chaos_markdown(chaos_json([report], [], {}))
+    assert "1 request(s) refused at connect, retried" in md
+
+
+def test_surge_faults_need_a_factor_above_the_base(tmp_path, capsys):
+    from inflight.bench.chaos.run import main
+
+    args = build_parser().parse_args(
+        ["bench", "chaos", "--out-dir", str(tmp_path / "x"), "--faults", "router-stop",
+         "--surge-base", "2", "--surge-factor", "2"]
+    )  # fmt: skip
+    assert main(args) == 2
+    assert "--surge-factor (2) must be above --surge-base (2)" in capsys.readouterr().err

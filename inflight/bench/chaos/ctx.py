@@ -32,6 +32,9 @@ class Ctx:
     slots: int
     samples: list[Sample] = dataclasses.field(default_factory=list)
     active_routers: list[int] = dataclasses.field(default_factory=lambda: [0])
+    # routers that hold requests but cannot answer (SIGSTOPped): index -> L at the stop,
+    # counted in the samples (they hold slots on the replicas) without probing them
+    frozen: dict[int, int] = dataclasses.field(default_factory=dict)
     extra: list[ManagedProcess] = dataclasses.field(default_factory=list)
 
     @property
@@ -54,3 +57,7 @@ class Ctx:
 
     def wall(self, seed_s: float) -> float:
         return seed_s * self.time_scale
+
+    def rate(self, factor: float = 1.0) -> float:
+        """Arrivals per wall second: ``--rate`` (per seed second) × ``factor``."""
+        return float(self.args.rate) * factor / self.time_scale

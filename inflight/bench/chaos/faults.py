@@ -21,7 +21,7 @@ from pathlib import Path
 
 from inflight.bench.chaos import probe
 from inflight.bench.chaos.ctx import Ctx
-from inflight.procs import ManagedProcess, group_alive, inflight_command
+from inflight.procs import ManagedProcess, ProcessError, group_alive, inflight_command
 from inflight.prom import PrometheusServer
 from inflight.statedir import ENDPOINTS, PROMETHEUS_DIR, hold_path, read_timeline
 
@@ -37,6 +37,7 @@ class Injected:
     router: int | None = None
     groups: dict[int, str] = field(default_factory=dict)  # must be gone afterwards
     notes: list[str] = field(default_factory=list)
+    surge: bool = False  # the load rose at the injection: the replica count must rise
 
 
 def _kill(pgid: int, sig: int) -> None:
@@ -153,38 +154,70 @@ async def kill_scaler(ctx: Ctx) -> Injected:
     )  # fmt: skip
 
 
-async def second_router(ctx: Ctx) -> Injected:
-    """A second router on the same endpoints file, scraped by the same Prometheus and
-    given half the load; killed (-9) under load; taken out of discovery
-    ``router_missing_s`` seed seconds later (a router removed from discovery is gone)."""
+async def _start_router(ctx: Ctx, name: str, port: int = 0) -> tuple[ManagedProcess, int]:
+    """A router of our own on the stack's endpoints file (``port`` 0: one from the OS);
+    its process and port, once its /health answers."""
     state = ctx.state_dir
-    ready_file = Path(state) / "logs" / "router-2.ready.json"
+    ready_file = Path(state) / "logs" / f"{name}.ready.json"
+    ready_file.unlink(missing_ok=True)
     argv = [
-        *inflight_command("router"), "--host", "127.0.0.1", "--port", "0",
+        *inflight_command("router"), "--host", "127.0.0.1", "--port", str(port),
         "--ready-file", str(ready_file),
         "--slots-per-endpoint", str(ctx.slots), "--endpoints-file", str(state / ENDPOINTS),
         "--hold-when-full", "--file-poll-s", "0.2",
     ]  # fmt: skip
     proc = ManagedProcess(
-        argv,
-        name="router-2",
-        log_path=Path(state) / "logs" / "router-2.log",
-        ready_file=ready_file,
+        argv, name=name, log_path=Path(state) / "logs" / f"{name}.log", ready_file=ready_file
     )
     ctx.extra.append(proc)
     proc.start()
     port = (await asyncio.to_thread(proc.wait_ports, 60.0))["http"]
-    url = f"http://127.0.0.1:{port}"
-    await asyncio.to_thread(proc.wait_ready, url + "/health", 60.0)
+    await asyncio.to_thread(proc.wait_ready, f"http://127.0.0.1:{port}/health", 60.0)
+    return proc, port
+
+
+async def _scraped(ctx: Ctx, port: int) -> None:
+    """Until Prometheus has scraped the router on ``port`` (so the scaler knows it as a
+    router: a target that exposed L); at most a minute."""
+    url = ctx.info.get("prometheus_url")
+    deadline = time.monotonic() + 60.0
+    while url and time.monotonic() < deadline:
+        if await probe.target_up(ctx.session, str(url), f"127.0.0.1:{port}"):
+            return
+        await asyncio.sleep(0.2)
+    if url:
+        raise FaultError(f"Prometheus did not scrape the router on :{port} within 60 s")
+
+
+async def _share_load(
+    ctx: Ctx, name: str
+) -> tuple[ManagedProcess, int, int, PrometheusServer | None]:
+    """A second router, in Prometheus' discovery and given half the load, scraped and
+    sharing it for ``--settle-s``: (process, port, its index in the load's routers,
+    the discovery it was added to)."""
+    proc, port = await _start_router(ctx, name)
     targets = _router_targets(ctx)
-    first = ctx.router_url.removeprefix("http://")
     if targets is not None:
-        targets.set_targets("router", [first, f"127.0.0.1:{port}"])
+        targets.set_targets("router", [ctx.router_url.removeprefix("http://"), f"127.0.0.1:{port}"])
     index = len(ctx.load.router_urls)
-    ctx.load.router_urls.append(url)
+    ctx.load.router_urls.append(f"http://127.0.0.1:{port}")
     ctx.load.routers = [0, index]
     ctx.active_routers.append(index)
-    await asyncio.sleep(ctx.args.settle_s * ctx.time_scale)  # scraped, sharing the load
+    await _scraped(ctx, port)
+    await asyncio.sleep(ctx.wall(ctx.args.settle_s))  # scraped, sharing the load
+    return proc, port, index, targets
+
+
+def _out_of_discovery(ctx: Ctx, targets: PrometheusServer | None) -> None:
+    if targets is not None:
+        targets.set_targets("router", [ctx.router_url.removeprefix("http://")])
+
+
+async def second_router(ctx: Ctx) -> Injected:
+    """A second router on the same endpoints file, scraped by the same Prometheus and
+    given half the load; killed (-9) under load; taken out of discovery
+    ``router_missing_s`` seed seconds later (a router removed from discovery is gone)."""
+    proc, port, index, targets = await _share_load(ctx, "router-2")
     assert proc.pgid is not None
     pgid = proc.pgid
     _kill(pgid, signal.SIGKILL)
@@ -192,14 +225,158 @@ async def second_router(ctx: Ctx) -> Injected:
     ctx.load.routers = [0]
     ctx.active_routers.remove(index)
     await asyncio.sleep(ctx.args.router_missing_s * ctx.time_scale)
-    if targets is not None:
-        targets.set_targets("router", [first])
+    _out_of_discovery(ctx, targets)
     released = time.time()
     await asyncio.to_thread(proc.stop, 2.0)  # reap it
     return Injected(
         t, released, ctx.scaler_answers, (), index, {pgid: f"second router :{port}"},
         [f"router-2 on :{port} took half the load, SIGKILL, out of Prometheus discovery "
          f"{released - t:.1f} s later" + ("" if targets else " (no Prometheus)")],
+    )  # fmt: skip
+
+
+def _scaled_up(ctx: Ctx, desired_before: int) -> Probe:
+    """Recovered from a surge: the count wanted rose above ``desired_before``, and the
+    scaler answers."""
+
+    async def check() -> bool:
+        return _desired(ctx) > desired_before and await ctx.scaler_answers()
+
+    return check
+
+
+def _surge(ctx: Ctx) -> int:
+    """The load rises to ``--rate`` × ``--surge-factor``; the count wanted before it, which
+    must leave room to rise (the phase settled at ``--surge-base`` × ``--rate``)."""
+    desired = _desired(ctx)
+    if desired >= ctx.args.max_replicas:
+        raise FaultError(
+            f"the stack already wants {desired} replicas (--max-replicas "
+            f"{ctx.args.max_replicas}) before the surge: lower --surge-base or --rate"
+        )
+    ctx.load.rate_per_s = ctx.rate(ctx.args.surge_factor)
+    return desired
+
+
+async def router_crashloop(ctx: Ctx) -> Injected:
+    """A router in a restart loop while the load surges: scale-up must still happen.
+
+    As a router pod in CrashLoopBackOff: a second router, scraped once (so the scaler
+    knows it as a router), stays in Prometheus' discovery while it is killed (-9),
+    restarted on its port after ``--crashloop-down-s`` and killed again once its /health
+    answers, for ``--crashloop-s`` seed seconds; it gets no client load (not ready). Its
+    target is down at most steps of every window: L is partial, which may raise the
+    count, never lower it. Then it is taken out of discovery."""
+    proc, port = await _start_router(ctx, "router-crash")
+    targets = _router_targets(ctx)
+    if targets is None:
+        raise FaultError("router-crashloop needs the stack's Prometheus (not installed?)")
+    targets.set_targets("router", [ctx.router_url.removeprefix("http://"), f"127.0.0.1:{port}"])
+    await _scraped(ctx, port)
+    desired_before = _surge(ctx)
+    t = time.time()
+    groups: dict[int, str] = {}
+    crashes = 0
+    end = t + ctx.wall(ctx.args.crashloop_s)
+    while True:
+        assert proc.pgid is not None
+        groups[proc.pgid] = f"crash-looping router :{port} (start {crashes + 1})"
+        _kill(proc.pgid, signal.SIGKILL)
+        await asyncio.to_thread(proc.stop, 2.0)  # reap it
+        crashes += 1
+        await asyncio.sleep(ctx.wall(ctx.args.crashloop_down_s))
+        if time.time() >= end:
+            break
+        try:
+            proc, _ = await _start_router(ctx, "router-crash", port)
+        except ProcessError as exc:
+            raise FaultError(f"the crash-looping router did not restart on :{port}: {exc}") from exc
+    _out_of_discovery(ctx, targets)
+    released = time.time()
+    return Injected(
+        t, released, _scaled_up(ctx, desired_before), (), None, groups,
+        [f"router-crash on :{port}: {crashes} SIGKILLs in {released - t:.1f} s, each restart "
+         f"after {ctx.wall(ctx.args.crashloop_down_s):.1f} s, no client load; load "
+         f"×{ctx.args.surge_factor / ctx.args.surge_base:g} at the first kill; desired was "
+         f"{desired_before}"],
+        surge=True,
+    )  # fmt: skip
+
+
+async def router_stop(ctx: Ctx) -> Injected:
+    """A router SIGSTOPped while the load surges: scale-up must happen on the partial L.
+
+    A second router shares the load (as ``second-router``); at the surge it is stopped:
+    it hangs with the requests it holds (they still hold slots on the replicas), its
+    scrapes time out (``up == 0``), and the clients send to the first router only (a
+    readiness probe would take it out of the Service). ``--router-stop-s`` seed seconds
+    later it gets SIGCONT, finishes what it holds, is stopped and taken out of discovery."""
+    proc, port, index, targets = await _share_load(ctx, "router-stop")
+    url = ctx.load.router_urls[index]
+    status = await probe.router_status(ctx.session, url)
+    assert proc.pgid is not None
+    pgid = proc.pgid
+    desired_before = _surge(ctx)
+    _kill(pgid, signal.SIGSTOP)
+    t = time.time()
+    ctx.load.routers = [0]
+    ctx.active_routers.remove(index)
+    held = int(status.get("inflight", 0)) if status else 0
+    ctx.frozen[index] = held
+    try:
+        await asyncio.sleep(ctx.wall(ctx.args.router_stop_s))
+    finally:
+        _kill(pgid, signal.SIGCONT)
+        del ctx.frozen[index]
+    released = time.time()
+    ctx.active_routers.append(index)  # counted again (its L drains): the leak check reads it
+    drained = await _until_drained(ctx, url, ctx.args.drain_timeout_s)
+    ctx.active_routers.remove(index)
+    _out_of_discovery(ctx, targets)
+    await asyncio.to_thread(proc.stop, 5.0)
+    return Injected(
+        t, released, _scaled_up(ctx, desired_before), (), index,
+        {pgid: f"stopped router :{port}"},
+        [f"router-stop on :{port} took half the load, SIGSTOP holding {held} request(s), "
+         f"SIGCONT {released - t:.1f} s later; "
+         + ("its requests then ended" if drained else "its L was not 0 after the drain")
+         + f"; load ×{ctx.args.surge_factor / ctx.args.surge_base:g} at the stop; desired "
+         f"was {desired_before}"],
+        surge=True,
+    )  # fmt: skip
+
+
+async def _until_drained(ctx: Ctx, url: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = await probe.router_status(ctx.session, url)
+        if status is not None and int(status.get("inflight", 0)) == 0:
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+async def kill_router(ctx: Ctx) -> Injected:
+    """kill -9 of the stack's own router under load: ``inflight up`` restarts it on its
+    port. The requests it held fail with it (on the fault); those sent while it is down
+    are refused at connect, before anything was sent, and the client retries them
+    (``requests_retried_after_refused``): none may be lost beyond those it held."""
+    ready_before = await ctx.ready()
+    pgid = probe.group_of(ctx.state_dir, "router")
+    if pgid is None:
+        raise FaultError("no router in children.json")
+    _kill(pgid, signal.SIGKILL)
+    t = time.time()
+
+    async def back() -> bool:
+        if group_alive(pgid) or probe.group_of(ctx.state_dir, "router") in (None, pgid):
+            return False
+        want = min(ready_before, max(1, _desired(ctx)))
+        return await ctx.ready() >= want and await ctx.scaler_answers()
+
+    return Injected(
+        t, t, back, (), 0, {pgid: "killed router"},
+        [f"SIGKILL to the stack's router (pgid {pgid}); {ready_before} replica(s) ready"],
     )  # fmt: skip
 
 
@@ -242,5 +419,11 @@ FAULTS: dict[str, Callable[[Ctx], Awaitable[Injected]]] = {
     "prometheus-down": kill_prometheus,
     "scaler-restart": kill_scaler,
     "second-router": second_router,
+    "router-crashloop": router_crashloop,
+    "router-stop": router_stop,
+    "router-restart": kill_router,
     "scale-down": scale_down,
 }
+
+#: Faults injected at a surge: the phase settles at ``--surge-base`` × ``--rate`` first.
+SURGE_FAULTS = frozenset({"router-crashloop", "router-stop"})

@@ -23,6 +23,11 @@ import aiohttp
 from inflight.bench.chaos.model import ChaosRequest
 from inflight.bench.loadgen import send_one
 
+#: The error :func:`inflight.bench.loadgen.send_one` records for a refused connection.
+REFUSED = "ClientConnectorError"
+#: Wait between two attempts of a refused request (wall seconds).
+RETRY_WAIT_S = 0.1
+
 
 async def stream_one(
     session: aiohttp.ClientSession,
@@ -33,9 +38,22 @@ async def stream_one(
     long: bool = False,
 ) -> ChaosRequest:
     """POST one streaming completion (:func:`inflight.bench.loadgen.send_one`, the benchmark's own
-    sender); ok only with a 200 and a final ``[DONE]``."""
-    record = await send_one(session, url, payload, timeout_s)
-    return ChaosRequest(record.start_t, record.end_t, record.ok, router, record.error, long)
+    sender); ok only with a 200 and a final ``[DONE]``.
+
+    A connection refused (the router restarting on its port) sent nothing: the request is
+    tried again every ``RETRY_WAIT_S`` until ``timeout_s`` from its start, as an SDK's
+    client retries a connection error; the record keeps the first start and counts the
+    refusals (``refused``). Any other failure is final."""
+    start_t = time.time()
+    refused = 0
+    while True:
+        record = await send_one(session, url, payload, timeout_s)
+        left = start_t + timeout_s - time.time()
+        if record.ok or not record.error.startswith(REFUSED) or left <= RETRY_WAIT_S:
+            break
+        refused += 1
+        await asyncio.sleep(RETRY_WAIT_S)
+    return ChaosRequest(start_t, record.end_t, record.ok, router, record.error, long, refused)
 
 
 class OpenLoop:

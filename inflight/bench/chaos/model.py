@@ -46,6 +46,7 @@ class ChaosRequest:
     router: int  # index of the router it was sent to (0: the stack's)
     error: str = ""
     long: bool = False  # one of the long streams of the scale-down fault
+    refused: int = 0  # connections refused before it was sent (a router restarting)
 
     @property
     def endpoint(self) -> str | None:
@@ -82,9 +83,14 @@ class FaultWindow:
     faulted_router: int | None = None  # index of the router it killed
     leaked_slots: int = 0  # router L + Σ replicas' running + waiting, after the drain
     leaked_detail: dict[str, int] = field(default_factory=dict)
+    # what the leak check could not read (a router's status, a replica's /metrics): a
+    # slot it cannot count is not a slot known to be free
+    unprobed: tuple[str, ...] = ()
+    open_after_drain: int = 0  # requests of the load still open when the drain gave up
     orphans: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     settled: bool = True
+    surge: bool = False  # the load rose at the injection: the replica count must rise
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,12 @@ def _on_faulted(r: ChaosRequest, w: FaultWindow) -> bool:
     )
 
 
+#: A router sample older than this (wall seconds) before a scale-down is no evidence of
+#: it: the sampler reads every 0.25 s, so an older last sample means the routers did not
+#: answer then (the stack's router dead or stopped), and what they held is unknown.
+SAMPLE_MAX_AGE_S = 2.0
+
+
 @dataclass(frozen=True)
 class ScaleDown:
     """The replica count wanted fell from ``before`` to ``after`` at ``t``."""
@@ -132,7 +144,9 @@ class ScaleDown:
 
     @property
     def wrong(self) -> bool:
-        return self.saturation is not None and self.saturation >= 1.0
+        """At saturation ≥ 1, or with no evidence at all: a scale-down nobody can show was
+        safe is counted against the stack, never excused."""
+        return self.saturation is None or self.saturation >= 1.0
 
 
 def scale_downs(
@@ -145,10 +159,12 @@ def scale_downs(
       before the drop with the new ``desired``), whose ``saturation`` is the stack's
       router L ÷ capacity;
     * the harness's own router samples: L summed over *every* router it runs (the stack
-      reads only its own) ÷ (slots × ready), the last sample at or before the drop.
+      reads only its own) ÷ (slots × ready), the last sample at or before the drop, if it
+      is at most :data:`SAMPLE_MAX_AGE_S` old.
 
     Saturation ≥ 1 means every slot was busy or requests were queued: removing a replica
-    then is wrong whatever the metric said.
+    then is wrong whatever the metric said. No evidence from either source is wrong too
+    (:attr:`ScaleDown.wrong`).
     """
     out: list[ScaleDown] = []
     decisions = sorted(decisions, key=lambda d: float(d.get("t", 0.0)))
@@ -166,7 +182,7 @@ def scale_downs(
             if d.get("desired") == point.desired and isinstance(sat, int | float):
                 found.append((float(sat), f"decision L={d.get('L')} cap={d.get('capacity')}"))
                 break
-        before = [s for s in samples if s.t <= point.t]
+        before = [s for s in samples if point.t - SAMPLE_MAX_AGE_S <= s.t <= point.t]
         if before:
             s = before[-1]
             capacity = s.slots * s.ready
@@ -200,10 +216,21 @@ class FaultReport:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+def surge_peak(timeline: Sequence[Any], w: FaultWindow) -> tuple[int | None, int | None]:
+    """(desired at the injection, the highest desired from it to the window's end): the
+    count a surge must raise. None where the timeline has no point for it."""
+    at = [p.desired for p in timeline if p.t <= w.injected_t]
+    after = [p.desired for p in timeline if w.injected_t <= p.t < w.end_t]
+    before = at[-1] if at else None
+    peak = max([*after, *([before] if before is not None else [])], default=None)
+    return before, peak
+
+
 def fault_report(
     w: FaultWindow,
     requests: Sequence[ChaosRequest],
     downs: Sequence[ScaleDown],
+    timeline: Sequence[Any] = (),
 ) -> FaultReport:
     counts = count_requests(requests, w)
     mine = [d for d in downs if w.start_t <= d.t < w.end_t]
@@ -221,11 +248,20 @@ def fault_report(
             for d in mine
         ],
         "leaked_detail": dict(w.leaked_detail),
+        "unprobed": list(w.unprobed),
+        "open_after_drain": w.open_after_drain,
         "orphans": list(w.orphans),
         "notes": list(w.notes),
         "settled_before_fault": w.settled,
         "fault_duration_s": round(w.released_t - w.injected_t, 2),
+        "requests_retried_after_refused": sum(
+            1 for r in requests if r.refused and w.start_t <= r.start_t < w.end_t
+        ),
     }
+    if w.surge:
+        before, peak = surge_peak(timeline, w)
+        details["surge_desired_before"] = before
+        details["surge_desired_peak"] = peak
     if w.faulted_router is not None:
         details["faulted_router"] = w.faulted_router
     if w.fault == "scale-down":
@@ -262,6 +298,20 @@ def bar_failures(reports: Sequence[FaultReport], final_orphans: Sequence[str] = 
                 out.append(f"{r.fault}: {name} = {value} (must be 0)")
         if r.time_to_recover_s is None:
             out.append(f"{r.fault}: did not recover before the deadline")
+        # A fault that was not tested cleanly is not passed: what could not be checked,
+        # a stack that was still moving when the fault came, requests never ended.
+        if r.details.get("unprobed"):
+            out.append(f"{r.fault}: the leak check could not read {r.details['unprobed']}")
+        if not r.details.get("settled_before_fault", True):
+            out.append(f"{r.fault}: the stack had not settled when the fault was injected")
+        if r.details.get("open_after_drain"):
+            out.append(
+                f"{r.fault}: {r.details['open_after_drain']} request(s) still open after the drain"
+            )
+        if "surge_desired_before" in r.details:
+            before, peak = r.details["surge_desired_before"], r.details["surge_desired_peak"]
+            if before is None or peak is None or peak <= before:
+                out.append(f"{r.fault}: no scale-up during the surge (desired {before} → {peak})")
         if r.fault == "scale-down":
             open_ = r.details.get("long_streams_open_at_scale_down", 0)
             broken = r.details.get("long_streams_not_completed", 0)

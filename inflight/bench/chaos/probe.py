@@ -60,6 +60,20 @@ async def prometheus_ready(session: aiohttp.ClientSession, url: str) -> bool:
         return False
 
 
+async def target_up(session: aiohttp.ClientSession, prometheus_url: str, instance: str) -> bool:
+    """Prometheus' last scrape of ``instance`` (``host:port``) succeeded (``up == 1``)."""
+    query = f'up{{instance="{instance}"}} == 1'
+    try:
+        async with session.get(
+            prometheus_url.rstrip("/") + "/api/v1/query", params={"query": query}, timeout=_TIMEOUT
+        ) as resp:
+            doc = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+        return False
+    result = doc.get("data", {}).get("result", []) if isinstance(doc, dict) else []
+    return bool(result)
+
+
 def scaler_answers(address: str, metadata: dict[str, str]) -> bool:
     """GetMetricSpec then GetMetrics answer (a fresh channel: no reconnect back-off)."""
     client = ScalerClient(address, metadata, deadline_s=1.0)

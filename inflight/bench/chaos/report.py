@@ -32,8 +32,11 @@ def chaos_json(
         "bar": {
             "passed": not failures,
             "failures": list(failures),
-            "rule": "lost_other = 0, leaked_slots = 0, wrong_scale_downs = 0, orphans = 0, "
-            "every fault recovered, and the streams open during a scale-down complete",
+            "rule": "lost_other = 0, leaked_slots = 0, wrong_scale_downs = 0 (a scale-down "
+            "with no evidence is wrong), orphans = 0, every fault recovered, settled before "
+            "it, its leak check read every router and replica, no request open after the "
+            "drain, a surge raised the replica count, and the streams open during a "
+            "scale-down complete",
         },
     }
 
@@ -83,6 +86,16 @@ def chaos_markdown(doc: dict[str, Any]) -> str:
             )
         if d.get("orphans"):
             extra.append(f"orphans: {', '.join(d['orphans'])}")
+        if "surge_desired_before" in d:
+            extra.append(
+                f"surge: desired {d['surge_desired_before']} → peak {d['surge_desired_peak']}"
+            )
+        if d.get("requests_retried_after_refused"):
+            extra.append(
+                f"{d['requests_retried_after_refused']} request(s) refused at connect, retried"
+            )
+        if d.get("unprobed"):
+            extra.append(f"not read by the leak check: {', '.join(d['unprobed'])}")
         if d.get("leaked_detail") and f["leaked_slots"]:
             extra.append(f"leaked: {d['leaked_detail']}")
         extra += d.get("notes", [])

@@ -3,13 +3,21 @@
 It starts ``inflight up`` (1 to ``--max-replicas`` emulator replicas, the saturation
 policy, ``--time-scale``), then for each fault in ``--faults``:
 
-1. starts the open-loop load (:mod:`inflight.bench.chaos.load`) and waits until the stack has
-   settled (ready = desired, unchanged for ``--settle-s`` seed seconds);
+1. starts the open-loop load (:mod:`inflight.bench.chaos.load`; at ``--surge-base`` ×
+   ``--rate`` before a surge fault, which raises it to ``--surge-factor`` × ``--rate``) and
+   waits until the stack has settled (ready = desired, unchanged for ``--settle-s`` seed
+   seconds);
 2. injects the fault (:mod:`inflight.bench.chaos.faults`) and waits until the stack serves as
    before it (``time_to_recover_s``), keeps the load on ``--after-s`` seed seconds more;
 3. stops the load, waits for every request to end, and checks that the routers' L and
-   every replica's running + waiting are back to 0 (``leaked_slots``) and that no
-   process of the fault or untracked by the stack is left (``orphans``).
+   every replica's running + waiting are back to 0 (``leaked_slots``; a router or replica
+   that does not answer is named, not counted as 0) and that no process of the fault or
+   untracked by the stack is left (``orphans``).
+
+A fault fails the bar when it was not tested cleanly, too: the stack had not settled
+before it, the leak check could not read a router or replica, requests were still open
+after the drain, a scale-down had no evidence, or a surge raised no replica count
+(:func:`inflight.bench.chaos.model.bar_failures`).
 
 Then it stops the stack and proves every PID it saw is gone. The figures come from
 :mod:`inflight.bench.chaos.model` (pure), the files from :mod:`inflight.bench.chaos.report`:
@@ -33,7 +41,7 @@ import aiohttp
 
 from inflight.bench.chaos import probe
 from inflight.bench.chaos.ctx import Ctx
-from inflight.bench.chaos.faults import FAULTS, FaultError, Injected
+from inflight.bench.chaos.faults import FAULTS, SURGE_FAULTS, FaultError, Injected
 from inflight.bench.chaos.load import OpenLoop
 from inflight.bench.chaos.model import FaultWindow, Sample, bar_failures, fault_report, scale_downs
 from inflight.bench.chaos.report import chaos_json, chaos_markdown
@@ -56,7 +64,8 @@ async def _sampler(ctx: Ctx) -> None:
             ctx.samples.append(
                 Sample(
                     t=time.time(),
-                    inflight=sum(int(d.get("inflight", 0)) for d in docs if d),
+                    inflight=sum(int(d.get("inflight", 0)) for d in docs if d)
+                    + sum(ctx.frozen.values()),
                     ready=sum(1 for e in first.get("endpoints", []) if e.get("state") == "ready"),
                     slots=int(first.get("slots_per_endpoint", ctx.slots)),
                 )
@@ -96,29 +105,38 @@ async def _until(check: Any, timeout_s: float) -> float | None:
     return None
 
 
-async def _leaks(ctx: Ctx, timeout_s: float) -> tuple[int, dict[str, int]]:
-    """Poll until every router's L and every replica's running + waiting is 0."""
+async def _leaks(ctx: Ctx, timeout_s: float) -> tuple[int, dict[str, int], list[str]]:
+    """Poll until every router's L and every replica's running + waiting is 0 and each of
+    them answered: (the total left, what holds it, what did not answer). A router or
+    replica that does not answer is not counted as 0: it is named, and fails the fault."""
     deadline = time.monotonic() + timeout_s
     while True:
         detail: dict[str, int] = {}
+        unprobed: list[str] = []
         for i in ctx.active_routers:
             doc = await probe.router_status(ctx.session, ctx.load.router_urls[i])
             if doc is None:
+                unprobed.append(f"router-{i} /router/status")
                 continue
             detail[f"router-{i} L"] = int(doc.get("inflight", 0))
             for ep in doc.get("endpoints", []):
+                label = str(ep["url"]).removeprefix("http://")
                 queued = await probe.replica_queue(ctx.session, str(ep["url"]))
-                if queued is not None:
-                    detail[f"replica {ep['url'].removeprefix('http://')}"] = queued
+                if queued is None:
+                    unprobed.append(f"replica {label} /metrics")
+                else:
+                    detail[f"replica {label}"] = queued
         total = sum(detail.values())
-        if total == 0 or time.monotonic() >= deadline:
-            return total, {k: v for k, v in detail.items() if v}
+        if (total == 0 and not unprobed) or time.monotonic() >= deadline:
+            return total, {k: v for k, v in detail.items() if v}, sorted(set(unprobed))
         await asyncio.sleep(0.2)
 
 
 async def _phase(ctx: Ctx, name: str, up_pid: int) -> FaultWindow:
     args = ctx.args
     start_t = time.time()
+    # A surge needs room to rise: its phase settles at a lower rate first.
+    ctx.load.rate_per_s = ctx.rate(args.surge_base if name in SURGE_FAULTS else 1.0)
     print(f"== {name}: load on, settling", file=sys.stderr, flush=True)
     ctx.load.start()
     settled = await _settle(ctx)
@@ -134,9 +152,11 @@ async def _phase(ctx: Ctx, name: str, up_pid: int) -> FaultWindow:
         await asyncio.sleep(ctx.wall(args.after_s))
     await ctx.load.stop()
     notes = list(injected.notes)
+    open_after_drain = 0
     if not await ctx.load.drain(args.drain_timeout_s):
-        notes.append(f"{ctx.load.inflight} request(s) still open after {args.drain_timeout_s} s")
-    leaked, detail = await _leaks(ctx, args.leak_timeout_s)
+        open_after_drain = ctx.load.inflight
+        notes.append(f"{open_after_drain} request(s) still open after {args.drain_timeout_s} s")
+    leaked, detail, unprobed = await _leaks(ctx, args.leak_timeout_s)
     gone = await _until(lambda: _true(not probe.alive_groups(injected.groups)), args.leak_timeout_s)
     orphans = [] if gone else probe.alive_groups(injected.groups)
     orphans += probe.untracked(up_pid, ctx.state_dir)
@@ -151,9 +171,12 @@ async def _phase(ctx: Ctx, name: str, up_pid: int) -> FaultWindow:
         faulted_router=injected.router,
         leaked_slots=leaked,
         leaked_detail=detail,
+        unprobed=tuple(unprobed),
+        open_after_drain=open_after_drain,
         orphans=tuple(orphans),
         notes=tuple(notes),
         settled=settled,
+        surge=injected.surge,
     )
 
 
@@ -211,7 +234,7 @@ async def _run(args: argparse.Namespace, stack: Stack, faults: list[str]) -> dic
     timeline = read_timeline(stack.state_dir / "timeline.jsonl")
     decisions = read_jsonl(stack.state_dir / "decisions.jsonl")
     downs = scale_downs(timeline, decisions, ctx.samples)
-    reports = [fault_report(w, load.records, downs) for w in windows]
+    reports = [fault_report(w, load.records, downs, timeline) for w in windows]
     extra_alive = [p.label for p in ctx.extra if p.alive()]
     return {"reports": reports, "extra_alive": extra_alive, "requests": len(load.records)}
 
@@ -219,6 +242,11 @@ async def _run(args: argparse.Namespace, stack: Stack, faults: list[str]) -> dic
 def main(args: argparse.Namespace) -> int:
     try:
         faults = parse_faults(args.faults)
+        if SURGE_FAULTS & set(faults) and not args.surge_factor > args.surge_base:
+            raise ValueError(
+                f"--surge-factor ({args.surge_factor:g}) must be above --surge-base "
+                f"({args.surge_base:g}): a surge raises the load"
+            )
         out = new_out_dir(args.out_dir, "results", args.force)
         state_dir: Path = args.state_dir or Path("state") / "bench" / f"{out.name}-chaos"
     except (ValueError, ResultFileExists) as exc:
