@@ -24,6 +24,9 @@ ROUTER_UPSTREAM_ERRORS: Final = "router_upstream_errors_total"  # counter{endpoi
 ROUTER_RETRIES: Final = "router_retries_total"  # counter
 # counter: held requests that waited past --hold-deadline-s (served after on-time ones)
 ROUTER_HELD_LATE: Final = "router_held_late_total"
+# A router with several model pools (router/models.py) labels every series above with the
+# pool's model; a single-pool router has no such label. Sums over it give the router's whole.
+ROUTER_MODEL_LABEL: Final = "model"
 
 ENDPOINT_STATES: Final = ("ready", "draining", "unhealthy")
 

@@ -27,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from router import routes, upstream
 from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
+from router.models import ModelFront, ModelPools
 from router.proxy import Proxy, Receive, Scope, Send
 from router.status import RouterStatus, router_status
 from router.upstream import Upstream
@@ -69,10 +70,14 @@ class RouterApp:
         upstream: UpstreamSettings = UpstreamSettings(),
         background: Sequence[Background] = (),
         allow_routes: Sequence[routes.Route] = (),
+        models: ModelPools | None = None,
     ) -> None:
-        self.dispatcher = dispatcher
+        self.dispatcher = dispatcher  # with ``models``: unused, the pools have their own
         self.registry = registry
-        self.metrics = RouterMetrics(registry, dispatcher)
+        self.models = models
+        self.metrics = RouterMetrics(
+            registry if models is None else CollectorRegistry(), dispatcher
+        )
         self._session: aiohttp.ClientSession | None = None
         self._client: Upstream | None = None
         self._upstream = upstream
@@ -85,6 +90,17 @@ class RouterApp:
             unhealthy_backoff_s=unhealthy_backoff_s,
             routes=routes.RouteTable((*routes.OPENAI_ROUTES, *allow_routes)),
         )
+        # The /v1/* app: the proxy, or with several model pools the front that picks one.
+        self._v1: Callable[[Scope, Receive, Send], Awaitable[None]] = self.proxy
+        if models is not None:  # several model pools (router.models): a proxy each
+            table = self.proxy.routes
+            models.bind(
+                lambda d, m: Proxy(
+                    d, m, self.client, max_body_bytes, unhealthy_backoff_s, routes=table
+                )
+            )
+            registry.register(models.collector())
+            self._v1 = ModelFront(models, max_body_bytes)
         self.rest = self._admin()
 
     def session(self) -> aiohttp.ClientSession:
@@ -103,7 +119,7 @@ class RouterApp:
         # Not a coroutine itself: it hands over the chosen app's, so a request's coroutine
         # chain (resumed at each wake-up) is one level shorter.
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            return self.proxy(scope, receive, send)
+            return self._v1(scope, receive, send)
         return self.rest(scope, receive, send)
 
     @contextlib.asynccontextmanager
@@ -140,7 +156,8 @@ class RouterApp:
         @app.get("/ready", responses={503: {"description": "no ready endpoint"}})
         async def ready() -> JSONResponse:
             """200 only with at least one ready endpoint (for a load balancer in front)."""
-            ok = self.dispatcher.pool.has_ready()
+            models = self.models
+            ok = models.has_ready() if models is not None else self.dispatcher.pool.has_ready()
             return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
         @app.get("/metrics", response_class=Response)
@@ -149,9 +166,9 @@ class RouterApp:
             self.metrics.prune()
             return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
-        @app.get("/router/status")
+        @app.get("/router/status", response_model_exclude_none=True)  # ``models``: several only
         async def status() -> RouterStatus:
             """L, the held requests, and each endpoint's state and in-flight count."""
-            return router_status(self.dispatcher)
+            return router_status(self.dispatcher, self.models)
 
         return app

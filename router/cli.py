@@ -68,18 +68,50 @@ def serve(config: RouterSettings) -> int:
     background: list[Background] = []
     endpoint_urls = config.endpoint_urls
     k8s_source = config.k8s
+    models = None
+    sink: sources.Sink = dispatcher
+    if config.model_pools:  # a pool a model (router.models); ``dispatcher`` stays unused
+        from router import models as model_pools
+
+        def make_dispatcher() -> Dispatcher:
+            return Dispatcher(
+                Pool(config.slots_per_endpoint, dispatch=config.dispatch),
+                hold_when_full=config.hold_when_full,
+                max_queue=config.max_queue,
+                queue_timeout_s=config.queue_timeout_s,
+                hold_deadline_s=config.dispatch_hold_deadline_s,
+            )
+
+        pools = model_pools.ModelPools(make_dispatcher, discover=config.discover_models)
+        models = sink = pools
+        for name, path in config.model_files.items():
+            try:
+                pools.set_endpoints(name, sources.read_endpoints_file(path))
+            except sources.SourceError as exc:
+                print(f"inflight router: error: {exc}", file=sys.stderr)
+                return 2
+            sink_of = sources.ModelSink(pools, name)
+            background.append(
+                functools.partial(sources.watch_file_job, sink_of, path, config.file_poll_s)
+            )
+        background.append(
+            lambda get_session: model_pools.run_discovery(
+                pools,
+                get_session,
+                interval_s=config.discover_interval_s,
+                timeout_s=config.health_timeout_s,
+            )
+        )
     if endpoint_urls is not None:
-        sources.apply(dispatcher, endpoint_urls)
+        sources.apply(sink, endpoint_urls)
     elif config.endpoints_file is not None:
         path = config.endpoints_file
         try:
-            sources.apply(dispatcher, sources.read_endpoints_file(path))
+            sources.apply(sink, sources.read_endpoints_file(path))
         except sources.SourceError as exc:
             print(f"inflight router: error: {exc}", file=sys.stderr)
             return 2
-        background.append(
-            lambda _s: sources.watch_file(dispatcher, path, interval_s=config.file_poll_s)
-        )
+        background.append(functools.partial(sources.watch_file_job, sink, path, config.file_poll_s))
     elif k8s_source is not None:
         from router import k8s
 
@@ -88,10 +120,10 @@ def serve(config: RouterSettings) -> int:
         except k8s.K8sConfigError as exc:
             print(f"inflight router: error: {exc}", file=sys.stderr)
             return 2
-        background.append(functools.partial(k8s.watch_service_job, dispatcher, k8s_source))
+        background.append(functools.partial(k8s.watch_service_job, sink, k8s_source))
     background.append(
         lambda get_session: health.run_health_checks(
-            dispatcher,
+            dispatcher if models is None else models.dispatchers,
             get_session,
             interval_s=config.health_interval_s,
             timeout_s=config.health_timeout_s,
@@ -110,6 +142,7 @@ def serve(config: RouterSettings) -> int:
         ),
         background=background,
         allow_routes=config.allow_routes,
+        models=models,
     )
     from router.server import HookedHttpToolsProtocol
 

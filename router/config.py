@@ -68,6 +68,27 @@ class RouterSettings(config.Settings):
     ] = None
     k8s_service: Annotated[str | None, Cli("Service whose EndpointSlices to watch")] = None
     k8s_port_name: Annotated[str | None, Cli("the EndpointSlice port to use, by name")] = None
+    model_endpoints_file: Annotated[
+        list[str],
+        NoDecode,
+        Cli(
+            "a model pool fed by its own endpoints file (repeatable: one a model; requests "
+            "go to the pool of their body's model, router/models.py)",
+            metavar="MODEL=PATH",
+            repeat=True,
+            group="source",
+        ),
+    ] = Field(default_factory=list)
+    discover_models: Annotated[
+        bool,
+        Cli(
+            "a model pool a model: each endpoint joins the pool of the first base model its "
+            "GET /v1/models lists (requests go to the pool of their body's model)"
+        ),
+    ] = False
+    discover_interval_s: Annotated[
+        float, Field(gt=0), Cli("how often each endpoint's /v1/models is read (model pools)")
+    ] = 5.0
     hold_when_full: Annotated[
         bool,
         Cli("hold requests in a FIFO here when every slot is busy or no endpoint is ready"),
@@ -125,6 +146,35 @@ class RouterSettings(config.Settings):
     log_level: Annotated[str, Cli("|".join(LOG_LEVELS))] = "warning"
 
     _split_routes = field_validator("allow_route", mode="before")(config.split_list)
+    _split_models = field_validator("model_endpoints_file", mode="before")(config.split_list)
+
+    @field_validator("model_endpoints_file")
+    @classmethod
+    def _model_files(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for text in value:
+            name, sep, path = text.partition("=")
+            if not sep or not name.strip() or not path.strip():
+                raise ValueError(f"expected MODEL=PATH, got {text!r}")
+            if name.strip() in seen:
+                raise ValueError(f"model {name.strip()!r} given twice")
+            seen.add(name.strip())
+        return value
+
+    @property
+    def model_files(self) -> dict[str, Path]:
+        """``--model-endpoints-file`` by model, in the order given (the first is the
+        default pool); empty: no configured pools."""
+        out: dict[str, Path] = {}
+        for text in self.model_endpoints_file:
+            name, _, path = text.partition("=")
+            out[name.strip()] = Path(path.strip())
+        return out
+
+    @property
+    def model_pools(self) -> bool:
+        """Several model pools (router/models.py), configured or discovered."""
+        return bool(self.model_endpoints_file) or self.discover_models
 
     @field_validator("allow_route")
     @classmethod
@@ -182,6 +232,14 @@ class RouterSettings(config.Settings):
         named = self.named
         sources = [f for f in ("endpoints", "endpoints_file", "k8s_namespace")
                    if getattr(self, f) is not None]  # fmt: skip
+        if self.model_endpoints_file:
+            sources.append("model_endpoints_file")
+            if self.discover_models:
+                raise FieldError(
+                    "discover_models",
+                    f"finds the pools of one endpoint source; {named('model_endpoints_file')} "
+                    "names them already",
+                )
         if len(sources) > 1:  # a flag and a variable, or two variables
             raise FieldError(
                 None, "give one endpoint source, not " + " and ".join(named(f) for f in sources)

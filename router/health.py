@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import aiohttp
 
@@ -60,18 +60,24 @@ async def check_once(
 
 
 async def run_health_checks(
-    dispatcher: Dispatcher,
+    dispatcher: Dispatcher | Callable[[], Sequence[Dispatcher]],
     session_getter: Callable[[], aiohttp.ClientSession],
     interval_s: float,
     timeout_s: float,
     backoff_s: float,
 ) -> None:
-    """Loop forever (cancel to stop): one round of checks every ``interval_s`` seconds."""
+    """Loop forever (cancel to stop): one round of checks every ``interval_s`` seconds.
+
+    ``dispatcher``: the pool's, or a function giving every model pool's (:mod:`router.models`:
+    a pool discovery adds later is checked from the next round)."""
     while True:
         # Sleep first: endpoints start ready (discovery only lists serving replicas), and
         # a refused connection marks one unhealthy at once anyway.
         await asyncio.sleep(interval_s)
         try:
-            await check_once(dispatcher, session_getter(), timeout_s, backoff_s)
+            each = dispatcher() if callable(dispatcher) else (dispatcher,)
+            await asyncio.gather(
+                *(check_once(d, session_getter(), timeout_s, backoff_s) for d in each)
+            )
         except Exception:  # a bug here must not stop health checking
             log.exception("health check round failed")

@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from router.config import K8sSource
-from router.dispatch import Dispatcher
-from router.sources import apply
+from router.sources import Sink, apply
 
 log = logging.getLogger(__name__)
 
@@ -147,14 +146,14 @@ def _watch_forever(
 
 
 async def watch_service_job(
-    dispatcher: Dispatcher, source: K8sSource, _get_session: object
+    sink: Sink, source: K8sSource, _get_session: object
 ) -> None:  # pragma: no cover - needs an API server
     """Background job for the app: keep the pool in step with the Service's slices."""
     loop = asyncio.get_running_loop()
     stop = threading.Event()
 
     def push(urls: list[str]) -> None:
-        loop.call_soon_threadsafe(apply, dispatcher, urls)
+        loop.call_soon_threadsafe(apply, sink, urls)
 
     thread = threading.Thread(
         target=_watch_forever, args=(source, push, stop), name="k8s-watch", daemon=True

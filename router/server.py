@@ -224,6 +224,14 @@ class Cycle(RequestResponseCycle):
         self.body = bytearray()
         return bytes(body)
 
+    def put_back(self, body: bytes) -> None:
+        """Undo :meth:`whole_body` (or reading the body through ``receive()``): the next
+        ``whole_body()`` gives ``body`` again. For an app in front of the proxy that reads
+        the body to choose where the request goes (:mod:`router.models`)."""
+        self.body = bytearray(body)
+        self.more_body = False
+        self.message_event.set()
+
     def respond(self, status: int, headers: bytes, body: bytes) -> bool:
         """A whole response in one write, as ``send`` writes a start marked
         :data:`BODY_FOLLOWS` and its final body. ``headers``: the header block, each line

@@ -1,8 +1,9 @@
 """Endpoint sources: a static list and a file that is re-read when it changes.
 
-A source produces the complete list of endpoint base URLs; :func:`apply` hands it to the
-pool (which keeps in-flight counts across changes) and wakes held requests. The
-Kubernetes source lives in :mod:`router.k8s`.
+A source produces the complete list of endpoint base URLs; :func:`apply` hands it to its
+sink: the pool (which keeps in-flight counts across changes), waking held requests, or with
+several model pools (:mod:`router.models`) the pools' discovery, or one configured model's
+pool (:class:`ModelSink`). The Kubernetes source lives in :mod:`router.k8s`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import yaml
 
@@ -59,11 +61,38 @@ def parse_endpoints_flag(value: str) -> list[str]:
         raise SourceError(f"--endpoints: {exc}") from exc
 
 
-def apply(dispatcher: Dispatcher, urls: Sequence[str]) -> None:
-    added, removed = dispatcher.pool.set_endpoints(urls)
+class ListSink(Protocol):
+    """Takes a source's whole list (model pools' discovery, a configured model's pool)."""
+
+    def apply(self, urls: Sequence[str]) -> None: ...
+
+
+Sink = Dispatcher | ListSink
+
+
+class _Pools(Protocol):
+    def set_endpoints(self, name: str, urls: Sequence[str]) -> None: ...
+
+
+class ModelSink:
+    """One configured model's pool as a source's sink (``--model-endpoints-file``)."""
+
+    def __init__(self, pools: _Pools, model: str) -> None:
+        self._pools = pools
+        self.model = model
+
+    def apply(self, urls: Sequence[str]) -> None:
+        self._pools.set_endpoints(self.model, urls)
+
+
+def apply(sink: Sink, urls: Sequence[str]) -> None:
+    if not isinstance(sink, Dispatcher):
+        sink.apply(urls)
+        return
+    added, removed = sink.pool.set_endpoints(urls)
     if added or removed:
         log.info("endpoints: +%s -%s", added, removed)
-    dispatcher.pump()
+    sink.pump()
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
@@ -85,7 +114,12 @@ def read_endpoints_file(path: Path) -> list[str]:
     return parse_endpoint_list(text, f"--endpoints-file {path}")
 
 
-async def watch_file(dispatcher: Dispatcher, path: Path, interval_s: float = 1.0) -> None:
+async def watch_file_job(sink: Sink, path: Path, interval_s: float, _session: object) -> None:
+    """:func:`watch_file` as the app's background job (which is given the session)."""
+    await watch_file(sink, path, interval_s)
+
+
+async def watch_file(sink: Sink, path: Path, interval_s: float = 1.0) -> None:
     """Re-read ``path`` whenever its inode, mtime or size changes (polled every
     ``interval_s`` seconds). Writers replace it atomically by rename, so a read never sees
     half a file; a bad file is logged and the previous list kept (never wiped to zero).
@@ -105,4 +139,4 @@ async def watch_file(dispatcher: Dispatcher, path: Path, interval_s: float = 1.0
         except SourceError as exc:
             log.error("%s; keeping the previous endpoint list", exc)
             continue
-        apply(dispatcher, urls)
+        apply(sink, urls)

@@ -7,11 +7,14 @@ validate what they get against the schema the router itself publishes.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.dispatch import Dispatcher
+
+if TYPE_CHECKING:
+    from router.models import ModelPools
 
 
 class EndpointStatus(BaseModel):
@@ -27,8 +30,22 @@ class EndpointStatus(BaseModel):
     inflight: int = Field(ge=0, description="requests the router has on this replica now")
 
 
+class ModelStatus(BaseModel):
+    """One model's pool (a router with several, :mod:`router.models`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="the pool's model: requests with this `model` come here")
+    inflight: int = Field(ge=0, description="this model's L, held requests included")
+    queued: int = Field(ge=0, description="this model's requests held at the router")
+    endpoints: list[EndpointStatus]
+
+
 class RouterStatus(BaseModel):
-    """L and where it is: ``inflight`` counts held requests too, ``queued`` only those."""
+    """L and where it is: ``inflight`` counts held requests too, ``queued`` only those.
+
+    With several model pools the top-level figures are the sums over them, and ``models``
+    has each pool's; it is null for a single-pool router."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,16 +53,40 @@ class RouterStatus(BaseModel):
     queued: int = Field(ge=0, description="requests held at the router (--hold-when-full)")
     slots_per_endpoint: int = Field(ge=1, description="vLLM's --max-num-seqs per replica")
     endpoints: list[EndpointStatus]
+    models: list[ModelStatus] | None = Field(
+        default=None, description="each model pool, when the router has several"
+    )
 
 
-def router_status(dispatcher: Dispatcher) -> RouterStatus:
-    """The status now (pure: reads the dispatcher and its pool)."""
+def _endpoints(dispatcher: Dispatcher) -> list[EndpointStatus]:
+    return [
+        EndpointStatus(url=v.url, state=v.state, inflight=v.inflight)  # type: ignore[arg-type]
+        for v in dispatcher.pool.snapshot()
+    ]
+
+
+def router_status(dispatcher: Dispatcher, models: ModelPools | None = None) -> RouterStatus:
+    """The status now (pure: reads the dispatcher and its pool, or every model pool)."""
+    if models is None:
+        return RouterStatus(
+            inflight=dispatcher.inflight,
+            queued=dispatcher.queued,
+            slots_per_endpoint=dispatcher.pool.slots,
+            endpoints=_endpoints(dispatcher),
+        )
+    pools = [
+        ModelStatus(
+            model=name,
+            inflight=pool.dispatcher.inflight,
+            queued=pool.dispatcher.queued,
+            endpoints=_endpoints(pool.dispatcher),
+        )
+        for name, pool in models.pools.items()
+    ]
     return RouterStatus(
-        inflight=dispatcher.inflight,
-        queued=dispatcher.queued,
+        inflight=sum(p.inflight for p in pools),
+        queued=sum(p.queued for p in pools),
         slots_per_endpoint=dispatcher.pool.slots,
-        endpoints=[
-            EndpointStatus(url=v.url, state=v.state, inflight=v.inflight)  # type: ignore[arg-type]
-            for v in dispatcher.pool.snapshot()
-        ],
+        endpoints=[e for p in pools for e in p.endpoints],
+        models=pools,
     )
