@@ -59,6 +59,8 @@ class ScalerSpec:
     policy: PolicySpec
     # Prometheus' scrape interval for the routers (wall seconds): bounds the age of L.
     scrape_interval_s: float = float(names.DEFAULT_SCRAPE_INTERVAL_S)
+    # One model pool's series (``model`` key): "" for the router's whole L.
+    model: str = ""
 
 
 def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
@@ -82,6 +84,11 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             metric_name,
         )
     selector = parse_selector(names.META_SELECTOR, values[names.META_SELECTOR])
+    model = values[names.META_MODEL].strip()
+    if not all(ch.isprintable() for ch in model) or len(model) > 256:
+        raise MetadataError(
+            names.META_MODEL, "a model name as requests give it (printable, ≤ 256 chars)", model
+        )
     source = _choice(names.META_SOURCE, values[names.META_SOURCE], SOURCES)
     policy: PolicyName = _choice(names.META_POLICY, values[names.META_POLICY], POLICIES)
     slots = _decimal(names.META_SLOTS_PER_REPLICA, values, 'a whole number ≥ 1, e.g. "4"')
@@ -169,6 +176,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     return ScalerSpec(
         metric_name=metric_name,
         selector=selector,
+        model=model,
         source=source,
         policy=PolicySpec(
             slots_per_replica=int(slots),

@@ -144,11 +144,19 @@ VLLM_METRICS: Final[dict[str, str]] = {
     VLLM_QUEUE_TIME: "histogram",
     VLLM_REQUEST_PROMPT_TOKENS: "histogram",
     VLLM_REQUEST_GENERATION_TOKENS: "histogram",
+    VLLM_WAITING_BY_REASON: "gauge",
+    VLLM_PREEMPTIONS: "counter",
 }
+# info metrics (labels that describe the engine, not {model_name, engine})
+VLLM_INFO_METRICS: Final[dict[str, str]] = {VLLM_CACHE_CONFIG_INFO: "gauge"}
 
 # --- ScaledObject trigger metadata (strings; see external_scaler) -----------------------
 META_METRIC_NAME: Final = "metricName"
 META_SELECTOR: Final = "selector"
+# One model of a router with several model pools (router/models.py): the router's series
+# are read with ``model="<this>"`` (vLLM's with ``model_name``), Prometheus' ``up`` without
+# it (a down router makes every model's L partial). "" (default): the router's whole L.
+META_MODEL: Final = "model"
 META_SLOTS_PER_REPLICA: Final = "slotsPerReplica"
 META_TARGET_SATURATION: Final = "targetSaturation"
 META_SCALE_UP_WINDOW_S: Final = "scaleUpWindowSeconds"
@@ -212,6 +220,7 @@ DEFAULT_MAX_REPLICA_COUNT: Final = 100
 METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_METRIC_NAME: DEFAULT_METRIC_NAME,
     META_SELECTOR: "",
+    META_MODEL: "",
     META_SLOTS_PER_REPLICA: str(DEFAULT_SLOTS_PER_REPLICA),
     META_TARGET_SATURATION: str(DEFAULT_TARGET_SATURATION),
     META_SCALE_UP_WINDOW_S: str(DEFAULT_SCALE_UP_WINDOW_S),

@@ -180,6 +180,13 @@ class DirectSource:
                 "label selection needs --prometheus-url)",
                 spec.selector,
             )
+        if spec.model:
+            raise MetadataError(
+                names.META_MODEL,
+                '"" (the direct source reads its --router-url routers whole; one model '
+                "pool's L needs --prometheus-url)",
+                spec.model,
+            )
         start_s = now_s - spec.policy.lookback_s - self.poll_interval_s
         stale_s = max(3 * self.poll_interval_s, 1.0)
         inflight = tuple(s for s in self._inflight if start_s <= s.t_s <= now_s)

@@ -15,6 +15,7 @@ adds. One round trip per poll, whatever the policy:
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -73,13 +74,29 @@ def step_for(spec: ScalerSpec) -> float:
     return round(step, 3)
 
 
+def model_selector(spec: ScalerSpec) -> str:
+    """``spec``'s selector with its model's matcher (``model`` on the router's series,
+    ``model_name`` on vLLM's), or the selector alone without a ``model`` key.
+
+    >>> from external_scaler.metadata import parse_metadata
+    >>> model_selector(parse_metadata({"selector": 'job="r"', "model": "a"}))
+    'job="r",model="a"'
+    """
+    if not spec.model:
+        return spec.selector
+    label = names.VLLM_MODEL_LABEL if spec.source == "vllm" else names.ROUTER_MODEL_LABEL
+    matcher = f"{label}={json.dumps(spec.model, ensure_ascii=False)}"
+    return f"{spec.selector},{matcher}" if spec.selector else matcher
+
+
 def range_query(spec: ScalerSpec) -> RangeQuery:
     """The one range query that gives ``spec``'s policy everything it needs."""
-    sel = spec.selector
+    up_sel = spec.selector  # Prometheus' ``up`` has no model label: the routers whole
+    sel = model_selector(spec)
     if spec.source == "vllm":
         inflight = "(" + names.promql(names.PROMQL_L_VLLM, sel) + ")"
         ready = f"count({names.VLLM_RUNNING}{{{sel}}})"
-        down = names.promql(names.PROMQL_VLLM_DOWN, sel)
+        down = names.promql(names.PROMQL_VLLM_DOWN, up_sel)
         sampled = f"min(timestamp({names.VLLM_RUNNING}{{{sel}}}))"
         parts = [(inflight, SIGNAL_INFLIGHT), (ready, SIGNAL_READY)]
     else:
@@ -87,7 +104,7 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
         arrivals = f"{names.ROUTER_REQUESTS_RECEIVED}{{{sel}}}"
         comma_sel = "," + sel if sel else ""
         ready = f'max({names.ROUTER_ENDPOINTS}{{state="ready"{comma_sel}}})'
-        down = names.promql(names.PROMQL_ROUTERS_DOWN, sel)
+        down = names.promql(names.PROMQL_ROUTERS_DOWN, up_sel)
         sampled = f"min(timestamp({names.ROUTER_INFLIGHT}{{{sel}}}))"
         parts = [(inflight, SIGNAL_INFLIGHT), (arrivals, SIGNAL_ARRIVALS), (ready, SIGNAL_READY)]
     parts += [(f"({down})", SIGNAL_DOWN), (sampled, SIGNAL_SAMPLED)]
