@@ -209,7 +209,7 @@ def _chaos_parser(sub: Any) -> None:
     add("--router-missing-s", type=positive_float, default=30.0, help="seed s killed router "
         "stays in discovery")  # fmt: skip
     add("--surge-base", type=positive_float, default=0.5, help="× --rate before a surge fault")
-    add("--surge-factor", type=positive_float, default=2.0, help="× --rate at a surge fault")
+    add("--surge-factor", type=positive_float, default=1.5, help="× --rate at a surge fault")
     add("--crashloop-s", type=positive_float, default=60.0, help="seed s of the restart loop")
     add("--crashloop-down-s", type=positive_float, default=10.0, help="seed s down per crash")
     add("--router-stop-s", type=positive_float, default=60.0, help="seed s before SIGCONT")

@@ -257,14 +257,15 @@ def test_requests_still_open_after_the_drain_fail_the_fault():
 @pytest.mark.parametrize(
     ("timeline", "failure"),
     [
-        ([point(90, 2), point(115, 3), point(125, 4)], None),  # 2 -> 4
-        ([point(90, 2), point(115, 2)], "no scale-up during the surge (desired 2 → 2)"),
-        ([point(90, 2), point(135, 4)], "no scale-up during the surge (desired 2 → 2)"),  # too late
-        ([], "no scale-up during the surge (desired None → None)"),
+        ([point(90, 2), point(115, 3), point(118, 4)], None),  # 2 -> 4 while stopped
+        ([point(90, 2), point(115, 2)], "no scale-up while the fault lasted (desired 2 → 2)"),
+        # after SIGCONT, in the window still: too late
+        ([point(90, 2), point(125, 4)], "no scale-up while the fault lasted (desired 2 → 2)"),
+        ([], "no scale-up while the fault lasted (desired None → None)"),
     ],
 )
-def test_a_surge_must_raise_the_replica_count(timeline, failure):
-    w = window(fault="router-stop", faulted_endpoints=(), surge=True)
+def test_a_surge_must_raise_the_replica_count_while_the_fault_lasts(timeline, failure):
+    w = window(fault="router-stop", faulted_endpoints=(), surge=True, released_t=120.0)
     report = fault_report(w, [req(101, 105)], [], timeline)
     expected = [] if failure is None else [f"router-stop: {failure}"]
     assert bar_failures([report]) == expected

@@ -217,10 +217,11 @@ class FaultReport:
 
 
 def surge_peak(timeline: Sequence[Any], w: FaultWindow) -> tuple[int | None, int | None]:
-    """(desired at the injection, the highest desired from it to the window's end): the
-    count a surge must raise. None where the timeline has no point for it."""
+    """(desired at the injection, the highest desired from it to the fault's end): the
+    count a surge must raise *while the fault lasts* (a rise once it is over proves
+    nothing about the fault). None where the timeline has no point for it."""
     at = [p.desired for p in timeline if p.t <= w.injected_t]
-    after = [p.desired for p in timeline if w.injected_t <= p.t < w.end_t]
+    after = [p.desired for p in timeline if w.injected_t <= p.t <= w.released_t]
     before = at[-1] if at else None
     peak = max([*after, *([before] if before is not None else [])], default=None)
     return before, peak
@@ -254,6 +255,8 @@ def fault_report(
         "notes": list(w.notes),
         "settled_before_fault": w.settled,
         "fault_duration_s": round(w.released_t - w.injected_t, 2),
+        "injected_t": w.injected_t,
+        "released_t": w.released_t,
         "requests_retried_after_refused": sum(
             1 for r in requests if r.refused and w.start_t <= r.start_t < w.end_t
         ),
@@ -311,7 +314,9 @@ def bar_failures(reports: Sequence[FaultReport], final_orphans: Sequence[str] = 
         if "surge_desired_before" in r.details:
             before, peak = r.details["surge_desired_before"], r.details["surge_desired_peak"]
             if before is None or peak is None or peak <= before:
-                out.append(f"{r.fault}: no scale-up during the surge (desired {before} → {peak})")
+                out.append(
+                    f"{r.fault}: no scale-up while the fault lasted (desired {before} → {peak})"
+                )
         if r.fault == "scale-down":
             open_ = r.details.get("long_streams_open_at_scale_down", 0)
             broken = r.details.get("long_streams_not_completed", 0)
