@@ -137,6 +137,17 @@ class UpSettings(Settings):
         str | None,
         Cli("model name the replicas serve (default: the emulator's, or --engine-model)"),
     ] = None
+    model: Annotated[
+        list[str],
+        NoDecode,
+        Cli(
+            "serve this model too (repeatable, 2 or more): one router, a pool, replicas "
+            "and a scaling loop a model (the default emulator serving --served-model-name "
+            "MODEL; --replicas, --min-replicas and --max-replicas apply to each)",
+            metavar="MODEL",
+            repeat=True,
+        ),
+    ] = Field(default_factory=list)
     no_prometheus: Annotated[
         bool, Cli("do not start Prometheus even if installed (the scaler reads the router)")
     ] = False
@@ -175,6 +186,26 @@ class UpSettings(Settings):
         return max(1, self.min_replicas)
 
     _split_engine_args = field_validator("engine_arg", mode="before")(split_list)
+    _split_models = field_validator("model", mode="before")(split_list)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """``--model`` (several model pools, :mod:`inflight.up.models`); () for one."""
+        return tuple(self.model)
+
+    def replica_command_for(self, model: str) -> tuple[str, ...]:
+        """The default emulator serving ``model`` (``--model``)."""
+        command = list(self.replica_command)
+        command[command.index("--served-model-name") + 1] = model
+        return tuple(command)
+
+    def router_source(self, endpoints_file: Path) -> list[str]:
+        """The router's endpoint source: the stack's file, or one a model (``--model``)."""
+        if self.models:
+            from inflight.up.models import router_source
+
+            return router_source(self.models, endpoints_file)
+        return ["--endpoints-file", str(endpoints_file)]
 
     @property
     def replica_command(self) -> tuple[str, ...]:
@@ -337,7 +368,26 @@ class UpSettings(Settings):
         self._check_engine()
         self._check_policy()
         self._check_scaler_metadata()
+        self._check_models()
         return self
+
+    def _check_models(self) -> None:
+        if not self.model:
+            return
+        named = self.named
+        if len(self.model) < 2 or len(set(self.model)) != len(self.model):
+            raise FieldError("model", f"give two or more different models, got {self.model}")
+        for flag in ("replica_cmd", "served_model_name", "no_prometheus"):
+            if getattr(self, flag):
+                raise FieldError(None, f"{named('model')} cannot be used with {named(flag)}")
+        if self.engine != "emulator":
+            raise FieldError(
+                "model", f"runs the emulator a model, not {named('engine')} {self.engine}"
+            )
+        if self.policy not in _OWN_POLICIES:
+            raise FieldError(
+                "model", f"scales each model with inflight's scaler, not {self.policy}"
+            )
 
     def _check_engine(self) -> None:
         named = self.named
@@ -482,7 +532,12 @@ def serve(config: UpSettings) -> int:
             "(install it: apt-get install -y --no-install-recommends prometheus)",
             file=sys.stderr,
         )
-    stack = Stack(config)
+    if config.models:
+        from inflight.up.models import ModelsStack
+
+        stack: Stack = ModelsStack(config)
+    else:
+        stack = Stack(config)
     code = 1
     try:
         info = stack.start(stop)

@@ -91,8 +91,7 @@ def router_args(cfg: UpSettings, endpoints_file: Path) -> list[str]:
         str(cfg.port),  # 0: the router binds a port from the OS and reports it
         "--slots-per-endpoint",
         str(cfg.slots_per_replica),
-        "--endpoints-file",
-        str(endpoints_file),
+        *cfg.router_source(endpoints_file),  # one file, or one a model (--model)
         "--file-poll-s",
         "0.2",
     ]
