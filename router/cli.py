@@ -63,7 +63,7 @@ def serve(config: RouterSettings) -> int:
         hold_when_full=config.hold_when_full,
         max_queue=config.max_queue,
         queue_timeout_s=config.queue_timeout_s,
-        hold_deadline_s=config.dispatch_hold_deadline_s,
+        plan=config.dispatch_plan,
     )
     background: list[Background] = []
     endpoint_urls = config.endpoint_urls
@@ -79,7 +79,7 @@ def serve(config: RouterSettings) -> int:
                 hold_when_full=config.hold_when_full,
                 max_queue=config.max_queue,
                 queue_timeout_s=config.queue_timeout_s,
-                hold_deadline_s=config.dispatch_hold_deadline_s,
+                plan=config.dispatch_plan,
             )
 
         pools = model_pools.ModelPools(make_dispatcher, discover=config.discover_models)

@@ -19,6 +19,13 @@ from pydantic_settings import NoDecode
 
 from inflight import config, names, ready
 from inflight.config import Cli, FieldError
+from inflight.control.hold_order import (
+    MAX_LATE_S,
+    HoldClassError,
+    HoldPlan,
+    plan_from_classes,
+    single_plan,
+)
 from router.routes import Route, RouteSpecError, parse_route
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -105,6 +112,30 @@ class RouterSettings(config.Settings):
             "prefill time. 0 = plain FIFO (default)"
         ),
     ] = 0.0
+    max_late_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli(
+            "the bound on lateness: a held request overtaken by another after its deadline "
+            "(--hold-deadline-s or its class's) plus this many seconds is refused with 503 "
+            f"and Retry-After (inflight/control/hold_order.py, e.g. {MAX_LATE_S:g}); 0 = no "
+            "bound (default): the late wait up to --queue-timeout-s"
+        ),
+    ] = 0.0
+    priority_class: Annotated[
+        list[str],
+        NoDecode,
+        Cli(
+            "a priority class, repeatable: requests whose x-request-priority header or body "
+            "priority (vLLM's: lower first; 0 if absent) is at most MAX_PRIORITY (and above "
+            "the previous class's) are held with their own deadline, classes served in "
+            "priority order; DEADLINE_S seconds, 'fifo', or 'shed' (never held: 429 with "
+            "Retry-After when no slot is free). Needs --hold-when-full (env: "
+            "comma-separated or a JSON array)",
+            metavar="NAME:MAX_PRIORITY:DEADLINE_S",
+            repeat=True,
+        ),
+    ] = Field(default_factory=list)
     max_body_bytes: Annotated[int, Field(ge=1), Cli("413 above this body size")] = 16 * 1024 * 1024
     dispatch: Annotated[
         Literal["least-outstanding", "random"],
@@ -146,6 +177,7 @@ class RouterSettings(config.Settings):
     log_level: Annotated[str, Cli("|".join(LOG_LEVELS))] = "warning"
 
     _split_routes = field_validator("allow_route", mode="before")(config.split_list)
+    _split_classes = field_validator("priority_class", mode="before")(config.split_list)
     _split_models = field_validator("model_endpoints_file", mode="before")(config.split_list)
 
     @field_validator("model_endpoints_file")
@@ -227,6 +259,17 @@ class RouterSettings(config.Settings):
         """``--hold-deadline-s`` as the dispatcher takes it: None for 0, plain FIFO."""
         return self.hold_deadline_s or None
 
+    @property
+    def dispatch_plan(self) -> HoldPlan:
+        """The hold order the dispatcher runs (checked by the validator): the classes of
+        ``--priority-class``, else one class with ``--hold-deadline-s``; the lateness
+        bound ``--max-late-s`` (None for 0, and without a deadline, where FIFO needs none)."""
+        max_late_s = self.max_late_s or None
+        if self.priority_class:
+            return plan_from_classes(self.priority_class, max_late_s)
+        deadline_s = self.dispatch_hold_deadline_s
+        return single_plan(deadline_s, max_late_s if deadline_s is not None else None)
+
     @model_validator(mode="after")
     def _check(self) -> RouterSettings:
         named = self.named
@@ -261,6 +304,20 @@ class RouterSettings(config.Settings):
                 "hold_deadline_s",
                 f"orders held requests, so it needs {named('hold_when_full')}",
             )
+        if self.priority_class:
+            if not self.hold_when_full:
+                raise FieldError(
+                    "priority_class", f"orders held requests, so it needs {named('hold_when_full')}"
+                )
+            if self.hold_deadline_s:
+                raise FieldError(
+                    "hold_deadline_s",
+                    f"each {named('priority_class')} has its own deadline; give one or the other",
+                )
+            try:
+                _ = self.dispatch_plan
+            except HoldClassError as exc:
+                raise FieldError("priority_class", str(exc)) from None
         return self
 
 

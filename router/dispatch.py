@@ -23,20 +23,32 @@ then the late ones (oldest first). Without overload nobody waits that long and t
 is plain FIFO. This is the adaptive LIFO of Maurer, "Fail at Scale", ACM Queue 13(8),
 2015 (serve the newest when a queue is congested, because the oldest are already lost)
 with a bounded reordering: a late request is overtaken only by requests that can still
-be on time, and is never dropped (``queue_timeout_s`` still bounds its wait).
+be on time. ``max_late_s`` (``--max-late-s``) bounds how long: a request overtaken after
+its deadline plus that is refused (503 + Retry-After), so under sustained overload no
+request waits without bound. Priority classes (``--priority-class``) add lanes: classes in
+priority order, each with its own deadline. The order is one pure rule,
+:func:`inflight.control.hold_order.next_step`; this module keeps the lanes and applies it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
-from router.errors import NoEndpoint, NotDelivered, QueueFull, QueueTimeout, UpstreamUnavailable
+from inflight.control.hold_order import LATE, SERVE, HoldPlan, next_step, single_plan
+from router.errors import (
+    HeldTooLong,
+    NoEndpoint,
+    NotDelivered,
+    QueueFull,
+    QueueTimeout,
+    Shed,
+    UpstreamUnavailable,
+)
 from router.pool import Endpoint, Pool
 
 R = TypeVar("R")
@@ -46,6 +58,8 @@ Opener = Callable[[Endpoint], Awaitable[R]]
 # Told of each endpoint that did not take the request (the proxy counts it and marks the
 # endpoint unhealthy, so the retry goes elsewhere).
 OnNotDelivered = Callable[[Endpoint, NotDelivered], None]
+# One lane of held requests, oldest first: (when held, the waiter).
+Lane = deque[tuple[float, "Waiter"]]
 
 
 class Waiter(Protocol):
@@ -54,6 +68,21 @@ class Waiter(Protocol):
     def done(self) -> bool: ...
 
     def set_result(self, result: Endpoint, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
+class ClassCounts:
+    """One priority class's counters (exported per class, :mod:`router.metrics`)."""
+
+    __slots__ = ("held", "late", "name", "shed", "too_long")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.held = 0  # requests held (no slot free at once)
+        self.late = 0  # held past the class's deadline
+        self.too_long = 0  # refused by the lateness bound (503)
+        self.shed = 0  # refused as sheddable (429)
 
 
 class Dispatcher:
@@ -67,6 +96,8 @@ class Dispatcher:
         queue_timeout_s: float = 60.0,
         hold_deadline_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        max_late_s: float | None = None,
+        plan: HoldPlan | None = None,
     ) -> None:
         if max_queue < 0:
             raise ValueError(f"--max-queue must be ≥ 0, got {max_queue}")
@@ -74,50 +105,75 @@ class Dispatcher:
             raise ValueError(f"--queue-timeout-s must be > 0, got {queue_timeout_s}")
         if hold_deadline_s is not None and not hold_deadline_s > 0:
             raise ValueError(f"--hold-deadline-s must be > 0, got {hold_deadline_s}")
+        if max_late_s is not None and not max_late_s > 0:
+            raise ValueError(f"--max-late-s must be > 0, got {max_late_s}")
+        if plan is not None and (hold_deadline_s is not None or max_late_s is not None):
+            raise ValueError("give a plan or --hold-deadline-s/--max-late-s, not both")
         self.pool = pool
         self.hold_when_full = hold_when_full
         self.max_queue = max_queue
         self.queue_timeout_s = queue_timeout_s
-        self.hold_deadline_s = hold_deadline_s
+        if plan is None:
+            plan = single_plan(hold_deadline_s, max_late_s if hold_deadline_s else None)
+        self.plan = plan
+        self.hold_deadline_s = plan.classes[0].deadline_s if len(plan.classes) == 1 else None
+        # Whether the order reads the clock: a plain FIFO never does.
+        self._timed = plan.timed
         self._clock = clock
         self.inflight = 0  # L: accepted and not finished, held ones included
-        # Held requests, oldest first: those still within hold_deadline_s (with the time
-        # each was held), and those past it (all of them when there is no deadline, so
-        # the order is plain FIFO and no clock is read).
-        self._fresh: deque[tuple[float, Waiter]] = deque()
-        self._late: deque[Waiter] = deque()
-        self.late_total = 0  # held requests that waited past hold_deadline_s
+        # The lanes (lane 2c: class c on time, 2c + 1: its late ones), oldest first.
+        self._lanes: list[Lane] = [deque() for _ in range(plan.lanes)]
+        self._held = 0  # requests in all lanes
+        self.classes = [ClassCounts(c.name) for c in plan.classes]
+        self.late_total = 0  # held requests that waited past their deadline
+        # Since when the pool has had a ready endpoint (the lateness bound counts from it);
+        # -inf: always, as far as the order knows.
+        self._ready_since_s = float("-inf")
+        self._no_ready = False
 
     @property
     def queued(self) -> int:
-        return len(self._fresh) + len(self._late)
+        return self._held
 
     @property
     def queued_late(self) -> int:
-        """Held requests already past ``hold_deadline_s`` (as of the last pump)."""
-        return len(self._late) if self.hold_deadline_s is not None else 0
+        """Held requests already past their deadline (as of the last pump)."""
+        return sum(len(lane) for lane in self._lanes[1::2])
 
-    def admit(self, open: Opener[R], not_delivered: OnNotDelivered) -> Admission[R]:
+    def queued_by_class(self) -> list[int]:
+        """Held requests by class, in the plan's order."""
+        lanes = self._lanes
+        return [len(lanes[2 * c]) + len(lanes[2 * c + 1]) for c in range(len(self.classes))]
+
+    def now(self) -> float:
+        """The hold clock (a request's place in the order), for a caller that keeps it."""
+        return self._clock() if self._timed else 0.0
+
+    def admit(self, open: Opener[R], not_delivered: OnNotDelivered, cls: int = 0) -> Admission[R]:
         """``async with dispatcher.admit(open, not_delivered) as ticket:`` — see
         :class:`Admission`; ``ticket.ep`` and ``ticket.response`` inside."""
-        return Admission(self, open, not_delivered)
+        return Admission(self, open, not_delivered, cls)
 
     def try_acquire(self) -> Endpoint | None:
         """A slot at once if one can be had without overtaking a held request, else None.
 
         ``acquire``'s first step, callable without a coroutine (the admission's hot path).
         """
-        if not self._fresh and not self._late:
+        if not self._held:
             ep = self.pool.choose(below_slots=self.hold_when_full)
             if ep is not None:
                 self.pool.acquire(ep)
                 return ep
         return None
 
-    async def acquire(self) -> Endpoint:
-        """A slot on an endpoint; waits (FIFO) with ``hold_when_full``.
+    async def acquire(
+        self, cls: int = 0, held_at: float | None = None, again: bool = False
+    ) -> Endpoint:
+        """A slot on an endpoint; waits (in the hold order) with ``hold_when_full``.
 
-        Raises NoEndpoint (no ready endpoint, not holding), QueueFull, QueueTimeout.
+        ``held_at``, ``again``: the request's place in the order (:meth:`hold`). Raises NoEndpoint
+        (no ready endpoint, not holding), Shed (a sheddable class, no free slot), QueueFull,
+        QueueTimeout, HeldTooLong.
         """
         ep = self.try_acquire()
         if ep is not None:
@@ -125,15 +181,16 @@ class Dispatcher:
         if not self.hold_when_full:
             raise NoEndpoint("no ready endpoint")
         fut: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
-        self.hold(fut)
+        self.hold(fut, cls, held_at, again)
         try:
             async with asyncio.timeout(self.queue_timeout_s):
                 return await fut
         except BaseException as exc:
             if fut.done() and not fut.cancelled():
-                # A slot was handed over at the instant we gave up (timeout or client
-                # gone): pass it on so it is neither lost nor counted twice.
-                self.release(fut.result())
+                if fut.exception() is None:
+                    # A slot was handed over at the instant we gave up (timeout or client
+                    # gone): pass it on so it is neither lost nor counted twice.
+                    self.release(fut.result())
             else:
                 fut.cancel()
                 self.unhold(fut)
@@ -143,60 +200,119 @@ class Dispatcher:
                 ) from None
             raise
 
-    def hold(self, waiter: Waiter) -> None:
-        """Queue ``waiter`` for the next free slot; QueueFull at ``max_queue``.
+    def hold(
+        self, waiter: Waiter, cls: int = 0, held_at: float | None = None, again: bool = False
+    ) -> None:
+        """Queue ``waiter`` (of class ``cls``) for a free slot; QueueFull at ``max_queue``,
+        Shed for a sheddable class.
 
-        ``acquire``'s holding step, apart so the simulator (``inflight/sim/``), whose waiters are
-        not asyncio futures, holds requests by the same rule: :meth:`pump` hands the slot
-        over with ``waiter.set_result(ep)``.
+        ``held_at``: when it was held (the hold clock, :meth:`now`; None: now). ``again``:
+        a request held again (a retry after its endpoint refused it) keeps its place: by
+        ``held_at``, or ahead of its class if it never waited (``held_at`` None).
+        ``acquire``'s holding step, apart so the simulator (``inflight/sim/``), whose
+        waiters are not asyncio futures, holds requests by the same rule: :meth:`pump`
+        hands the slot over with ``waiter.set_result(ep)``, or refuses it with
+        ``waiter.set_exception(exc)``.
         """
-        if self.queued >= self.max_queue:
+        counts = self.classes[cls]
+        if self.plan.classes[cls].sheddable:
+            counts.shed += 1
+            raise Shed(f"no free slot for the sheddable class {counts.name!r}")
+        if self._held >= self.max_queue:
             raise QueueFull(f"router queue is full ({self.max_queue} requests held)")
-        if self.hold_deadline_s is None:
-            self._late.append(waiter)
+        counts.held += 1
+        lane = self._lanes[2 * cls]
+        if not again:
+            lane.append((self.now() if held_at is None else held_at, waiter))
+        elif held_at is None or not self._timed:
+            # Ahead of its class (FIFO: a request held again was ahead of all held now),
+            # its hold counted from now at most.
+            now_s = self.now()
+            lane.appendleft((min(now_s, lane[0][0]) if lane else now_s, waiter))
         else:
-            self._fresh.append((self._clock(), waiter))
+            _insert(lane, held_at, waiter)
+        self._held += 1
+        if self._timed and not self.pool.has_ready():
+            self._no_ready = True
 
     def unhold(self, waiter: Waiter) -> None:
         """Take a waiter that gave up (timeout, client gone) out of the queue, if there."""
-        for i, (_, held) in enumerate(self._fresh):
-            if held is waiter:
-                del self._fresh[i]
-                return
-        with contextlib.suppress(ValueError):
-            self._late.remove(waiter)
+        for lane in self._lanes:
+            for i, (_, held) in enumerate(lane):
+                if held is waiter:
+                    del lane[i]
+                    self._held -= 1
+                    return
 
     def _next_waiter(self) -> Waiter:
-        """The held request a free slot goes to (the queue is not empty): the oldest one
-        still within ``hold_deadline_s``, else the oldest late one."""
-        fresh = self._fresh
-        if fresh and self.hold_deadline_s is not None:
-            cutoff = self._clock() - self.hold_deadline_s
-            while fresh and fresh[0][0] <= cutoff:
-                self._late.append(fresh.popleft()[1])
-                self.late_total += 1
-        if fresh:
-            return fresh.popleft()[1]
-        return self._late.popleft()
+        """The held request a free slot goes to (the queue is not empty), in
+        :func:`inflight.control.hold_order.next_step`'s order; the late are moved and the
+        overtaken past their bound refused on the way."""
+        lanes = self._lanes
+        if not self._timed:
+            for lane in lanes:
+                if lane:
+                    self._held -= 1
+                    return lane.popleft()[1]
+        now_s = self._clock()
+        if self._no_ready:  # a ready endpoint after none: the bound counts from now
+            self._no_ready = False
+            self._ready_since_s = now_s
+        while True:
+            step = next_step(
+                self.plan, [lane[0][0] if lane else None for lane in lanes], now_s,
+                self._ready_since_s,
+            )  # fmt: skip
+            lane = lanes[step.lane]
+            if step.action == SERVE:
+                self._held -= 1
+                return lane.popleft()[1]
+            held_at, waiter = lane.popleft()
+            counts = self.classes[step.lane // 2]
+            if step.action == LATE:
+                if not waiter.done():
+                    counts.late += 1
+                    self.late_total += 1
+                _insert(lanes[step.lane + 1], held_at, waiter)
+                continue
+            self._held -= 1  # SHED
+            if not waiter.done():
+                counts.too_long += 1
+                waiter.set_exception(
+                    HeldTooLong(
+                        f"held {now_s - held_at:.1f} s, past the {counts.name!r} class's "
+                        "deadline plus --max-late-s while others were served"
+                    )
+                )
 
     def release(self, ep: Endpoint) -> None:
         """Give back a slot taken by ``acquire`` (call exactly once, in a ``finally``)."""
         self.pool.release(ep)
-        if self._fresh or self._late:
+        if self._held:
             self.pump()
 
     def pump(self) -> None:
         """Hand free slots to held requests in :meth:`_next_waiter`'s order (call after
         any pool change)."""
-        while self._fresh or self._late:
+        while self._held:
             ep = self.pool.choose(below_slots=True)
             if ep is None:
+                if self._timed and not self.pool.has_ready():
+                    self._no_ready = True
                 return
             fut = self._next_waiter()
             if fut.done():  # cancelled while waiting
                 continue
             self.pool.acquire(ep)
             fut.set_result(ep)
+
+
+def _insert(lane: Lane, held_at: float, waiter: Waiter) -> None:
+    """Put ``waiter`` in ``lane`` by ``held_at`` (oldest first; at the end usually)."""
+    i = len(lane)
+    while i and lane[i - 1][0] > held_at:
+        i -= 1
+    lane.insert(i, (held_at, waiter))
 
 
 class Admission(Generic[R]):
@@ -220,23 +336,30 @@ class Admission(Generic[R]):
 
     ``ep`` stays set after the slot is given back (the endpoint the request went to, for the
     metrics' label); it is None when no endpoint took it. ``retried`` says whether the
-    request was sent a second time.
+    request was sent a second time. ``cls``: its priority class (the plan's index).
+
+    A retried request keeps its place in the hold order: it is held again, if it must
+    wait, at the hold time it had (or, if it never waited, ahead of every request of its
+    class held since), not as a newcomer.
     """
 
-    __slots__ = ("_d", "_done", "_holding", "_not_delivered", "_open", "ep", "response", "retried")
+    __slots__ = ("_d", "_done", "_held_at", "_holding", "_not_delivered", "_open", "cls", "ep",
+                 "response", "retried")  # fmt: skip
 
     response: R
 
     def __init__(
-        self, dispatcher: Dispatcher, open: Opener[R], not_delivered: OnNotDelivered
+        self, dispatcher: Dispatcher, open: Opener[R], not_delivered: OnNotDelivered, cls: int = 0
     ) -> None:
         self._d = dispatcher
         self._open = open
         self._not_delivered = not_delivered
+        self.cls = cls
         self.ep: Endpoint | None = None
         self.retried = False
         self._holding = False
         self._done = False
+        self._held_at: float | None = None  # its place in the hold order, once held
 
     async def enter(self) -> Admission[R]:
         """Count in L, take a slot, open the request (retried once): see the class doc."""
@@ -245,7 +368,8 @@ class Admission(Generic[R]):
         try:
             ep = d.try_acquire()
             if ep is None:
-                ep = await d.acquire()
+                self._held_at = d.now()
+                ep = await d.acquire(self.cls, self._held_at)
             self.ep = ep
             self._holding = True  # no await since the slot was taken: cannot be lost
             try:
@@ -265,7 +389,8 @@ class Admission(Generic[R]):
         self.ep = None
         self._d.release(ep)
         self.retried = True
-        ep = self.ep = await self._d.acquire()
+        # Its place: the hold time it had, or ahead of all held since it took its slot.
+        ep = self.ep = await self._d.acquire(self.cls, self._held_at, again=True)
         self._holding = True
         try:
             self.response = await self._open(ep)

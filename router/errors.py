@@ -9,6 +9,9 @@
     │   └── MethodNotAllowed    -> 405 + Allow (path in the table, another method)
     ├── NoEndpoint              -> 503 + Retry-After (no ready endpoint, not holding)
     ├── QueueFull               -> 503 + Retry-After (--max-queue reached)
+    ├── HeldTooLong             -> 503 + Retry-After (overtaken past its class's deadline
+    │                                  + --max-late-s: the lateness bound)
+    ├── Shed                    -> 429 + Retry-After (a sheddable class, no free slot)
     ├── QueueTimeout            -> 504 (held longer than --queue-timeout-s)
     ├── UpstreamUnavailable     -> 502 (refused/reset on the first try and the retry, or any
     │                                  other upstream failure before the response headers)
@@ -66,6 +69,23 @@ class NoEndpoint(RouterError):
 class QueueFull(RouterError):
     status = 503
     kind = "router_queue_full"
+    retry_after_s = 1
+
+
+class HeldTooLong(RouterError):
+    """Held past its class's deadline plus ``--max-late-s`` while others were served
+    (:mod:`inflight.control.hold_order`): refused so that no request waits without bound."""
+
+    status = 503
+    kind = "router_held_too_long"
+    retry_after_s = 1
+
+
+class Shed(RouterError):
+    """A request of a sheddable priority class found no free slot: refused, never held."""
+
+    status = 429
+    kind = "router_shed"
     retry_after_s = 1
 
 

@@ -377,8 +377,12 @@ class Simulation:
         def on_slot(ep: Endpoint) -> None:
             self._dispatch(res, ep)
 
+        def on_refused(exc: BaseException) -> None:  # the lateness bound's 503
+            self._account_l()
+            self._end(res, ok=False, cause=f"http_{getattr(exc, 'status', 503)}")
+
         try:
-            held = self.router.arrive(on_slot)
+            held = self.router.arrive(on_slot, on_refused)
         except (QueueFull, NoEndpoint) as exc:
             self._end(res, ok=False, cause=f"http_{exc.status}")
             return

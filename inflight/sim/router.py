@@ -35,14 +35,23 @@ def _no_clock() -> float:
 class Held:
     """A request held in the router's FIFO: the dispatcher's ``Waiter``.
 
-    ``pump`` hands it a slot with :meth:`set_result`; the simulator dispatches it then.
+    ``pump`` hands it a slot with :meth:`set_result`; the simulator dispatches it then. Or
+    it refuses it (the lateness bound, 503) with :meth:`set_exception`: ``on_refused``
+    is told, the request already out of L.
     """
 
-    __slots__ = ("_done", "on_slot")
+    __slots__ = ("_done", "_router", "on_refused", "on_slot")
 
-    def __init__(self, on_slot: Callable[[Endpoint], None]) -> None:
+    def __init__(
+        self,
+        on_slot: Callable[[Endpoint], None],
+        on_refused: Callable[[BaseException], None] | None = None,
+        router: SimRouter | None = None,
+    ) -> None:
         self._done = False
         self.on_slot = on_slot
+        self.on_refused = on_refused
+        self._router = router
 
     def done(self) -> bool:
         return self._done
@@ -50,6 +59,14 @@ class Held:
     def set_result(self, result: Endpoint, /) -> None:
         self._done = True
         self.on_slot(result)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self._done = True
+        if self._router is not None:
+            self._router.dispatcher.inflight -= 1
+        if self.on_refused is None:
+            raise AssertionError(f"a held request was refused and nobody was told: {exception}")
+        self.on_refused(exception)
 
     def cancel(self) -> None:
         self._done = True
@@ -67,6 +84,7 @@ class SimRouter:
         hold_when_full: bool = True,
         hold_deadline_s: float | None = None,
         clock: Callable[[], float] | None = None,
+        max_late_s: float | None = None,
     ) -> None:
         if hold_deadline_s is not None and clock is None:
             raise ValueError("a hold deadline needs the simulation's clock")
@@ -77,6 +95,9 @@ class SimRouter:
             max_queue=max_queue,
             queue_timeout_s=queue_timeout_s,
             hold_deadline_s=hold_deadline_s,
+            # ``inflight router``'s --max-late-s (off by default, as ``inflight up`` runs
+            # it): a bound on lateness, so only with a deadline.
+            max_late_s=max_late_s if hold_deadline_s is not None else None,
             clock=clock if clock is not None else _no_clock,
         )
         self.received = 0  # router_requests_received_total
@@ -96,8 +117,13 @@ class SimRouter:
         """The endpoint file changed: the router applies it and pumps held requests."""
         apply(self.dispatcher, urls)
 
-    def arrive(self, on_slot: Callable[[Endpoint], None]) -> Held | None:
-        """A work request arrives: into L; a slot at once (``on_slot`` called now) or held.
+    def arrive(
+        self,
+        on_slot: Callable[[Endpoint], None],
+        on_refused: Callable[[BaseException], None] | None = None,
+    ) -> Held | None:
+        """A work request arrives: into L; a slot at once (``on_slot`` called now) or held
+        (later a slot, or refused by the lateness bound: ``on_refused``, out of L).
 
         Returns the :class:`Held` ticket when held; raises QueueFull (503) when the FIFO
         is full, NoEndpoint (503) when not holding and no replica is ready: either way the
@@ -113,7 +139,7 @@ class SimRouter:
         if not d.hold_when_full:
             d.inflight -= 1
             raise NoEndpoint("no ready endpoint")
-        held = Held(on_slot)
+        held = Held(on_slot, on_refused, self)
         try:
             d.hold(held)
         except QueueFull:

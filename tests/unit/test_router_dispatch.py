@@ -10,6 +10,7 @@ import pytest
 
 from router.dispatch import Admission, Dispatcher
 from router.errors import (
+    HeldTooLong,
     NoEndpoint,
     NotDelivered,
     QueueFull,
@@ -170,6 +171,10 @@ class Slot:
         self._done = True
         self._got.append(self.name)
 
+    def set_exception(self, exception: BaseException, /) -> None:
+        self._done = True
+        self._got.append(f"{self.name}:{type(exception).__name__}")
+
 
 def held_dispatcher(clock: Callable[[], float], **kw: Any) -> Dispatcher:
     pool = Pool(1)
@@ -260,10 +265,155 @@ async def test_deadline_with_asyncio_waiters_and_the_queue_bound() -> None:
     assert (await old) is ep
 
 
+# --- --max-late-s: the bound on lateness (inflight.control.hold_order) -------------------
+def test_a_late_request_overtaken_past_the_bound_is_refused_503() -> None:
+    clock = Clock()
+    d = held_dispatcher(clock, hold_deadline_s=1.5, max_late_s=10.0)
+    ep = d.try_acquire()
+    assert ep is not None
+    got: list[str] = []
+    d.hold(Slot("old", got))
+    clock.now = 111.0
+    d.hold(Slot("new", got))
+    clock.now = 111.5  # "old" held 11.5 s ≥ 1.5 + 10, overtaken by "new" (on time)
+    d.release(ep)
+    assert got == ["old:HeldTooLong", "new"]
+    assert d.queued == 0 and d.classes[0].too_long == 1 and d.late_total == 1
+
+
+def test_a_late_request_at_the_head_is_served_however_long_it_waited() -> None:
+    clock = Clock()
+    d = held_dispatcher(clock, hold_deadline_s=1.5, max_late_s=10.0)
+    ep = d.try_acquire()
+    assert ep is not None
+    got: list[str] = []
+    d.hold(Slot("old", got))
+    clock.now = 200.0  # nobody overtook it
+    d.release(ep)
+    assert got == ["old"] and d.classes[0].too_long == 0
+
+
+def test_requests_held_through_a_cold_start_are_not_refused_when_replicas_come() -> None:
+    clock = Clock()
+    pool = Pool(1)
+    d = Dispatcher(pool, hold_when_full=True, hold_deadline_s=1.5, max_late_s=10.0, clock=clock)
+    got: list[str] = []
+    d.hold(Slot("cold", got))  # no endpoint: a cold start
+    clock.now = 160.0
+    d.hold(Slot("fresh", got))
+    clock.now = 161.0
+    pool.set_endpoints([A])
+    d.pump()  # "fresh" goes first; "cold" waited 61 s, but a replica was ready only now
+    assert got == ["fresh"]
+    ep = pool.endpoints()[0]
+    d.release(ep)
+    assert got == ["fresh", "cold"] and d.classes[0].too_long == 0
+
+
+async def test_held_too_long_reaches_the_awaiting_request_and_takes_no_slot() -> None:
+    clock = Clock()
+    d = held_dispatcher(clock, hold_deadline_s=1.0, max_late_s=5.0)
+    ep = await d.acquire()
+    old = asyncio.create_task(d.acquire())
+    await settle()
+    clock.now += 10.0
+    new = asyncio.create_task(d.acquire())
+    await settle()
+    d.release(ep)
+    with pytest.raises(HeldTooLong, match="--max-late-s"):
+        await old
+    assert (await new) is ep and ep.inflight == 1 and d.queued == 0
+    assert HeldTooLong.status == 503 and HeldTooLong.retry_after_s == 1
+
+
+# --- a retried request keeps its place ------------------------------------------------
+class Gate:
+    """An opener whose first call (on ``first_url``) is refused once the test says so."""
+
+    def __init__(self, d: Dispatcher) -> None:
+        self.d = d
+        self.calls: list[tuple[str, str]] = []
+
+    def opener(self, name: str, refuse: bool) -> Callable[[Endpoint], Any]:
+        async def open(ep: Endpoint) -> str:
+            self.calls.append((name, ep.url))
+            if refuse and len([c for c in self.calls if c[0] == name]) == 1:
+                raise Refused("refused")
+            await asyncio.Event().wait()  # holds the slot until cancelled
+            return name
+
+        return open
+
+    def refused(self, ep: Endpoint, _exc: NotDelivered) -> None:
+        self.d.pool.mark_unhealthy(ep, now_s=0.0, backoff_s=60.0)
+
+
+@pytest.mark.parametrize("deadline_s", [None, 1.5])
+async def test_a_retried_request_keeps_its_place_in_the_hold_order(
+    deadline_s: float | None,
+) -> None:
+    """It was held before "later", got a slot on A, A refused it: held again, it is still
+    ahead of "later" (it used to go behind it, held anew)."""
+    clock = Clock()
+    d = dispatcher([A, B], hold=True, slots=1, hold_deadline_s=deadline_s, clock=clock)  # type: ignore[arg-type]
+    gate = Gate(d)
+    busy_a, busy_b = d.try_acquire(), d.try_acquire()
+    assert busy_a is not None and busy_b is not None
+    retried = asyncio.create_task(d.admit(gate.opener("retried", True), gate.refused).enter())
+    await settle()
+    clock.now += 0.5
+    later = asyncio.create_task(d.admit(gate.opener("later", False), gate.refused).enter())
+    await settle()
+    d.release(busy_a)  # to "retried", which A refuses: held again
+    await settle()
+    assert gate.calls == [("retried", busy_a.url)] and d.queued == 2
+    d.release(busy_b)
+    await settle()
+    assert gate.calls[1:] == [("retried", busy_b.url)]  # not "later"
+    for task in (retried, later):
+        task.cancel()
+    await asyncio.gather(retried, later, return_exceptions=True)
+    assert all_free(d)
+
+
+async def test_a_retried_request_that_never_waited_goes_ahead_of_its_class() -> None:
+    clock = Clock()
+    d = dispatcher([A, B], hold=True, slots=1, hold_deadline_s=1.5, clock=clock)  # type: ignore[arg-type]
+    gate = Gate(d)
+    busy_b = d.try_acquire()
+    assert busy_b is not None
+    refused_open = asyncio.Event()
+
+    async def first_open(ep: Endpoint) -> str:
+        gate.calls.append(("first", ep.url))
+        if len(gate.calls) == 1:
+            await refused_open.wait()  # the connect takes a while; others arrive meanwhile
+            raise Refused("refused")
+        await asyncio.Event().wait()
+        return "first"
+
+    first = asyncio.create_task(d.admit(first_open, gate.refused).enter())  # slot A at once
+    await settle()
+    clock.now += 0.2
+    later = asyncio.create_task(d.admit(gate.opener("later", False), gate.refused).enter())
+    await settle()
+    assert d.queued == 1
+    refused_open.set()
+    await settle()
+    d.release(busy_b)
+    await settle()
+    assert [c[0] for c in gate.calls] == ["first", "first"]
+    for task in (first, later):
+        task.cancel()
+    await asyncio.gather(first, later, return_exceptions=True)
+    assert all_free(d)
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
         ({"max_queue": -1}, "--max-queue"),
+        ({"max_late_s": 0}, "--max-late-s"),
         ({"queue_timeout_s": 0}, "--queue-timeout-s"),
         ({"hold_deadline_s": 0}, "--hold-deadline-s"),
         ({"hold_deadline_s": -1.0}, "--hold-deadline-s"),
