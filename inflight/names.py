@@ -127,9 +127,21 @@ VLLM_QUEUE_TIME: Final = "vllm:request_queue_time_seconds"
 # a trace's prompt and output lengths from them
 VLLM_REQUEST_PROMPT_TOKENS: Final = "vllm:request_prompt_tokens"
 VLLM_REQUEST_GENERATION_TOKENS: Final = "vllm:request_generation_tokens"
+# the KV cache: waiting split by why (capacity: no slot or no KV blocks; deferred: LoRA, KV
+# transfer), and preemptions, counted when the preempted request next produces output
+VLLM_WAITING_BY_REASON: Final = "vllm:num_requests_waiting_by_reason"  # gauge {reason}
+VLLM_PREEMPTIONS: Final = "vllm:num_preemptions_total"
 VLLM_MODEL_LABEL: Final = "model_name"
 VLLM_ENGINE_LABEL: Final = "engine"
 VLLM_FINISHED_REASON_LABEL: Final = "finished_reason"
+VLLM_REASON_LABEL: Final = "reason"
+VLLM_WAITING_REASONS: Final = ("capacity", "deferred")
+# an info gauge (value 1) whose labels are the engine's cache config and ``engine``, no
+# ``model_name``; the labels read here (a live scrape has ~40)
+VLLM_CACHE_CONFIG_INFO: Final = "vllm:cache_config_info"
+VLLM_CACHE_BLOCK_SIZE_LABEL: Final = "block_size"
+VLLM_CACHE_NUM_BLOCKS_LABEL: Final = "num_gpu_blocks"
+VLLM_CACHE_SIZE_TOKENS_LABEL: Final = "kv_cache_size_tokens"
 
 VLLM_METRICS: Final[dict[str, str]] = {
     VLLM_RUNNING: "gauge",

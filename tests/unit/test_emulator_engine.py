@@ -317,6 +317,9 @@ class _Recorder:
     def first_token(self, ttft_s: float) -> None:
         self.calls.append(("first_token", ttft_s))
 
+    def preempted(self, count: int) -> None:
+        self.calls.append(("preempted", count))
+
     def finished(
         self, reason: str, e2e_s: float, prompt_tokens: int, generation_tokens: int
     ) -> None:
