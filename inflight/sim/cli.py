@@ -32,7 +32,7 @@ from inflight.measure.openloop_report import build_comparison, comparison_markdo
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.slo import Outcome, slo_measures
 from inflight.planes.policies import Policy, parse_policies, resolve_policies
-from inflight.sim import report
+from inflight.sim import outages, report
 from inflight.sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 from inflight.workload.flags import concurrency_list
 from inflight.workload.plan import (
@@ -171,7 +171,7 @@ def _run(a: argparse.Namespace) -> int:
         if policy.kind not in SCALER_POLICIES:
             raise UsageError(f"--scaler-metadata: --policy {a.policy} has no scaler trigger")
         policy = Policy(policy.name, policy.kind, policy.replicas, tuple(overrides.items()))
-    config = sim_config(plan, policy, seed)
+    config = outages.apply(sim_config(plan, policy, seed), a)
     out = new_out_dir(a.out_dir, "results", a.force)
     result = simulate(config, plan.requests, plan.end_s)
     workload = {**plan.scenario_meta(), "source": "sim", "time_scale": TIME_SCALE}
@@ -226,6 +226,8 @@ def _plot_run(result: SimResult, measures: dict[str, Any]) -> dict[str, Any]:
 
 def _compare(a: argparse.Namespace) -> int:
     if a.scenario in CLOSED_LOOP_SCENARIOS:
+        if a.router_down or a.routers != 1:
+            raise UsageError("--routers, --router-down: open-loop workloads only")
         from inflight.sim.sweep_compare import main as sweep_main
 
         return sweep_main(a)
@@ -249,16 +251,19 @@ def _compare(a: argparse.Namespace) -> int:
     names_asked = {p.name for p in policies}
     fleets = [] if getattr(a, "no_frontier", False) else parse_policies(",".join(fleet_names(hi)))
     configs = {
-        p.name: {s: sim_config(plans[s], p, s) for s in seeds}
+        p.name: {s: outages.apply(sim_config(plans[s], p, s), a) for s in seeds}
         for p in [*policies, *(f for f in fleets if f.name not in names_asked)]
     }
     out = new_out_dir(a.out_dir, "comparisons", a.force)
     runs: dict[str, dict[str, Any]] = {}
     plot_runs: dict[str, dict[str, Any]] = {}
+    down_rows: dict[str, list[dict[str, Any]]] = {}
     for policy in policies:
         results = [simulate(configs[policy.name][s], plans[s].requests, plans[s].end_s)
                    for s in seeds]  # fmt: skip
         runs[policy.name] = _pooled(results, first)
+        if results[0].config.router_down:
+            down_rows[policy.name] = outages.during(results[0], results[0].config.router_down)
         plot_runs[policy.name] = _plot_run(results[0], runs[policy.name]["seeds"][str(seeds[0])])
         _progress(policy.name, runs[policy.name])
     frontier_runs: dict[str, dict[str, Any]] = {}
@@ -272,6 +277,8 @@ def _compare(a: argparse.Namespace) -> int:
         _progress(f"{fleet.name} (frontier)", frontier_runs[fleet.name])
     frontier = {"source": "sim", "fleets": frontier_runs} if fleets else None
     comparison = build_comparison(_meta(a, first, seeds), runs, frontier)
+    if down_rows:
+        comparison["router_down"] = {"routers": a.routers, "policies": down_rows}
     write_new(out / "comparison.json", json.dumps(comparison, indent=2) + "\n", a.force)
     notes = [
         f"Simulated (inflight sim), seeds {', '.join(map(str, seeds))}: SLO figures over "
@@ -287,7 +294,7 @@ def _compare(a: argparse.Namespace) -> int:
             f"Static frontier: fixed:1 … fixed:{hi} simulated on the same requests and seeds "
             "(pooled as the policies are); --no-frontier leaves it out."
         )
-    markdown = comparison_markdown(comparison, notes=notes)
+    markdown = comparison_markdown(comparison, notes=notes) + outages.markdown(down_rows, a.routers)
     write_new(out / "comparison.md", markdown, a.force)
     from inflight.measure.plots import openloop_timeseries_plot, pareto_plot
 
@@ -402,6 +409,7 @@ def register(subparsers: Any) -> None:
         "--scaler-metadata",
         help="KEY=VALUE,... overrides of the trigger metadata (e.g. targetSaturation=0.8)",
     )
+    outages.add_flags(run)
     run.set_defaults(func=_guarded(_run))
 
     cmp = sub.add_parser("compare", help="several policies on several seeds")
@@ -434,6 +442,7 @@ def register(subparsers: Any) -> None:
         help="open loop: do not also simulate fixed:1 ... fixed:MAX, the static frontier each "
         "policy's frontier gap is measured against (inflight/measure/frontier.py)",
     )
+    outages.add_flags(cmp)
     cmp.set_defaults(func=_guarded(_compare))
 
     # Hooks: other modules of this package add their own subcommands when present.

@@ -106,6 +106,10 @@ class SimConfig:
     drain_s: float = 600.0
     warmup_s: float = 120.0
     seed: int = 0  # the router's tie-breaking among equally loaded replicas
+    # Prometheus' view of the router: this many targets sharing its load, and spans in
+    # which one of them fails its scrapes (inflight.sim.scrapes; --routers, --router-down).
+    routers: int = 1
+    router_down: tuple[S.RouterDown, ...] = ()
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0:
@@ -121,6 +125,7 @@ class SimConfig:
                 f"scrape_offset_s must be in [0, {self.scrape_interval_s:g}), "
                 f"got {self.scrape_offset_s:g}"
             )
+        S.check_routers(self.routers, self.router_down)
         fixed = fixed_replicas(self.policy)
         if fixed is None and self.policy not in policy_names():
             raise ValueError(
@@ -216,7 +221,7 @@ class Simulation:
             ),
             clock=lambda: self.events.now_s,
         )
-        self.scrapes = S.Scrapes()
+        self.scrapes = S.Scrapes(config.routers, config.router_down)
         self.fleet = Fleet(config.replica_profile, self.events, self.router, self._changed)
         self.timeline: list[dict[str, float]] = []
         self.decisions: list[DecisionRecord] = []

@@ -11,8 +11,26 @@ The result is handed, as Prometheus' ``matrix`` JSON would be, to the scaler's o
 :func:`external_scaler.sources.prometheus.window_from_matrix`: the simulated window is
 built by the live code.
 
-Only the simulated router exists, it is never down and never restarts, so the ``down``
-series of the query is always empty and the counter never resets.
+Router targets that are down. The simulated stack has one router, but Prometheus may
+see it as ``routers`` targets that share its load evenly (each exposes ``1/routers`` of
+L, of the queue and of the received counter, and the ready count, which every router
+sees whole). A :class:`RouterDown` span makes one target's scrapes fail while the router
+goes on serving: a router whose ``/metrics`` times out (SIGSTOPped, overloaded), a
+network partition, a pod scraped but not ready. Prometheus then does what it does live:
+
+* the failed scrape writes ``up == 0`` and a staleness marker in each of the target's
+  series, so an instant query (``sum(router_inflight_requests)``, what a peer reads) sums
+  the other targets only: L reads low, or is absent when no router target is up;
+* a range selector (``rate()``) skips the stale points; the counter goes on counting
+  while it is not scraped, so its next sample carries the increase;
+* the scaler's range query has a ``down`` series for the target at the steps whose newest
+  ``up`` is 0, if the target exposed L in the last :data:`TARGET_MEMORY_S`
+  (``inflight.names.PROMQL_ROUTERS_DOWN``), and the window is built by the live code,
+  which marks it partial.
+
+Every target is scraped at the same instant (live, Prometheus spreads them over the
+interval). Without a span, one target, never down, the counter never resets: the
+simulator as it was.
 """
 
 from __future__ import annotations
@@ -20,12 +38,14 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from external_scaler.sources.counters import increase as counter_increase
 from external_scaler.sources.promql import (
     SIGNAL_ARRIVALS,
+    SIGNAL_DOWN,
     SIGNAL_INFLIGHT,
     SIGNAL_LABEL,
     SIGNAL_READY,
@@ -46,14 +66,57 @@ READY = 'router_endpoints{state="ready"}'
 VLLM_WAITING = "sum(vllm:num_requests_waiting)"  # NaN when no replica is scraped
 VLLM_RUNNING = "sum(vllm:num_requests_running)"
 SERIES = (INFLIGHT, QUEUED, RECEIVED, READY, VLLM_WAITING, VLLM_RUNNING)
+#: The router targets' series (the rest are the replicas'). Each target exposes its share
+#: of these, but of READY, which every router exposes whole (the query takes its max).
+ROUTER_SERIES = frozenset({INFLIGHT, QUEUED, RECEIVED, READY})
+SHARED_SERIES = frozenset({INFLIGHT, QUEUED, RECEIVED})
+
+#: ``inflight.names.TARGET_MEMORY`` (1h): a target down longer is no longer known as a router.
+TARGET_MEMORY_S = 3600.0
+ROUTER_JOB = "router"
+
+
+@dataclass(frozen=True)
+class RouterDown:
+    """Router target ``router`` (0-based) fails its scrapes in ``[from_s, to_s)``."""
+
+    from_s: float
+    to_s: float
+    router: int = 0
+
+    def covers(self, router: int, t_s: float) -> bool:
+        return router == self.router and self.from_s <= t_s < self.to_s
+
+
+def check_routers(routers: int, down: Sequence[RouterDown], flag: str = "--router-down") -> None:
+    """ValueError naming ``flag`` (or ``--routers``) for a span that cannot be."""
+    if routers < 1:
+        raise ValueError(f"--routers must be ≥ 1, got {routers}")
+    for d in down:
+        if not (math.isfinite(d.from_s) and math.isfinite(d.to_s) and d.from_s < d.to_s):
+            raise ValueError(f"{flag}: FROM must be before TO, got {d.from_s:g}:{d.to_s:g}")
+        if not 0 <= d.router < routers:
+            raise ValueError(f"{flag}: router {d.router} of --routers {routers} (0-based)")
 
 
 @dataclass
 class Scrapes:
-    """The scraped samples of each series, in time order."""
+    """The scraped samples of each series, in time order.
 
+    ``values`` holds what the router (all its targets together) and the replicas exposed
+    at each scrape, scraped or not; ``up`` which router targets answered it."""
+
+    routers: int = 1
+    down: tuple[RouterDown, ...] = ()
     times_s: list[float] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SERIES})
+    up: list[tuple[bool, ...]] = field(default_factory=list)
+    # per scrape, per target: when it last answered (None: never), for the target memory
+    last_up_s: list[tuple[float | None, ...]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.down = tuple(self.down)
+        check_routers(self.routers, self.down)
 
     def scrape(self, t_s: float, sample: dict[str, float]) -> None:
         """Record one scrape at ``t_s`` (every series of :data:`SERIES` in ``sample``)."""
@@ -62,6 +125,27 @@ class Scrapes:
         self.times_s.append(t_s)
         for name in SERIES:
             self.values[name].append(sample[name])
+        up = tuple(not any(d.covers(k, t_s) for d in self.down) for k in range(self.routers))
+        before = self.last_up_s[-1] if self.last_up_s else (None,) * self.routers
+        self.up.append(up)
+        self.last_up_s.append(tuple(t_s if u else b for u, b in zip(up, before, strict=True)))
+
+    def _router_value(self, name: str, i: int) -> float | None:
+        """``sum`` (``max`` for READY) over the router targets that answered scrape ``i``
+        of their share of ``name``; None when none did (every one's series stale)."""
+        n_up = sum(self.up[i])
+        if n_up == 0:
+            return None
+        value = self.values[name][i]
+        return value if name not in SHARED_SERIES else value * n_up / self.routers
+
+    def _known_down(self, i: int, t_s: float) -> list[int]:
+        """Targets down at scrape ``i`` that exposed L within the target memory of ``t_s``."""
+        return [
+            k
+            for k, (up, last) in enumerate(zip(self.up[i], self.last_up_s[i], strict=True))
+            if not up and last is not None and last > t_s - TARGET_MEMORY_S
+        ]
 
     def _index_at(self, t_s: float) -> int | None:
         """Index of the newest sample in ``(t − lookback, t]``, or None."""
@@ -75,7 +159,13 @@ class Scrapes:
         i = self._index_at(t_s)
         if i is None:
             return None
-        value = self.values[name][i]
+        if name in ROUTER_SERIES:
+            found = self._router_value(name, i)
+            if found is None:
+                return None
+            value = found
+        else:
+            value = self.values[name][i]
         return None if math.isnan(value) else value  # NaN: no series (a sum over nothing)
 
     def rate(self, name: str, t_s: float, range_s: float) -> float | None:
@@ -88,52 +178,89 @@ class Scrapes:
         """
         lo = bisect.bisect_left(self.times_s, t_s - range_s)
         hi = bisect.bisect_right(self.times_s, t_s)
-        if hi - lo < 2:
-            return None
-        times = self.times_s[lo:hi]
-        vals = self.values[name][lo:hi]
-        increase = 0.0
-        for a, b in itertools.pairwise(vals):
-            increase += counter_increase(a, b)  # a drop is a counter reset
-        first_t, last_t = times[0], times[-1]
-        range_start, range_end = t_s - range_s, t_s
-        sampled = last_t - first_t
-        to_start = first_t - range_start
-        to_end = range_end - last_t
-        average = sampled / (len(times) - 1)
-        if increase > 0 and vals[0] >= 0:
-            to_zero = sampled * (vals[0] / increase)
-            to_start = min(to_start, to_zero)
-        threshold = average * 1.1
-        interval = sampled
-        interval += to_start if to_start < threshold else average / 2
-        interval += to_end if to_end < threshold else average / 2
-        return increase * (interval / sampled) / range_s
+        if name not in ROUTER_SERIES:
+            return _extrapolated_rate(self.times_s[lo:hi], self.values[name][lo:hi], t_s, range_s)
+        # sum(rate(...)): one series per router target, its stale points skipped
+        total: float | None = None
+        share = 1.0 if name not in SHARED_SERIES else 1.0 / self.routers
+        for k in range(self.routers):
+            kept = [j for j in range(lo, hi) if self.up[j][k]]
+            one = _extrapolated_rate(
+                [self.times_s[j] for j in kept],
+                [self.values[name][j] * share for j in kept],
+                t_s,
+                range_s,
+            )
+            if one is not None:
+                total = one if total is None else total + one
+        return total
 
     def matrix(self, query: RangeQuery, start_s: float, end_s: float) -> dict[str, Any]:
         """``query_range``'s ``data`` for the scaler's range query over ``[start, end]``.
 
-        The router source's signals: L, the received counter (one router: one series),
-        the ready endpoints, and ``sampled`` (``min(timestamp(L))``: the newest sample's
-        own time). Steps are ``start + i × step`` as Prometheus takes them (whole ms).
+        The router source's signals: L (summed over the router targets up), the received
+        counter (one series per target), the ready endpoints (their max), the targets
+        ``down`` (``up == 0``, known as routers), and ``sampled`` (``min(timestamp(L))``:
+        the newest sample's own time). Steps are ``start + i × step`` as Prometheus takes
+        them (whole ms).
         """
         steps = math.floor((end_s - start_s) / query.step_s + 1e-9) + 1
-        names = ((SIGNAL_INFLIGHT, INFLIGHT), (SIGNAL_ARRIVALS, RECEIVED), (SIGNAL_READY, READY))
-        series: dict[str, list[list[float]]] = {signal: [] for signal, _ in names}
+        inflight: list[list[float]] = []
+        ready: list[list[float]] = []
         sampled: list[list[float]] = []
+        arrivals: list[list[list[float]]] = [[] for _ in range(self.routers)]
+        down: list[list[list[float]]] = [[] for _ in range(self.routers)]
+        share = 1.0 / self.routers
         for k in range(steps):
             t = round(start_s + k * query.step_s, 3)
             i = self._index_at(t)
             if i is None:
                 continue
-            for signal, name in names:
-                series[signal].append([t, self.values[name][i]])
+            for r in self._known_down(i, t):
+                down[r].append([t, 0.0])  # `up == 0` keeps up's value
+            value = self._router_value(INFLIGHT, i)
+            if value is None:
+                continue
+            inflight.append([t, value])
+            ready.append([t, self.values[READY][i]])
             sampled.append([t, self.times_s[i]])
-        result: list[dict[str, Any]] = [
-            {"metric": {SIGNAL_LABEL: signal}, "values": values}
-            for signal, values in series.items()
-            if values
-        ]
+            for r, up in enumerate(self.up[i]):
+                if up:
+                    arrivals[r].append([t, self.values[RECEIVED][i] * share])
+        result: list[dict[str, Any]] = []
+        for signal, values in ((SIGNAL_INFLIGHT, inflight), (SIGNAL_READY, ready)):
+            if values:
+                result.append({"metric": {SIGNAL_LABEL: signal}, "values": values})
+        for signal, per_target in ((SIGNAL_ARRIVALS, arrivals), (SIGNAL_DOWN, down)):
+            for r, values in enumerate(per_target):
+                if values:
+                    labels = {SIGNAL_LABEL: signal, "job": ROUTER_JOB, "instance": f"router-{r}"}
+                    result.append({"metric": labels, "values": values})
         if sampled:
             result.append({"metric": {SIGNAL_LABEL: SIGNAL_SAMPLED}, "values": sampled})
         return {"resultType": "matrix", "result": result}
+
+
+def _extrapolated_rate(
+    times: Sequence[float], vals: Sequence[float], t_s: float, range_s: float
+) -> float | None:
+    """``rate()`` of one series' samples in ``[t − range, t]`` (None: fewer than two)."""
+    if len(times) < 2:
+        return None
+    increase = 0.0
+    for a, b in itertools.pairwise(vals):
+        increase += counter_increase(a, b)  # a drop is a counter reset
+    first_t, last_t = times[0], times[-1]
+    range_start, range_end = t_s - range_s, t_s
+    sampled = last_t - first_t
+    to_start = first_t - range_start
+    to_end = range_end - last_t
+    average = sampled / (len(times) - 1)
+    if increase > 0 and vals[0] >= 0:
+        to_zero = sampled * (vals[0] / increase)
+        to_start = min(to_start, to_zero)
+    threshold = average * 1.1
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    return increase * (interval / sampled) / range_s

@@ -122,3 +122,115 @@ def test_sim_scaler_rejects_bad_metadata_naming_the_key() -> None:
     bad = {**scaler_metadata(4, 1.0, "saturation"), names.META_TARGET_SATURATION: "x"}
     with pytest.raises(MetadataError, match=names.META_TARGET_SATURATION):
         SimScaler(bad, S.Scrapes(), lambda: 0.0)
+
+
+# --- router targets down (issue 26, item 6) -------------------------------------------------
+def _fleet_scrapes(
+    routers: int, down: tuple[S.RouterDown, ...], level: float = 8.0, until_s: int = 300
+) -> S.Scrapes:
+    """Every 5 s from 0 to ``until_s``: the router holds L = ``level`` (shared by
+    ``routers`` targets), 2 ready, received = 10 × t."""
+    s = S.Scrapes(routers, down)
+    for t in range(0, until_s + 1, 5):
+        s.scrape(
+            float(t),
+            {
+                S.INFLIGHT: level,
+                S.QUEUED: 0.0,
+                S.RECEIVED: 10.0 * t,
+                S.READY: 2.0,
+                S.VLLM_WAITING: 0.0,
+                S.VLLM_RUNNING: level,
+            },
+        )
+    return s
+
+
+def test_the_only_router_down_leaves_no_l_and_the_replicas_series_as_they_are() -> None:
+    s = _fleet_scrapes(1, (S.RouterDown(100.0, 200.0),))
+    assert s.instant(S.INFLIGHT, 99.0) == 8.0
+    assert s.instant(S.INFLIGHT, 100.0) is None  # the failed scrape marked it stale
+    assert s.instant(S.READY, 150.0) is None
+    assert s.instant(S.VLLM_RUNNING, 150.0) == 8.0  # the replicas are scraped
+    assert s.instant(S.INFLIGHT, 200.0) == 8.0
+    # rate() skips the stale points: no sample in [135, 195] → none. The counter went on
+    # counting: a range with samples on both sides of the gap has its whole increase, one
+    # that starts inside it only what came after (Prometheus' extrapolation: half a step)
+    assert s.rate(S.RECEIVED, 195.0, 60.0) is None
+    assert s.rate(S.RECEIVED, 260.0, 180.0) == pytest.approx(10.0)
+    assert s.rate(S.RECEIVED, 260.0, 120.0) == pytest.approx(600 * (62.5 / 60) / 120)
+
+
+def test_one_router_of_two_down_halves_l_and_the_arrivals() -> None:
+    s = _fleet_scrapes(2, (S.RouterDown(100.0, 200.0),))
+    assert s.instant(S.INFLIGHT, 50.0) == 8.0
+    assert s.instant(S.INFLIGHT, 150.0) == 4.0  # the other target's share
+    assert s.instant(S.READY, 150.0) == 2.0  # every router sees every endpoint
+    assert s.rate(S.RECEIVED, 180.0, 60.0) == pytest.approx(5.0)
+    assert s.rate(S.RECEIVED, 80.0, 60.0) == pytest.approx(10.0)
+
+
+def _window(s: S.Scrapes, at_s: float):
+    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation"))
+    query = range_query(spec)
+    start, end = query.bounds(at_s)
+    return window_from_matrix(s.matrix(query, start, end), query, start, end)
+
+
+def test_the_scalers_window_names_the_down_target_and_is_partial_until_it_leaves() -> None:
+    s = _fleet_scrapes(2, (S.RouterDown(100.0, 200.0),))
+    assert not _window(s, 90.0).partial
+    during = _window(s, 150.0)
+    assert during.inflight[-1].value == 4.0
+    (why,) = during.partial
+    assert why.kind == names.SCALER_ERROR_SOURCE_PARTIAL and "router/router-0" in why.detail
+    assert _window(s, 230.0).partial  # back up, but its down steps are in the window
+    assert not _window(s, 290.0).partial  # they left it (70 s window)
+    # the arrivals: one series per target, adding up to the router's counter (steps read
+    # the newest scrape: 290 reads 290's, the window's first step 220 reads 215's)
+    after = _window(s, 290.0)
+    assert after.arrivals_total[-1].value - after.arrivals_total[0].value == pytest.approx(750.0)
+
+
+def test_a_target_down_longer_than_the_target_memory_is_no_longer_known() -> None:
+    s = S.Scrapes(1, (S.RouterDown(10.0, 10_000.0),))
+    for t in range(0, 3700, 5):
+        s.scrape(float(t), dict.fromkeys(S.SERIES, 1.0))
+    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation"))
+    query = range_query(spec)
+    down = [
+        r for r in s.matrix(query, *query.bounds(300.0))["result"]
+        if r["metric"]["signal"] == "down"
+    ]  # fmt: skip
+    assert down and down[0]["metric"]["instance"] == "router-0"
+    late = s.matrix(query, *query.bounds(3690.0))["result"]  # last up at 5 s: 1 h before 3605
+    assert not [r for r in late if r["metric"]["signal"] == "down"]
+
+
+def test_the_sim_scaler_holds_on_half_the_l_and_a_peer_reads_half() -> None:
+    """2 ready, the router holds 8 (2 x 4: steady). One target of two down: the window
+    reads 4, which alone would lower the count to 1; the guard holds 2. A peer's instant
+    query reads 4."""
+    s = _fleet_scrapes(2, (S.RouterDown(100.0, 200.0),))
+    metadata = scaler_metadata(4, 1.0, "saturation")
+    clock = [150.0]
+    scaler = SimScaler(metadata, s, lambda: clock[0])
+    assert scaler.metric_value("inflight") == 8.0
+    assert scaler.decisions[-1].desired_replicas == 2 and scaler.decisions[-1].partial
+    from inflight.control.peers.base import Signal
+    from inflight.sim.peers import reader
+
+    assert reader(s, lambda: clock[0], 5.0)(Signal.INFLIGHT) == 4.0
+
+
+@pytest.mark.parametrize(
+    ("routers", "down", "error"),
+    [
+        (0, (), "--routers must be ≥ 1"),
+        (1, (S.RouterDown(5.0, 5.0),), "FROM must be before TO"),
+        (2, (S.RouterDown(0.0, 5.0, router=2),), "router 2 of --routers 2"),
+    ],
+)
+def test_bad_router_targets_are_refused_naming_the_flag(routers, down, error) -> None:
+    with pytest.raises(ValueError, match=error):
+        S.Scrapes(routers, down)
