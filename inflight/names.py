@@ -24,6 +24,12 @@ ROUTER_UPSTREAM_ERRORS: Final = "router_upstream_errors_total"  # counter{endpoi
 ROUTER_RETRIES: Final = "router_retries_total"  # counter
 # counter: held requests that waited past --hold-deadline-s (served after on-time ones)
 ROUTER_HELD_LATE: Final = "router_held_late_total"
+# Priority classes (--priority-class; one class, "default", without): held requests now,
+# gauge{class}; and counter{class,outcome}: held (no slot free at once), late (held past the
+# class's deadline), too_long (503: the lateness bound), shed (429: a sheddable class).
+ROUTER_CLASS_QUEUED: Final = "router_class_queued_requests"
+ROUTER_CLASS_HELD: Final = "router_class_held_total"
+CLASS_OUTCOMES: Final = ("held", "late", "too_long", "shed")
 # A router with several model pools (router/models.py) labels every series above with the
 # pool's model; a single-pool router has no such label. Sums over it give the router's whole.
 ROUTER_MODEL_LABEL: Final = "model"
@@ -43,6 +49,8 @@ ROUTER_METRICS: Final[dict[str, str]] = {
     ROUTER_UPSTREAM_ERRORS: "counter",
     ROUTER_RETRIES: "counter",
     ROUTER_HELD_LATE: "counter",
+    ROUTER_CLASS_QUEUED: "gauge",
+    ROUTER_CLASS_HELD: "counter",
 }
 
 # --- Scaler (Prometheus text at GET /metrics on the scaler's --metrics-port) -----------

@@ -5,6 +5,7 @@
     RouterError                 -> its status, JSON body {"error": {"message", "type", "code"}}
     ├── RequestRefused          -> 4xx, answered by the router, never forwarded (router.routes)
     │   ├── BadPath             -> 400 (dot-segment, encoded dot/slash/backslash, not /v1/)
+    │   ├── BadPriority         -> 400 (x-request-priority or body priority not an integer)
     │   ├── RouteNotFound       -> 404 (path not in the route table)
     │   └── MethodNotAllowed    -> 405 + Allow (path in the table, another method)
     ├── NoEndpoint              -> 503 + Retry-After (no ready endpoint, not holding)
@@ -44,6 +45,11 @@ class RequestRefused(RouterError):
 class BadPath(RequestRefused):
     status = 400
     kind = "bad_path"
+
+
+class BadPriority(RequestRefused):
+    status = 400
+    kind = "bad_priority"
 
 
 class RouteNotFound(RequestRefused):

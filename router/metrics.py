@@ -80,6 +80,21 @@ class _StateCollector(Collector):
             "so requests still within it were served first.",
             value=d.late_total,
         )
+        queued = GaugeMetricFamily(
+            names.ROUTER_CLASS_QUEUED, "Requests held now, by priority class.", labels=["class"]
+        )
+        held = CounterMetricFamily(
+            names.ROUTER_CLASS_HELD,
+            "Held requests by priority class and outcome: held (no free slot at once), late "
+            "(past the class's deadline), too_long (503, --max-late-s), shed (429).",
+            labels=["class", "outcome"],
+        )
+        for cls, n in zip(d.classes, d.queued_by_class(), strict=True):
+            queued.add_metric([cls.name], n)
+            for outcome in names.CLASS_OUTCOMES:
+                held.add_metric([cls.name, outcome], getattr(cls, outcome))
+        yield queued
+        yield held
         per = GaugeMetricFamily(
             names.ROUTER_ENDPOINT_INFLIGHT,
             "Requests dispatched to this endpoint and not finished.",

@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from router.dispatch import Admission, Dispatcher
 from router.errors import (
+    BadPriority,
     NotDelivered,
     RequestRefused,
     RouterError,
@@ -125,6 +127,10 @@ class Proxy:
         self.unhealthy_backoff_s = unhealthy_backoff_s
         self.clock = clock
         self._on_not_delivered = self._not_delivered  # bound once, not per request
+        # Priority classes (--priority-class): None without, so the default path reads no
+        # header and parses no body for a priority.
+        plan = dispatcher.plan
+        self._class_of = plan.class_of if len(plan.classes) > 1 else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -244,7 +250,18 @@ class Proxy:
         # The admission owns L and the slot (router.dispatch): it is left, and the slot
         # given back, exactly once whichever way this ends (``leave`` in the finally, or
         # by ``enter`` itself when entering fails).
-        admission = Admission(self.dispatcher, request.open, self._on_not_delivered)
+        cls = 0
+        if self._class_of is not None:
+            try:
+                cls = self._class_of(request_priority(headers, body))
+            except BadPriority as exc:
+                if hooks is not None:
+                    hooks.discard(lost)
+                if watcher is not None:
+                    watcher.cancel()
+                await self._reject(send, exc.status, exc.kind, str(exc), t0)
+                return
+        admission = Admission(self.dispatcher, request.open, self._on_not_delivered, cls)
         code = 0
         try:
             try:
@@ -560,6 +577,39 @@ class _Request(_Watch):
     def open(self, ep: Endpoint) -> Awaitable[UpstreamResponse]:
         """The admission's opener: send this request to ``ep``."""
         return self._proxy._open(ep, self._method, self._path, self._headers, self._body)
+
+
+_PRIORITY_HEADER = b"x-request-priority"
+
+
+def request_priority(headers: RequestHeaders, body: bytes) -> int:
+    """A request's priority, vLLM's convention (lower first; 0 if absent): the
+    ``x-request-priority`` header, else the JSON body's ``priority`` (parsed only when the
+    body names it). BadPriority when either is not an integer.
+
+    >>> request_priority([(b"x-request-priority", b"-1")], b"{}")
+    -1
+    >>> request_priority([], b'{"model": "m", "priority": 5}')
+    5
+    """
+    for name, value in headers:
+        if name == _PRIORITY_HEADER:
+            try:
+                return int(value)
+            except ValueError:
+                raise BadPriority(
+                    f"x-request-priority must be an integer, got {value[:40]!r}"
+                ) from None
+    if b'"priority"' not in body:
+        return 0
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return 0  # not JSON: the upstream answers it
+    priority = doc.get("priority", 0) if isinstance(doc, dict) else 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise BadPriority(f"priority must be an integer, got {str(priority)[:40]!r}")
+    return priority
 
 
 async def _watch_disconnect(receive: Receive, watch: _Watch) -> None:
