@@ -159,6 +159,8 @@ def test_the_report_row_and_the_bar():
     assert (report.failed_on_faulted_replica, report.lost_other) == (1, 1)
     assert (report.leaked_slots, report.wrong_scale_downs, report.orphans) == (2, 1, 1)
     assert report.time_to_recover_s == 4.0
+    (lost,) = report.details["lost_other_errors"]
+    assert lost == {"start_t": 112, "end_t": 113, "router": 0, "error": "HTTP 503: queue full"}
     failures = bar_failures([report], ["pid 4242"])
     assert failures == [
         "kill-replica: lost_other = 1 (must be 0)",
@@ -172,6 +174,7 @@ def test_the_report_row_and_the_bar():
     md = chaos_markdown(doc)
     assert "| kill-replica | 3 | 2 | 1 | 1 | 2 | 1 | 4.0 | 1 |" in md
     assert "**Bar: MISSED**" in md and "- kill-replica: lost_other = 1 (must be 0)" in md
+    assert "lost (router 0): HTTP 503: queue full" in md
 
 
 def test_a_clean_fault_meets_the_bar_and_an_unrecovered_one_does_not():

@@ -366,6 +366,11 @@ async def kill_router(ctx: Ctx) -> Injected:
     if pgid is None:
         raise FaultError("no router in children.json")
     _kill(pgid, signal.SIGKILL)
+    # The fault's instant is the router's death, not the signal: until its process is gone
+    # its listening socket still accepts, and what it accepted then it held.
+    deadline = time.monotonic() + 5.0
+    while group_alive(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110 - polls /proc
+        await asyncio.sleep(0.005)
     t = time.time()
 
     async def back() -> bool:

@@ -126,6 +126,9 @@ def _on_faulted(r: ChaosRequest, w: FaultWindow) -> bool:
     )
 
 
+#: Errors of requests lost otherwise kept in a fault's details.
+LOST_ERRORS_KEPT = 5
+
 #: A router sample older than this (wall seconds) before a scale-down is no evidence of
 #: it: the sampler reads every 0.25 s, so an older last sample means the routers did not
 #: answer then (the stack's router dead or stopped), and what they held is unknown.
@@ -261,6 +264,16 @@ def fault_report(
             1 for r in requests if r.refused and w.start_t <= r.start_t < w.end_t
         ),
     }
+    lost = [
+        r
+        for r in requests
+        if w.start_t <= r.start_t < w.end_t and not r.ok and not _on_faulted(r, w)
+    ]
+    if lost:  # what each lost request's error said (the first few), to tell why
+        details["lost_other_errors"] = [
+            {"start_t": r.start_t, "end_t": r.end_t, "router": r.router, "error": r.error[:300]}
+            for r in lost[:LOST_ERRORS_KEPT]
+        ]
     if w.surge:
         before, peak = surge_peak(timeline, w)
         details["surge_desired_before"] = before

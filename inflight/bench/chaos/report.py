@@ -94,6 +94,8 @@ def chaos_markdown(doc: dict[str, Any]) -> str:
             extra.append(
                 f"{d['requests_retried_after_refused']} request(s) refused at connect, retried"
             )
+        for lost in d.get("lost_other_errors", []):
+            extra.append(f"lost (router {lost['router']}): {lost['error'][:160]}")
         if d.get("unprobed"):
             extra.append(f"not read by the leak check: {', '.join(d['unprobed'])}")
         if d.get("leaked_detail") and f["leaked_slots"]:
