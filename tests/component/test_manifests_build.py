@@ -38,7 +38,7 @@ MANIFESTS = REPO / "manifests"
 SCHEMAS = MANIFESTS / "schemas"
 GENERATED = MANIFESTS / "generated"
 #: Every kustomization a user may apply (relative to manifests/).
-KUSTOMIZATIONS = ("base", "overlays/emulator", "overlays/emulator-tls")
+KUSTOMIZATIONS = ("base", "overlays/emulator", "overlays/emulator-tls", "overlays/two-models")
 #: The Kubernetes version the core objects are validated against (oldest we support:
 #: native gRPC probes are GA since 1.27; the schemas bundled offline start at 1.35).
 KUBERNETES_VERSION = "1.35.0"
@@ -186,8 +186,9 @@ def test_every_kustomization_builds(built: tuple[str, list[dict[str, Any]]]) -> 
         "ServiceMonitor",
     }
     assert expected <= kinds, f"manifests/{name} lacks {sorted(expected - kinds)}"
+    replicas = {"vllm", "vllm-b"} if name == "overlays/two-models" else {"vllm"}
     assert {o["metadata"]["name"] for o in find(objs, "Deployment")} == {
-        "vllm",
+        *replicas,
         "inflight-router",
         "inflight-scaler",
     }

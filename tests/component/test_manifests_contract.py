@@ -210,13 +210,19 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def service_backend(objs: list[Obj], service: Obj) -> tuple[Obj, Obj]:
-    """The one Deployment (and its container) a Service selects."""
-    matched = [
-        d
+def service_backends(objs: list[Obj], service: Obj) -> list[tuple[Obj, Obj]]:
+    """Every Deployment (and its container) a Service selects (overlays/two-models: a
+    model's replicas each)."""
+    return [
+        deployment_container(objs, d["metadata"]["name"])
         for d in find(objs, "Deployment")
         if selects(service["spec"]["selector"], d["spec"]["template"]["metadata"]["labels"])
     ]
+
+
+def service_backend(objs: list[Obj], service: Obj) -> tuple[Obj, Obj]:
+    """The one Deployment (and its container) a Service selects."""
+    matched = [dep for dep, _container in service_backends(objs, service)]
     assert len(matched) == 1, (
         f"Service {service['metadata']['name']} selects {len(matched)} Deployments"
     )
@@ -384,6 +390,7 @@ def test_scaledobject_states_the_scalers_own_defaults(objs: list[Obj]) -> None:
 
     own = {
         names.META_SELECTOR,
+        names.META_MODEL,  # one model pool's (overlays/two-models)
         names.META_SLOTS_PER_REPLICA,
         names.META_MIN_REPLICA_COUNT,
         names.META_MAX_REPLICA_COUNT,
@@ -395,7 +402,7 @@ def test_scaledobject_states_the_scalers_own_defaults(objs: list[Obj]) -> None:
         names.META_SCALE_DOWN_WINDOW_S,
     } <= set(stated), "the base ScaledObject states the policy's settings"
     assert stated == {k: names.METADATA_DEFAULTS[k] for k in stated}
-    defaults = parse_metadata({k: meta[k] for k in own})
+    defaults = parse_metadata({k: meta[k] for k in own if k in meta})
     assert parse_metadata(meta) == defaults
 
 
@@ -499,9 +506,11 @@ def test_scaledobject_behaviour_is_the_shipped_one(objs: list[Obj]) -> None:
 
 def test_services_reach_declared_container_ports(objs: list[Obj]) -> None:
     for service in find(objs, "Service"):
-        _dep, container = service_backend(objs, service)
-        for port in service["spec"]["ports"]:
-            container_port(container, port.get("targetPort", port["port"]))
+        backends = service_backends(objs, service)
+        assert backends, f"Service {service['metadata']['name']} selects no Deployment"
+        for _dep, container in backends:
+            for port in service["spec"]["ports"]:
+                container_port(container, port.get("targetPort", port["port"]))
 
 
 def test_probes_use_declared_ports(objs: list[Obj]) -> None:
