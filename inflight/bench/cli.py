@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
     )
     sub = bench.add_subparsers(
         dest="bench_command",
-        metavar="{run,compare,chaos,router,soak,upstream-client,emulator,scaler}",
+        metavar="{run,compare,chaos,router,soak,upstream-client,emulator,scaler,calibrate-emulator}",
     )
     sub.required = True
 
@@ -166,6 +166,9 @@ def register(subparsers: Any) -> None:
     from inflight.bench.components.cli import register as register_components
 
     register_components(sub)
+    from inflight.bench.calibrate.cli import register as register_calibrate
+
+    register_calibrate(sub)
 
 
 def _chaos_parser(sub: Any) -> None:

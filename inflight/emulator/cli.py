@@ -92,6 +92,9 @@ class EmulatorSettings(config.Settings):
     prefill_ms_per_1k_tokens_sq: Annotated[float, Cli("prefill, ms per (1k tokens)²")] = (
         _REF.prefill_ms_per_1k_tokens_sq
     )
+    prefill_fixed_ms: Annotated[float, Cli("prefill's fixed cost a request, ms")] = (
+        _REF.prefill_fixed_ms
+    )
     tick_ms: Annotated[float, Cli("wall ms between stream wake-ups (not scaled)")] = _REF.tick_ms
 
     _split_names = field_validator("served_model_name", mode="before")(config.split_list)

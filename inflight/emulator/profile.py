@@ -22,7 +22,9 @@ The step model, with a worked example (reference profile, time-scale 1):
 
 Prefill may also grow with the square of the context (attention): ``prefill_ms_per_1k_tokens_sq``
 ms per (1,000 tokens)², charged on the context a chunk extends, so a prompt chunked over
-several steps costs what it costs in one (default 0: linear, as before).
+several steps costs what it costs in one; and ``prefill_fixed_ms`` is paid once per admission
+(what a real engine spends on a request beyond its tokens: the TTFT of a 1-token prompt less
+one step). Both default to 0: linear, as before.
 
 The KV cache, vLLM's way (``vllm/v1/core``): ``num_gpu_blocks`` blocks of ``block_size``
 tokens, one of them vLLM's null block, so ``num_gpu_blocks − 1`` hold sequences (40 blocks of
@@ -74,6 +76,7 @@ class Profile:
     watermark: float = 0.0  # share of the blocks a waiting sequence must leave free (vLLM's)
     max_num_batched_tokens: int = 0  # tokens one step computes (chunked prefill); 0: no limit
     prefill_ms_per_1k_tokens_sq: float = 0.0  # prefill's quadratic term, ms per (1k tokens)²
+    prefill_fixed_ms: float = 0.0  # a prefill's fixed cost, once per admission (ms)
     tick_ms: float = 10.0  # wall ms between wake-ups while tokens stream (not scaled)
 
     def __post_init__(self) -> None:
@@ -99,6 +102,7 @@ class Profile:
             (0 <= self.watermark < 1, "watermark", "must be in [0, 1)"),
             (self.max_num_batched_tokens >= 0, "max_num_batched_tokens", "must be ≥ 0"),
             (self.prefill_ms_per_1k_tokens_sq >= 0, "prefill_ms_per_1k_tokens_sq", "must be ≥ 0"),
+            (self.prefill_fixed_ms >= 0, "prefill_fixed_ms", "must be ≥ 0"),
             (self.tick_ms > 0, "tick_ms", "must be > 0"),
         ]
         for ok, field, problem in checks:
@@ -123,8 +127,11 @@ class Profile:
 
     def prefill_s(self, prompt_tokens: int, context_tokens: int = 0) -> float:
         """Wall seconds of prefill for ``prompt_tokens`` that follow ``context_tokens`` already
-        computed (a later chunk, scaled): linear, plus the quadratic term's share."""
+        computed (a later chunk, scaled): linear, plus the quadratic term's share, plus the
+        fixed cost for a first chunk (``context_tokens`` 0)."""
         linear_s = prompt_tokens / 1000.0 * self.prefill_ms_per_1k_tokens / 1000.0
+        if self.prefill_fixed_ms and not context_tokens:
+            linear_s += self.prefill_fixed_ms / 1000.0
         if self.prefill_ms_per_1k_tokens_sq:
             end_k, start_k = (context_tokens + prompt_tokens) / 1000.0, context_tokens / 1000.0
             linear_s += (end_k * end_k - start_k * start_k) * self.prefill_ms_per_1k_tokens_sq / 1e3

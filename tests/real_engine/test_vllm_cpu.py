@@ -33,7 +33,7 @@ import openai
 import pytest
 
 from inflight import names
-from inflight.emulator.metrics import FINISHED_REASONS
+from inflight.emulator.metrics import FINISHED_REASONS, cache_config_info
 from inflight.engines import vllm_cpu
 from inflight.statedir import StackInfo, read_stack
 from tests.support import INFLIGHT, ProcessTracker, wait_for
@@ -287,8 +287,27 @@ def test_the_vllm_metrics_the_stack_reads_are_in_the_live_scrape(stack: Stack) -
                metrics.labels(names.VLLM_REQUEST_SUCCESS)}  # fmt: skip
     assert reasons == set(FINISHED_REASONS)  # the emulator's
     # The engine arguments reached vLLM: 40 blocks.
-    (cache,) = metrics.labels("vllm:cache_config_info")
-    assert cache["num_gpu_blocks"] == str(BLOCKS)
+    (cache,) = metrics.labels(names.VLLM_CACHE_CONFIG_INFO)
+    assert cache[names.VLLM_CACHE_NUM_BLOCKS_LABEL] == str(BLOCKS)
+    assert cache[names.VLLM_CACHE_SIZE_TOKENS_LABEL] == str(BLOCKS * 128)
+    # The emulator's cache_config_info carries the live engine's labels, values for 40 blocks.
+    emulated = cache_config_info(128, BLOCKS, MAX_MODEL_LEN, overridden=True)
+    assert set(emulated) == set(cache)
+    for label in (
+        "block_size",
+        "num_gpu_blocks",
+        "kv_cache_size_tokens",
+        "kv_cache_max_concurrency",
+        "num_gpu_blocks_override",
+        "engine",
+    ):
+        assert emulated[label] == cache[label], label
+    assert (
+        metrics.types.get(names.VLLM_CACHE_CONFIG_INFO)
+        == names.VLLM_INFO_METRICS[names.VLLM_CACHE_CONFIG_INFO]
+    )
+    reasons = {lab[names.VLLM_REASON_LABEL] for lab in metrics.labels(names.VLLM_WAITING_BY_REASON)}
+    assert reasons == set(names.VLLM_WAITING_REASONS)
     # Prometheus scrapes them from the replica the stack published, and the scaler's vLLM
     # PromQL reads them.
     want = {n + ("_bucket" if kind == "histogram" else "") for n, kind in

@@ -203,6 +203,7 @@ def test_the_default_cache_holds_every_slot_at_max_model_len() -> None:
         ({"watermark": 1.0}, "--watermark"),
         ({"max_num_batched_tokens": -1}, "--max-num-batched-tokens"),
         ({"prefill_ms_per_1k_tokens_sq": -1.0}, "--prefill-ms-per-1k-tokens-sq"),
+        ({"prefill_fixed_ms": -1.0}, "--prefill-fixed-ms"),
     ],
 )
 def test_bad_kv_values_name_the_flag(fields: dict[str, float], flag: str) -> None:
@@ -319,3 +320,13 @@ def test_the_wake_up_hint_is_never_after_a_preemption() -> None:
         slow.advance(slow.step_end_s)
     assert slow.step_start_s is not None
     assert hint <= slow.step_start_s + 1e-6  # the start of the step that preempted
+
+
+def test_the_fixed_prefill_cost_is_paid_once_per_admission() -> None:
+    p = Profile(prefill_ms_per_1k_tokens=10.0, prefill_fixed_ms=50.0)
+    assert p.prefill_s(1000) == pytest.approx(0.060)
+    assert p.prefill_s(1000, 1000) == pytest.approx(0.010)  # a later chunk: no fixed cost
+    engine = Engine(replace(p, startup_s=0.0, cold_start_requests=0))
+    (seq,) = submit_all(engine, 1, 1000, 3)
+    engine.advance(100.0)
+    assert seq.first_token_s == pytest.approx(p.step_s(1) + 0.060)

@@ -1,0 +1,369 @@
+"""The pure half of ``inflight bench calibrate-emulator``: fits, the profile, and the
+emulator replaying the real engine's requests in virtual time.
+
+No I/O, no clock. The measuring half (``real.py``) hands in what the real engine did; this
+module fits the emulator's timing model to it (:func:`fit_profile`), replays the same
+requests on the emulator's engine (``inflight.emulator.engine.Engine``, the one the
+emulator server and the simulator run) with that profile, closed loop
+(:func:`replay_closed_loop`) and all at once for the KV-bound cases (:func:`replay_burst`),
+and compares (:func:`compare`).
+
+The fits, with the emulator's step model (``inflight/emulator/profile.py``):
+
+* time per output token against the batch: ``step(n) = a + b·n`` by least squares over the
+  measured batches, so ``step_full = a + b·slots`` and ``step_base_fraction = a ÷ step_full``;
+* TTFT against the prompt: a lone request's TTFT is one step plus its prefill,
+  ``ttft(P) = c + l·P + q·P²``: ``l`` gives ``prefill_ms_per_1k_tokens`` (ms per 1,000 tokens),
+  ``q`` ``prefill_ms_per_1k_tokens_sq`` (dropped when the fit makes it negative) and
+  ``c − step(1)`` ``prefill_fixed_ms`` (the engine's cost of a request beyond its tokens);
+* ``service_s`` follows from ``step_full`` for the reference request
+  (``inflight.emulator.profile``'s formula read backwards).
+
+Worked example: batches 1, 2, 4 at 17, 20, 26 ms → b = 3.0 ms, a = 14.0 ms, step_full =
+26.0 ms, base fraction 0.54; a prefill slope of 1.4 ms a token is 1,400 ms per 1k tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, replace
+
+from inflight.emulator.engine import Engine, Sequence
+from inflight.emulator.profile import Profile
+
+#: vLLM's CPU build: ``max_num_batched_tokens`` for the OpenAI server (2,048 × world size,
+#: ``vllm/engine/arg_utils.py``), chunked prefill on.
+VLLM_CPU_BATCHED_TOKENS = 2048
+
+#: The KV-bound cases measured by hand (docs/vllm-cpu.md): name → (requests, prompt, output).
+KV_CASES: dict[str, tuple[int, int, int]] = {
+    "two-at-a-time": (4, 1800, 200),
+    "preemption": (6, 1000, 1000),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as sent: its prompt and output lengths, the client that sent it."""
+
+    prompt_tokens: int
+    output_tokens: int
+    client: int = 0
+
+
+@dataclass(frozen=True)
+class Done:
+    """One request as answered (seconds from the run's start)."""
+
+    request: Request
+    sent_s: float
+    first_token_s: float
+    finished_s: float
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_s - self.sent_s
+
+    @property
+    def latency_s(self) -> float:
+        return self.finished_s - self.sent_s
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A closed-loop level's figures."""
+
+    concurrency: int
+    requests: int
+    throughput_rps: float
+    mean_latency_s: float
+    mean_ttft_s: float
+
+
+def figures(concurrency: int, done: Seq[Done]) -> Figures:
+    """Throughput over the level (first send to last finish) and the mean latencies."""
+    if not done:
+        raise ValueError("no request finished")
+    span_s = max(d.finished_s for d in done) - min(d.sent_s for d in done)
+    return Figures(
+        concurrency=concurrency,
+        requests=len(done),
+        throughput_rps=len(done) / span_s,
+        mean_latency_s=sum(d.latency_s for d in done) / len(done),
+        mean_ttft_s=sum(d.ttft_s for d in done) / len(done),
+    )
+
+
+# --- fits ------------------------------------------------------------------------------
+
+
+def least_squares(xs: Seq[float], ys: Seq[float], degree: int) -> list[float]:
+    """Polynomial coefficients (constant first) minimising the squared error.
+
+    >>> [round(c, 6) for c in least_squares([1, 2, 4], [0.017, 0.020, 0.026], 1)]
+    [0.014, 0.003]
+    """
+    n = degree + 1
+    if len(xs) != len(ys) or len(set(xs)) < n:
+        raise ValueError(
+            f"need {n} distinct x values for a degree-{degree} fit, got {len(set(xs))}"
+        )
+    # normal equations, solved by Gauss-Jordan elimination (n ≤ 3)
+    a = [[sum(x ** (i + j) for x in xs) for j in range(n)] for i in range(n)]
+    b = [sum(y * x**i for x, y in zip(xs, ys, strict=True)) for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
+        for r in range(n):
+            if r != col and a[col][col]:
+                f = a[r][col] / a[col][col]
+                a[r] = [v - f * w for v, w in zip(a[r], a[col], strict=True)]
+                b[r] -= f * b[col]
+    return [b[i] / a[i][i] for i in range(n)]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The fitted timing model, in seconds (and seconds per token)."""
+
+    step_base_s: float  # a
+    step_per_seq_s: float  # b
+    ttft_intercept_s: float  # c
+    prefill_s_per_token: float  # l
+    prefill_s_per_token_sq: float  # q
+
+    def step_s(self, n: int) -> float:
+        return self.step_base_s + self.step_per_seq_s * n
+
+
+def fit(tpot_by_batch: dict[int, float], ttft_by_prompt: dict[int, float]) -> Fit:
+    """Fit the step line to ``tpot_by_batch`` and the TTFT curve to ``ttft_by_prompt``."""
+    batches = sorted(tpot_by_batch)
+    a, b = least_squares(batches, [tpot_by_batch[n] for n in batches], 1)
+    if b < 0:  # steps do not get shorter with more sequences: a flat line
+        a, b = sum(tpot_by_batch.values()) / len(tpot_by_batch), 0.0
+    prompts = sorted(ttft_by_prompt)
+    ys = [ttft_by_prompt[p] for p in prompts]
+    c, lin, quad = (
+        least_squares(prompts, ys, 2)
+        if len(prompts) >= 3
+        else (*least_squares(prompts, ys, 1), 0.0)
+    )
+    if quad < 0 or lin < 0:
+        c, lin = least_squares(prompts, ys, 1)
+        quad = 0.0
+    return Fit(a, b, c, max(lin, 0.0), quad)
+
+
+def fit_profile(
+    f: Fit,
+    slots: int,
+    block_size: int,
+    num_gpu_blocks: int,
+    max_model_len: int,
+    reference_prompt_tokens: int,
+    reference_output_tokens: int,
+) -> Profile:
+    """The emulator profile of the fitted engine (time-scale 1, no start-up, no cold start)."""
+    step_full_s = f.step_s(slots)
+    base = min(1.0, max(1e-3, f.step_base_s / step_full_s))
+    fixed_s = max(0.0, f.ttft_intercept_s - f.step_s(1))  # a 0-token prompt's TTFT, less a step
+    partial = Profile(
+        max_num_seqs=slots,
+        prefill_fixed_ms=fixed_s * 1e3,
+        prefill_ms_per_1k_tokens=f.prefill_s_per_token * 1e6,
+        prefill_ms_per_1k_tokens_sq=f.prefill_s_per_token_sq * 1e9,
+        max_model_len=max_model_len,
+        block_size=block_size,
+        num_gpu_blocks=num_gpu_blocks,
+        max_num_batched_tokens=VLLM_CPU_BATCHED_TOKENS,
+        reference_prompt_tokens=reference_prompt_tokens,
+        reference_output_tokens=reference_output_tokens,
+        service_s=1e9,  # replaced below, once the prefill is known
+    )
+    service_s = reference_output_tokens * step_full_s + slots * partial.prefill_s(
+        reference_prompt_tokens
+    )
+    return replace(
+        partial,
+        startup_s=0.0,
+        cold_start_requests=0,
+        service_s=service_s,
+        step_base_fraction=base,
+        default_max_tokens=reference_output_tokens,
+    )
+
+
+# --- the emulator on the same requests ---------------------------------------------------
+
+
+def _run(
+    engine: Engine, pending: list[tuple[float, Sequence, Request]], closed: dict[int, list[Request]]
+) -> list[Done]:
+    """Drive ``engine`` in virtual time: ``pending`` submissions (time, sequence, request);
+    in ``closed``, each client's next requests, sent when its previous one finishes."""
+    out: list[Done] = []
+    sent: dict[int, tuple[float, Request]] = {}
+    now = 0.0
+    running: list[Sequence] = []
+    while pending or running:
+        pending.sort(key=lambda p: p[0])
+        hint = engine.next_finish_s()
+        if pending and (hint is None or pending[0][0] <= hint):
+            now, seq, req = pending.pop(0)
+            sent[id(seq)] = (now, req)
+            engine.submit(seq, now)
+            running.append(seq)
+            continue
+        assert hint is not None, "requests left but the engine is idle"
+        now = hint
+        for seq in engine.advance(now):
+            if not seq.done:
+                continue
+            running.remove(seq)
+            sent_s, req = sent.pop(id(seq))
+            assert seq.first_token_s is not None and seq.finished_s is not None
+            out.append(Done(req, sent_s, seq.first_token_s, seq.finished_s))
+            queue = closed.get(req.client)
+            if queue:
+                nxt = queue.pop(0)
+                pending.append(
+                    (
+                        seq.finished_s,
+                        Sequence(nxt.prompt_tokens, nxt.output_tokens, seq.finished_s),
+                        nxt,
+                    )
+                )
+    return out
+
+
+def replay_closed_loop(profile: Profile, requests: Seq[Request]) -> list[Done]:
+    """``requests`` closed loop: each client sends its next one when its last one finishes."""
+    clients: dict[int, list[Request]] = {}
+    for r in requests:
+        clients.setdefault(r.client, []).append(r)
+    pending = []
+    for queue in clients.values():
+        first = queue.pop(0)
+        pending.append((0.0, Sequence(first.prompt_tokens, first.output_tokens, 0.0), first))
+    return _run(Engine(profile), pending, clients)
+
+
+@dataclass(frozen=True)
+class TracePoint:
+    t_s: float
+    running: int
+    waiting: int
+    preemptions: int  # vllm:num_preemptions_total
+    kv_usage: float
+    finished: int = 0  # requests finished by then
+
+
+def replay_burst(
+    profile: Profile, requests: Seq[Request], every_s: float
+) -> tuple[list[Done], list[TracePoint]]:
+    """``requests`` all sent at 0; (running, waiting, preemptions, KV) every ``every_s``."""
+    engine = Engine(profile)
+
+    class Counter:
+        preemptions = 0
+
+        def admitted(self, queue_s: float, prompt_tokens: int) -> None: ...
+        def tokens(self, count: int, itl_s: float, itl_count: int) -> None: ...
+        def first_token(self, ttft_s: float) -> None: ...
+        def finished(
+            self, reason: str, e2e_s: float, prompt_tokens: int, generation_tokens: int
+        ) -> None: ...
+
+        def preempted(self, count: int) -> None:
+            self.preemptions += count
+
+    counter = Counter()
+    engine.observer = counter
+    seqs = [Sequence(r.prompt_tokens, r.output_tokens, 0.0) for r in requests]
+    for s in seqs:
+        engine.submit(s, 0.0)
+    points = []
+    t = 0.0
+    while True:
+        engine.advance(t)
+        finished = sum(s.done for s in seqs)
+        points.append(
+            TracePoint(
+                t,
+                engine.num_running,
+                engine.num_waiting,
+                counter.preemptions,
+                engine.kv_cache_usage(),
+                finished,
+            )
+        )
+        if all(s.done for s in seqs):
+            break
+        t += every_s
+    done = [
+        Done(r, 0.0, s.first_token_s or 0.0, s.finished_s or 0.0)
+        for r, s in zip(requests, seqs, strict=True)
+    ]
+    return done, points
+
+
+# --- the comparison ---------------------------------------------------------------------
+
+
+def ratio(emulated: float, real: float) -> float:
+    return emulated / real if real else math.inf
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str
+    real: float
+    emulated: float
+    ok: bool
+    detail: str = ""
+
+
+def compare(real: Figures, emulated: Figures, tolerance: float) -> list[Check]:
+    """Throughput and mean latency within ``tolerance`` (a fraction) of the real engine's."""
+    out = []
+    for what, r, e in (
+        ("throughput_rps", real.throughput_rps, emulated.throughput_rps),
+        ("mean_latency_s", real.mean_latency_s, emulated.mean_latency_s),
+    ):
+        err = ratio(e, r) - 1.0
+        out.append(
+            Check(f"c={real.concurrency} {what}", r, e, abs(err) <= tolerance, f"{err:+.1%}")
+        )
+    return out
+
+
+def kv_checks(case: str, points: Seq[TracePoint]) -> dict[str, bool | int]:
+    """What a KV-bound trace showed: the most running at once, the preemptions, whether
+    running fell from 4 to 2 before any request finished (the cache preempting), and
+    whether requests waited while fewer than the slots ran."""
+    most = max((p.running for p in points), default=0)
+    seen_four = False
+    four_to_two = False
+    for p in points:
+        seen_four = seen_four or p.running == 4
+        if seen_four and p.running == 2 and p.finished == 0:
+            four_to_two = True
+    waited_below_slots = any(0 < p.running < 4 and p.waiting > 0 for p in points)
+    return {
+        "max_running": most,
+        "preemptions": points[-1].preemptions if points else 0,
+        "four_to_two_before_a_finish": four_to_two,
+        "waited_below_slots": waited_below_slots,
+    }
+
+
+def running_levels(points: Seq[TracePoint]) -> list[int]:
+    """The running counts a trace went through while something ran, repeats dropped:
+    e.g. [1, 4, 3, 2, 1, 2, 1] for a burst whose cache preempted twice."""
+    out: list[int] = []
+    for p in points:
+        if p.running and (not out or out[-1] != p.running):
+            out.append(p.running)
+    return out

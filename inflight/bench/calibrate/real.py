@@ -1,0 +1,227 @@
+"""The measuring half of ``inflight bench calibrate-emulator``: one real engine, its scrape,
+and streamed requests whose lengths are fixed (a prompt of random token ids, no prefix-cache
+hit; ``ignore_eos`` so every answer has its ``max_tokens``).
+
+Times are ``time.monotonic()`` seconds from the start of each measurement. The engine runs
+in its own process group (``inflight.procs.ManagedProcess``) and is stopped as a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+import urllib.request
+from collections.abc import Sequence as Seq
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from inflight import names
+from inflight.bench.calibrate.model import Done, Request, TracePoint
+from inflight.engines import vllm_cpu
+from inflight.ports import listening_ports
+from inflight.procs import ManagedProcess, free_port
+
+
+class EngineFailed(RuntimeError):
+    """The real engine did not start or stopped answering; the message says where to look."""
+
+
+def start_engine(
+    home: Path,
+    model: str,
+    slots: int,
+    engine_args: Seq[str],
+    log_path: Path,
+    timeout_s: float,
+) -> tuple[ManagedProcess, str]:
+    """``vllm serve`` through the project's launcher on a free port; (process, base URL)
+    once ``/health`` answers 200 from the process group's own port."""
+    vllm_cpu.load_install(home).model_dir(model)  # EngineNotReady names make vllm-cpu
+    port = free_port()
+    argv = vllm_cpu.replica_command(home, model, model, slots, engine_args, port=str(port))
+    proc = ManagedProcess(argv, name="vllm", log_path=log_path, grace_s=30.0).start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise EngineFailed(f"vllm serve exited ({proc.poll()}); see {log_path}")
+            if _healthy(url) and proc.pgid is not None and port in listening_ports(proc.pgid):
+                return proc, url
+            if time.monotonic() > deadline:
+                raise EngineFailed(
+                    f"vllm serve not healthy after {timeout_s:.0f} s; see {log_path}"
+                )
+            time.sleep(0.5)
+    except BaseException:
+        proc.stop()
+        raise
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2.0) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """``/metrics`` as sample name → [(labels, value)]."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10.0) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return out
+
+
+def total(samples: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float:
+    return sum(v for _, v in samples.get(name, []))
+
+
+def cache_config(url: str) -> dict[str, str]:
+    """``vllm:cache_config_info``'s labels."""
+    (labels, _), *_ = scrape(url)[names.VLLM_CACHE_CONFIG_INFO]
+    return labels
+
+
+# --- requests ----------------------------------------------------------------------------
+
+
+def body(model: str, prompt_tokens: int, output_tokens: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    first = len(vllm_cpu.SPECIAL_TOKENS)
+    ids = [rng.randrange(first, 8000) for _ in range(prompt_tokens)]
+    return {
+        "model": model,
+        "prompt": ids,
+        "max_tokens": output_tokens,
+        "ignore_eos": True,
+        "stream": True,
+    }
+
+
+async def one(
+    session: aiohttp.ClientSession, url: str, model: str, req: Request, seed: int, t0: float
+) -> Done:
+    """Send ``req`` streamed; its send, first-token and finish times from ``t0``."""
+    sent = time.monotonic() - t0
+    first: float | None = None
+    tokens = 0
+    async with session.post(
+        url + "/v1/completions", json=body(model, req.prompt_tokens, req.output_tokens, seed)
+    ) as resp:
+        if resp.status != 200:
+            raise EngineFailed(f"{resp.status} from the engine: {(await resp.text())[:300]}")
+        async for line in resp.content:
+            if line.startswith(b"data: ") and not line.startswith(b"data: [DONE]"):
+                tokens += 1
+                if first is None:
+                    first = time.monotonic() - t0
+    if first is None:
+        raise EngineFailed("a stream ended without a token")
+    return Done(req, sent, first, time.monotonic() - t0)
+
+
+def _session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600))
+
+
+async def ttft_by_prompt(url: str, model: str, prompts: Seq[int], reps: int) -> dict[int, float]:
+    """Median TTFT of lone requests (one output token) for each prompt length."""
+    out: dict[int, float] = {}
+    async with _session() as s:
+        await one(s, url, model, Request(16, 2), 1, time.monotonic())  # warm-up
+        for p in prompts:
+            ttfts = []
+            for r in range(reps):
+                t0 = time.monotonic()
+                d = await one(s, url, model, Request(p, 1), 10_000 + 97 * p + r, t0)
+                ttfts.append(d.ttft_s)
+            out[p] = statistics.median(ttfts)
+    return out
+
+
+async def tpot_by_batch(
+    url: str, model: str, batches: Seq[int], prompt_tokens: int, output_tokens: int
+) -> dict[int, float]:
+    """Median time per output token (after the first) with ``n`` streams started together."""
+    out: dict[int, float] = {}
+    async with _session() as s:
+        for n in batches:
+            t0 = time.monotonic()
+            done = await asyncio.gather(
+                *(
+                    one(
+                        s,
+                        url,
+                        model,
+                        Request(prompt_tokens, output_tokens),
+                        20_000 + 31 * n + i,
+                        t0,
+                    )
+                    for i in range(n)
+                )
+            )
+            out[n] = statistics.median(
+                (d.finished_s - d.first_token_s) / (output_tokens - 1) for d in done
+            )
+    return out
+
+
+async def closed_loop(url: str, model: str, requests: Seq[Request], seed: int) -> list[Done]:
+    """Each client sends its requests one after another; all clients at once."""
+    clients: dict[int, list[Request]] = {}
+    for r in requests:
+        clients.setdefault(r.client, []).append(r)
+    out: list[Done] = []
+    async with _session() as s:
+        t0 = time.monotonic()
+
+        async def client(queue: list[Request], base: int) -> None:
+            for i, r in enumerate(queue):
+                out.append(await one(s, url, model, r, base + i, t0))
+
+        await asyncio.gather(*(client(q, seed + 1000 * c) for c, q in clients.items()))
+    return out
+
+
+async def burst(
+    url: str, model: str, requests: Seq[Request], every_s: float, seed: int
+) -> tuple[list[Done], list[TracePoint]]:
+    """All ``requests`` at once; the engine's scrape every ``every_s`` until they finished."""
+    points: list[TracePoint] = []
+    base = scrape(url)
+    finished0 = total(base, names.VLLM_REQUEST_SUCCESS)
+    preempt0 = total(base, names.VLLM_PREEMPTIONS)
+    async with _session() as s:
+        t0 = time.monotonic()
+        tasks = [
+            asyncio.ensure_future(one(s, url, model, r, seed + i, t0))
+            for i, r in enumerate(requests)
+        ]
+        while True:
+            now = time.monotonic() - t0
+            m = await asyncio.to_thread(scrape, url)
+            points.append(
+                TracePoint(
+                    now,
+                    int(total(m, names.VLLM_RUNNING)),
+                    int(total(m, names.VLLM_WAITING)),
+                    int(total(m, names.VLLM_PREEMPTIONS) - preempt0),
+                    total(m, names.VLLM_KV_CACHE_USAGE),
+                    int(total(m, names.VLLM_REQUEST_SUCCESS) - finished0),
+                )
+            )
+            if all(t.done() for t in tasks):
+                break
+            await asyncio.sleep(max(0.0, every_s - (time.monotonic() - t0 - now)))
+        done = [t.result() for t in tasks]
+    return done, points

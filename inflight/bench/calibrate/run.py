@@ -1,0 +1,239 @@
+"""``inflight bench calibrate-emulator --engine vllm-cpu``: measure one real engine, fit the
+emulator's profile to it, replay the same requests on the emulator, compare.
+
+One engine (``make vllm-cpu``'s model, ``--max-num-seqs`` slots, ``--num-gpu-blocks`` KV
+blocks of 128 tokens, ``--max-model-len 2048``) is started, measured and stopped:
+
+1. ``vllm:cache_config_info``: block size and blocks, the emulator's KV cache;
+2. TTFT of lone requests against the prompt length (``--ttft-prompts``), the prefill fit;
+3. time per output token against the batch (``--batches``), the step fit;
+4. a closed loop at each ``--levels`` concurrency (``--requests-per-level`` requests of
+   ``--prompt-tokens`` + ``--output-tokens``): throughput and mean latency;
+5. the KV-bound cases (``--kv-cases``), all requests at once, the engine's running, waiting,
+   preemptions and KV usage scraped every ``--sample-s``.
+
+The emulator's engine (the one ``inflight emulator`` and ``inflight sim`` run) then replays
+the same requests in virtual time with the fitted profile; the throughput and mean latency
+of each level must be within ``--tolerance`` of the real engine's, and the KV-bound cases must
+show what the real engine showed (two at a time without preemption; four falling to two by
+preemption). Everything goes to a new ``--out-dir`` (refused if it exists): calibration.json
+(measures, fits, replays, checks), profile.json (the emulator's flags), calibration.md,
+engine.log. Exit 0 when every check passes, 1 when one fails, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from inflight.bench.calibrate import model as m
+from inflight.bench.calibrate import real
+from inflight.emulator.profile import Profile
+from inflight.engines import vllm_cpu
+
+
+def level_requests(concurrency: int, per_level: int, prompt: int, output: int) -> list[m.Request]:
+    """``per_level`` requests (at least 2 a client) spread over ``concurrency`` clients."""
+    each = max(2, -(-per_level // concurrency))
+    return [m.Request(prompt, output, c) for c in range(concurrency) for _ in range(each)]
+
+
+def main(args: argparse.Namespace) -> int:
+    out: Path = args.out_dir
+    if out.exists():
+        print(f"calibrate-emulator: --out-dir {out} exists; name a new folder", file=sys.stderr)
+        return 2
+    try:
+        vllm_cpu.load_install(args.engine_home).model_dir(args.engine_model)
+    except vllm_cpu.EngineNotReady as exc:
+        print(f"calibrate-emulator: {exc}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True)
+    started = time.time()
+    engine_args = [
+        f"--num-gpu-blocks-override={args.num_gpu_blocks}",
+        f"--max-model-len={args.max_model_len}",
+    ]
+    print(
+        f"calibrate-emulator: starting vllm-cpu {args.engine_model} ({args.slots} slots, "
+        f"{args.num_gpu_blocks} KV blocks)",
+        flush=True,
+    )
+    proc, url = real.start_engine(
+        Path(args.engine_home),
+        args.engine_model,
+        args.slots,
+        engine_args,
+        out / "engine.log",
+        args.startup_timeout_s,
+    )
+    try:
+        measured = _measure(args, url)
+    finally:
+        proc.stop()
+    result = _evaluate(args, measured)
+    result["run"] = {
+        "command": " ".join(["inflight", "bench", "calibrate-emulator", *sys.argv[3:]]),
+        "started_unix": started,
+        "wall_s": round(time.time() - started, 1),
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "machine": platform.platform(),
+        "vllm": vllm_cpu.VLLM_VERSION,
+        "model": args.engine_model,
+    }
+    (out / "calibration.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "profile.json").write_text(json.dumps(result["profile"], indent=1) + "\n")
+    report = _report(result)
+    (out / "calibration.md").write_text(report)
+    print(report)
+    ok = all(c["ok"] for c in result["checks"])
+    print(f"calibrate-emulator: {'every check passed' if ok else 'a check FAILED'}; {out}")
+    return 0 if ok else 1
+
+
+def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    model = args.engine_model
+    cache = real.cache_config(url)
+    print("calibrate-emulator: TTFT against the prompt", flush=True)
+    ttft = asyncio.run(real.ttft_by_prompt(url, model, args.ttft_prompts, args.reps))
+    print("calibrate-emulator: time per token against the batch", flush=True)
+    tpot = asyncio.run(real.tpot_by_batch(url, model, args.batches, 16, args.tpot_tokens))
+    levels = {}
+    for c in args.levels:
+        print(f"calibrate-emulator: closed loop at concurrency {c}", flush=True)
+        reqs = level_requests(c, args.requests_per_level, args.prompt_tokens, args.output_tokens)
+        levels[c] = asyncio.run(real.closed_loop(url, model, reqs, 100_000 * c))
+    kv = {}
+    for name in args.kv_cases:
+        n, prompt, output = m.KV_CASES[name]
+        print(f"calibrate-emulator: KV-bound case {name}: {n} x ({prompt} + {output})", flush=True)
+        reqs = [m.Request(prompt, output, i) for i in range(n)]
+        kv[name] = asyncio.run(real.burst(url, model, reqs, args.sample_s, 7_000_000))
+    return {"cache": cache, "ttft": ttft, "tpot": tpot, "levels": levels, "kv": kv}
+
+
+def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, Any]:
+    cache = measured["cache"]
+    fitted = m.fit(measured["tpot"], measured["ttft"])
+    profile = m.fit_profile(
+        fitted,
+        slots=args.slots,
+        block_size=int(cache["block_size"]),
+        num_gpu_blocks=int(cache["num_gpu_blocks"]),
+        max_model_len=args.max_model_len,
+        reference_prompt_tokens=args.prompt_tokens,
+        reference_output_tokens=args.output_tokens,
+    )
+    checks: list[m.Check] = []
+    levels = []
+    for c, done in measured["levels"].items():
+        reqs = [d.request for d in sorted(done, key=lambda d: (d.request.client, d.sent_s))]
+        real_fig = m.figures(c, done)
+        emu_fig = m.figures(c, m.replay_closed_loop(profile, reqs))
+        checks += m.compare(real_fig, emu_fig, args.tolerance)
+        levels.append({"real": asdict(real_fig), "emulated": asdict(emu_fig)})
+    kv = {}
+    for name, (done, points) in measured["kv"].items():
+        reqs = [d.request for d in done]
+        emu_done, emu_points = m.replay_burst(profile, reqs, args.sample_s)
+        got = {"real": m.kv_checks(name, points), "emulated": m.kv_checks(name, emu_points)}
+        want: dict[str, bool | int] = (
+            {"max_running": 2, "waited_below_slots": True}
+            if name == "two-at-a-time"
+            else {"four_to_two_before_a_finish": True}
+        )
+        for side in ("real", "emulated"):
+            for k, v in want.items():
+                checks.append(
+                    m.Check(f"{name} {side} {k}", float(v), float(got[side][k]), got[side][k] == v)
+                )
+        preempted = {side: int(got[side]["preemptions"]) for side in ("real", "emulated")}
+        checks.append(
+            m.Check(
+                f"{name} preempted at all (real, emulated)",
+                preempted["real"],
+                preempted["emulated"],
+                (preempted["real"] > 0) == (preempted["emulated"] > 0),
+            )
+        )
+        kv[name] = {
+            "checks": got,
+            "makespan_s": {
+                "real": max(d.finished_s for d in done),
+                "emulated": max(d.finished_s for d in emu_done),
+            },
+            "running_levels": {
+                "real": m.running_levels(points),
+                "emulated": m.running_levels(emu_points),
+            },
+            "trace_real": [asdict(p) for p in points],
+            "trace_emulated": [asdict(p) for p in emu_points],
+        }
+    return {
+        "cache_config": {
+            k: cache[k] for k in ("block_size", "num_gpu_blocks", "kv_cache_size_tokens")
+        },
+        "ttft_by_prompt_s": measured["ttft"],
+        "tpot_by_batch_s": measured["tpot"],
+        "fit": asdict(fitted),
+        "profile": {f.name: getattr(profile, f.name) for f in fields(Profile)},
+        "levels": levels,
+        "kv_cases": kv,
+        "checks": [asdict(c) for c in checks],
+        "tolerance": args.tolerance,
+    }
+
+
+def _pct(emulated: float, real: float) -> str:
+    return f"{emulated / real - 1:+.1%}"
+
+
+def _report(r: dict[str, Any]) -> str:
+    fit = r["fit"]
+    step = f"{fit['step_base_s'] * 1e3:.2f} ms + {fit['step_per_seq_s'] * 1e3:.2f} ms × n"
+    ttft = (
+        f"{fit['ttft_intercept_s'] * 1e3:.1f} ms + {fit['prefill_s_per_token'] * 1e6:.0f} µs × P"
+        f" + {fit['prefill_s_per_token_sq'] * 1e9:.3f} ns × P²"
+    )
+    load = ", ".join(f"{x:.1f}" for x in r["run"]["load_average"])
+    lines = [
+        "# Emulator calibration against vllm-cpu",
+        "",
+        f"Command: `{r['run']['command']}` ({r['run']['wall_s']} s wall, load average {load} "
+        "at the end).",
+        "",
+        f"Fit: step(n) = {step}; TTFT(P) = {ttft}; KV {r['cache_config']}.",
+        "",
+        "| concurrency | real req/s | emulated | error | real latency s | emulated | error |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for lv in r["levels"]:
+        re_, em = lv["real"], lv["emulated"]
+        rps, lat = "throughput_rps", "mean_latency_s"
+        lines.append(
+            f"| {re_['concurrency']} | {re_[rps]:.3f} | {em[rps]:.3f} | {_pct(em[rps], re_[rps])} "
+            f"| {re_[lat]:.3f} | {em[lat]:.3f} | {_pct(em[lat], re_[lat])} |"
+        )
+    lines += ["", "| KV-bound case | real | emulated |", "|---|---|---|"]
+    for name, case in r["kv_cases"].items():
+        real_c, emu_c = case["checks"]["real"], case["checks"]["emulated"]
+        for k in real_c:
+            lines.append(f"| {name}: {k} | {real_c[k]} | {emu_c[k]} |")
+        levels = case["running_levels"]
+        lines.append(f"| {name}: running levels | {levels['real']} | {levels['emulated']} |")
+        span = case["makespan_s"]
+        lines.append(f"| {name}: makespan s | {span['real']:.1f} | {span['emulated']:.1f} |")
+    failed = [c for c in r["checks"] if not c["ok"]]
+    summary = f"Checks: {len(r['checks']) - len(failed)} of {len(r['checks'])} passed"
+    if failed:
+        summary += ": failed " + "; ".join(f"{c['what']} {c['detail']}" for c in failed)
+    return "\n".join([*lines, "", summary]) + "\n"

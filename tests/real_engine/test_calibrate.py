@@ -1,0 +1,52 @@
+"""``inflight bench calibrate-emulator --engine vllm-cpu``, short: one concurrency level and the
+KV-bound case that runs two at a time, against the real engine ``make vllm-cpu`` set up.
+
+What it asserts is scheduling, not speed (the machine is shared): the files are written, the
+profile is the emulator's with the engine's KV cache, and both the real engine and the
+emulator replaying its requests ran the KV-bound case two at a time. The 10 % comparison is
+the command's own exit code, reported, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from inflight.emulator.profile import Profile
+from inflight.engines import vllm_cpu
+from tests.support import INFLIGHT
+
+ROOT = Path(__file__).resolve().parents[2]
+HOME = Path(os.environ.get("VLLM_CPU_HOME", ROOT / vllm_cpu.DEFAULT_HOME)).resolve()
+
+
+def test_calibrate_emulator_short(tmp_path: Path) -> None:
+    try:
+        vllm_cpu.load_install(HOME).model_dir("llama-8m")
+    except vllm_cpu.EngineNotReady as exc:
+        pytest.fail(str(exc))  # make test sets it up (scripts/test.sh); pytest alone does not
+    out = tmp_path / "calibration"
+    argv = [
+        *INFLIGHT, "bench", "calibrate-emulator", "--engine", "vllm-cpu",
+        "--engine-home", str(HOME), "--out-dir", str(out),
+        "--levels", "2", "--requests-per-level", "4", "--kv-cases", "two-at-a-time",
+        "--ttft-prompts", "16,512,1024", "--reps", "1", "--batches", "1,4",
+        "--tpot-tokens", "32",
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads((out / "calibration.json").read_text())
+    profile = Profile(**json.loads((out / "profile.json").read_text()))
+    assert (profile.block_size, profile.num_gpu_blocks, profile.max_num_seqs) == (128, 40, 4)
+    assert result["cache_config"]["num_gpu_blocks"] == "40"
+    assert [lv["real"]["concurrency"] for lv in result["levels"]] == [2]
+    case = result["kv_cases"]["two-at-a-time"]["checks"]
+    for side in ("real", "emulated"):
+        assert case[side]["max_running"] == 2, (side, case)
+        assert case[side]["preemptions"] == 0, (side, case)
+    assert (out / "calibration.md").read_text().startswith("# Emulator calibration")
+    assert "calibrate-emulator" in done.stdout
