@@ -67,7 +67,8 @@ RECORDINGS: Final = (
     Recording(n.REC_LITTLE, s.rec_little()),
 )
 
-_WHERE = "{{ $labels.namespace }}/{{ $labels.job }}"
+# A model pool's series (router/models.py) say which model: "ns/job model m".
+_WHERE = "{{ $labels.namespace }}/{{ $labels.job }}{{ with $labels.model }} model {{ . }}{{ end }}"
 
 # The scaler's error kinds that mean "no trustworthy window of L from its source", so KEDA
 # is answered UNAVAILABLE and scales on its fallback: the source failed, timed out or had

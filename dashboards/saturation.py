@@ -23,6 +23,7 @@ TITLE: Final = "inflight: Saturation and Little's Law"
 VARIABLES: Final = {
     "namespace": "Kubernetes namespace of the router",
     "job": "Prometheus job of the router",
+    "model": "model pool of a router that serves several (All: every model, summed)",
 }
 
 
@@ -49,7 +50,8 @@ def build() -> dash_b.Dashboard:
                 "exposed L in the last hour. Above 0, L on this dashboard is partial (that "
                 "router's requests are not in the sum), and the scaler answers UNAVAILABLE so "
                 "KEDA's fallback decides. A router removed from discovery is gone, not missing.",
-                q(s.routers_missing_expr(sel), "routers missing"),
+                # ``up`` has no model label: the routers are counted whole.
+                q(s.routers_missing_expr(p.selector("namespace", "job")), "routers missing"),
                 width=24,
             )
         )

@@ -25,7 +25,9 @@ from inflight.control.hpa_math import HPA_TOLERANCE
 # Labels that separate one deployment from another in a shared Prometheus. Prometheus
 # sets ``job`` itself; the Prometheus Operator's ServiceMonitor adds ``namespace``. A
 # label that is absent is the empty string, so grouping by it costs nothing locally.
-GROUP_LABELS: Final = ("namespace", "job")
+# ``model``: a router with several model pools (router/models.py) labels each pool's
+# series, so each model is recorded, and pages, on its own L and capacity.
+GROUP_LABELS: Final = ("namespace", "job", n.ROUTER_MODEL_LABEL)
 BY: Final = "by (" + ", ".join(GROUP_LABELS) + ")"
 ON: Final = "on (" + ", ".join(GROUP_LABELS) + ")"
 
@@ -86,9 +88,10 @@ def l_mean_expr(sel: str) -> str:
 
 
 def ready_expr(sel: str) -> str:
-    """Ready replicas as the router sees them (max over router replicas)."""
+    """Ready replicas as the router sees them (max over router replicas), summed over
+    model pools."""
     ready = matchers('state="ready"', sel)
-    return f"max({n.ROUTER_ENDPOINTS}{{{ready}}})"
+    return f"sum(max by ({n.ROUTER_MODEL_LABEL}) ({n.ROUTER_ENDPOINTS}{{{ready}}}))"
 
 
 def queued_expr(sel: str) -> str:

@@ -266,9 +266,13 @@ PROMQL_W: Final = (
     "sum(rate(" + ROUTER_REQUEST_DURATION + "_sum{{{sel}}}[1m]))"
     " / sum(rate(" + ROUTER_REQUEST_DURATION + "_count{{{sel}}}[1m]))"
 )
+# A model pool's slots × its ready endpoints (max over router replicas, which see the
+# same endpoints), summed over the pools of a multi-pool router; a single-pool router has
+# no ``model`` label, one group: max(slots) × max(ready).
 PROMQL_CAPACITY: Final = (
-    "max(" + ROUTER_SLOTS_PER_ENDPOINT + "{{{sel}}})"
-    " * max(" + ROUTER_ENDPOINTS + '{{state="ready"{comma_sel}}})'
+    "sum(max by (" + ROUTER_MODEL_LABEL + ") (" + ROUTER_SLOTS_PER_ENDPOINT + "{{{sel}}})"
+    " * on (" + ROUTER_MODEL_LABEL + ") max by (" + ROUTER_MODEL_LABEL + ") ("
+    + ROUTER_ENDPOINTS + '{{state="ready"{comma_sel}}}))'
 )
 
 # Targets that feed L and are down now: a target whose last scrape failed (``up`` 0) and

@@ -56,7 +56,7 @@ def test_qps_rule_flaps_where_saturation_holds(promtool: str, tmp_path: Path) ->
     # The committed dashboard shows exactly these expressions (with its selector).
     board = json.loads((b.REPO_ROOT / b.DASHBOARD_DIR / "saturation.json").read_text())
     [panel] = [p for p in board["panels"] if p["title"].startswith("What a QPS rule")]
-    sel = 'namespace=~"$namespace",job=~"$job"'
+    sel = 'namespace=~"$namespace",job=~"$job",model=~"$model"'
     assert [t["expr"] for t in panel["targets"][:2]] == [
         s.qps_desired_expr(sel),
         s.saturation_desired_expr(sel),

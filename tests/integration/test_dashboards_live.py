@@ -32,7 +32,7 @@ TIME_SCALE = "0.05"  # a reference request takes 4.5 s × 0.05 ≈ 0.23 s
 MODEL = "m"
 WORKERS = 12  # closed loop on 2 replicas × 4 slots: L ≈ 12, saturation ≈ 1.5
 READY_TIMEOUT_S = 60.0  # generous: a 2-core machine shared with other test runs
-VARIABLES = {"$namespace": ".*", "$job": ".*", "$metric_name": ".*"}
+VARIABLES = {"$namespace": ".*", "$job": ".*", "$metric_name": ".*", "$model": ".*"}
 
 
 def _dashboard_queries() -> list[tuple[str, str, bool]]:

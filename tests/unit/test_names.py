@@ -10,7 +10,8 @@ def test_promql_templates_fill_selector() -> None:
     assert names.promql(names.PROMQL_L) == "sum(router_inflight_requests{})"
     assert (
         names.promql(names.PROMQL_CAPACITY, 'ns="a"')
-        == 'max(router_slots_per_endpoint{ns="a"}) * max(router_endpoints{state="ready",ns="a"})'
+        == 'sum(max by (model) (router_slots_per_endpoint{ns="a"})'
+        ' * on (model) max by (model) (router_endpoints{state="ready",ns="a"}))'
     )
     assert "{{" not in names.promql(names.PROMQL_W, 'job="r"')
 
