@@ -29,6 +29,10 @@ ROUTER_HELD_LATE: Final = "router_held_late_total"
 # class's deadline), too_long (503: the lateness bound), shed (429: a sheddable class).
 ROUTER_CLASS_QUEUED: Final = "router_class_queued_requests"
 ROUTER_CLASS_HELD: Final = "router_class_held_total"
+# counter{class}: work requests by class (with --priority-class only); histogram{class}: the
+# hold wait of held requests that got a slot (with a deadline or a bound only).
+ROUTER_CLASS_REQUESTS: Final = "router_class_requests_total"
+ROUTER_CLASS_WAIT: Final = "router_class_wait_seconds"
 CLASS_OUTCOMES: Final = ("held", "late", "too_long", "shed")
 # A router with several model pools (router/models.py) labels every series above with the
 # pool's model; a single-pool router has no such label. Sums over it give the router's whole.
@@ -51,6 +55,8 @@ ROUTER_METRICS: Final[dict[str, str]] = {
     ROUTER_HELD_LATE: "counter",
     ROUTER_CLASS_QUEUED: "gauge",
     ROUTER_CLASS_HELD: "counter",
+    ROUTER_CLASS_REQUESTS: "counter",
+    ROUTER_CLASS_WAIT: "histogram",
 }
 
 # --- Scaler (Prometheus text at GET /metrics on the scaler's --metrics-port) -----------

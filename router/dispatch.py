@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -72,17 +73,32 @@ class Waiter(Protocol):
     def set_exception(self, exception: BaseException, /) -> None: ...
 
 
+# Seconds: the buckets of a class's hold waits (from the deadlines' ~1 s to the queue
+# timeout's minutes).
+WAIT_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+
+
 class ClassCounts:
     """One priority class's counters (exported per class, :mod:`router.metrics`)."""
 
-    __slots__ = ("held", "late", "name", "shed", "too_long")
+    __slots__ = ("held", "late", "name", "received", "shed", "too_long", "wait_counts",
+                 "wait_sum_s")  # fmt: skip
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.received = 0  # work requests of the class (counted by the proxy with classes)
         self.held = 0  # requests held (no slot free at once)
         self.late = 0  # held past the class's deadline
         self.too_long = 0  # refused by the lateness bound (503)
         self.shed = 0  # refused as sheddable (429)
+        # The waits of held requests that got a slot (timed orders only: FIFO reads no
+        # clock): a count a WAIT_BUCKETS_S bucket (not cumulative; the last is +Inf's).
+        self.wait_counts = [0] * (len(WAIT_BUCKETS_S) + 1)
+        self.wait_sum_s = 0.0
+
+    def waited(self, wait_s: float) -> None:
+        self.wait_counts[bisect_left(WAIT_BUCKETS_S, wait_s)] += 1
+        self.wait_sum_s += wait_s
 
 
 class Dispatcher:
@@ -266,7 +282,10 @@ class Dispatcher:
             lane = lanes[step.lane]
             if step.action == SERVE:
                 self._held -= 1
-                return lane.popleft()[1]
+                held_at, waiter = lane.popleft()
+                if not waiter.done():
+                    self.classes[step.lane // 2].waited(now_s - held_at)
+                return waiter
             held_at, waiter = lane.popleft()
             counts = self.classes[step.lane // 2]
             if step.action == LATE:

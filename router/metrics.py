@@ -37,7 +37,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from inflight import names
-from router.dispatch import Dispatcher
+from router.dispatch import WAIT_BUCKETS_S, Dispatcher
 from router.pool import DRAINING, READY, UNHEALTHY
 
 # Seconds. LLM requests run from milliseconds (cached, short) to minutes (long outputs
@@ -89,12 +89,29 @@ class _StateCollector(Collector):
             "(past the class's deadline), too_long (503, --max-late-s), shed (429).",
             labels=["class", "outcome"],
         )
+        requests = CounterMetricFamily(
+            names.ROUTER_CLASS_REQUESTS,
+            "Work requests by priority class (with --priority-class).",
+            labels=["class"],
+        )
+        waits = HistogramMetricFamily(
+            names.ROUTER_CLASS_WAIT,
+            "Hold wait of held requests that got a slot, by priority class (with a deadline).",
+            labels=["class"],
+        )
         for cls, n in zip(d.classes, d.queued_by_class(), strict=True):
             queued.add_metric([cls.name], n)
             for outcome in names.CLASS_OUTCOMES:
                 held.add_metric([cls.name, outcome], getattr(cls, outcome))
+            requests.add_metric([cls.name], cls.received)
+            cumulative = [float(n) for n in accumulate(cls.wait_counts)]
+            waits.add_metric(
+                [cls.name], list(zip(_WAIT_LE, cumulative, strict=True)), cls.wait_sum_s
+            )
         yield queued
         yield held
+        yield requests
+        yield waits
         per = GaugeMetricFamily(
             names.ROUTER_ENDPOINT_INFLIGHT,
             "Requests dispatched to this endpoint and not finished.",
@@ -163,6 +180,7 @@ _UPSTREAM_ERRORS_HELP = (
 _RETRIES_HELP = "Requests re-dispatched because the first endpoint refused or reset them."
 # The ``le`` label values, written as prometheus_client's Histogram writes them.
 _LE = tuple(floatToGoString(b) for b in (*DURATION_BUCKETS_S, math.inf))
+_WAIT_LE = tuple(floatToGoString(b) for b in (*WAIT_BUCKETS_S, math.inf))
 
 
 def _bump(series: _Series, key: tuple[str, str]) -> None:

@@ -254,6 +254,7 @@ class Proxy:
         if self._class_of is not None:
             try:
                 cls = self._class_of(request_priority(headers, body))
+                self.dispatcher.classes[cls].received += 1
             except BadPriority as exc:
                 if hooks is not None:
                     hooks.discard(lost)

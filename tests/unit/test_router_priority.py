@@ -103,7 +103,7 @@ def test_a_sheddable_class_is_refused_429_when_no_slot_is_free_never_held() -> N
 
 
 def test_per_class_metrics() -> None:
-    d, _, _ = classes_dispatcher()
+    d, ep, now = classes_dispatcher()
     registry = CollectorRegistry()
     RouterMetrics(registry, d)
     d.hold(Slot("h", []), cls=0)
@@ -114,6 +114,16 @@ def test_per_class_metrics() -> None:
     assert sample(names.ROUTER_CLASS_QUEUED, {"class": "low"}) == 0.0
     assert sample(names.ROUTER_CLASS_HELD, {"class": "high", "outcome": "held"}) == 1.0
     assert sample(names.ROUTER_CLASS_HELD, {"class": "batch", "outcome": "shed"}) == 1.0
+    now[0] += 1.0
+    d.release(ep)  # "h" gets the slot after 1 s held
+    wait = names.ROUTER_CLASS_WAIT
+    assert sample(wait + "_bucket", {"class": "high", "le": "0.5"}) == 0.0
+    assert sample(wait + "_bucket", {"class": "high", "le": "1.0"}) == 1.0
+    assert sample(wait + "_count", {"class": "high"}) == 1.0
+    assert sample(wait + "_sum", {"class": "high"}) == 1.0
+    assert sample(wait + "_count", {"class": "low"}) == 0.0
+    d.classes[0].received += 1  # what the proxy counts with classes
+    assert sample(names.ROUTER_CLASS_REQUESTS, {"class": "high"}) == 1.0
 
 
 @pytest.mark.parametrize(
