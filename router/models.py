@@ -338,13 +338,18 @@ class ModelFront:
         except RequestRefused:  # the proxy answers it (400/404/405), counted there
             await default.proxy(scope, receive, send)
             return
+        if _declared(scope) > self.max_body_bytes:  # refused before it is read
+            await self._too_large(send)
+            return
         cycle: Cycle | None = scope.get(CYCLE)
         body_in = cycle.whole_body() if cycle is not None else None
         if body_in is None:
             body_in = await _read(receive, self.max_body_bytes)
-            if body_in is None:  # gone, or too large: the proxy answers it (413) or not
-                await default.proxy(scope, _replay(b"", receive), send)
-                return
+            if body_in is None:
+                return  # the client left
+        if len(body_in) > self.max_body_bytes:
+            await self._too_large(send)
+            return
         model = model_of(body_in)
         pool = default if model is None else self.pools.lookup(model)
         if pool is None or pool.proxy is None:
@@ -357,6 +362,12 @@ class ModelFront:
             receive = _replay(body_in, receive)
         await pool.proxy(scope, receive, send)
 
+    async def _too_large(self, send: Send) -> None:
+        """The proxy's 413 (its error body)."""
+        message = f"request body larger than --max-body-bytes={self.max_body_bytes}"
+        body = _error(413, "request_too_large", message)
+        await _reply(send, 413, body, len(body))
+
     def _ready_pool(self, default: Proxy) -> Proxy:
         """The proxy of a pool with a ready endpoint for a metadata call, else the default."""
         for pool in self.pools.pools.values():
@@ -365,9 +376,19 @@ class ModelFront:
         return default
 
 
+def _declared(scope: Scope) -> int:
+    """The request's declared Content-Length (0: none or unreadable; the largest if several)."""
+    declared = 0
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-length":
+            with contextlib.suppress(ValueError):
+                declared = max(declared, int(value))
+    return declared
+
+
 async def _read(receive: Receive, limit: int) -> bytes | None:
-    """The whole body through ASGI ``receive()``; None when the client left or it is
-    over ``limit`` (the proxy then answers 413 from the declared length or not at all)."""
+    """The whole body through ASGI ``receive()`` (read no further than ``limit`` + 1
+    bytes); None when the client left."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -376,9 +397,9 @@ async def _read(receive: Receive, limit: int) -> bytes | None:
             return None
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
-            return None
         chunks.append(chunk)
+        if size > limit:
+            return b"".join(chunks)  # over the limit: answered 413
         if not message.get("more_body", False):
             return b"".join(chunks)
 

@@ -167,6 +167,15 @@ def test_the_front_answers_unknown_models_and_the_list_itself() -> None:
     assert status == 404 and json.loads(body)["error"]["type"] == "route_not_found"
 
 
+def test_a_body_over_the_limit_is_413_not_forwarded() -> None:
+    p = pools()
+    p.set_endpoints("a", [U1])
+    p.bind(lambda d, m: Proxy(d, m, lambda: _NoUpstream(), 16, 1.0))
+    front = ModelFront(p, 16)
+    status, body = asyncio.run(_call(front, "POST", "/v1/completions", b'{"model": "a", "x": 1}'))
+    assert status == 413 and json.loads(body)["error"]["type"] == "request_too_large"
+
+
 def test_a_front_without_pools_says_so() -> None:
     front = ModelFront(pools(discover=True), 1 << 20)
     status, body = asyncio.run(_call(front, "POST", "/v1/completions", b'{"model": "a"}'))
