@@ -41,3 +41,28 @@ def test_short_fault_run_meets_the_bar(procs, tmp_path):
     events = [(r["process"], r["event"]) for r in read_jsonl(state / "restarts.jsonl")]
     assert ("scaler", "died") in events and ("scaler", "restarted") in events, events
     assert "| kill-replica |" in (out / "chaos.md").read_text()
+
+
+def test_a_router_sigstopped_during_a_surge_does_not_stop_the_scale_up(procs, tmp_path):
+    """Two routers share the load; at a surge (x3) the second is SIGSTOPped: its scrapes
+    time out (up == 0), so the scaler's L is partial, which may raise the count and must.
+    The replica count wanted rises while it is stopped (issue 26: a router down once
+    froze every answer)."""
+    out, state = tmp_path / "out", tmp_path / "state"
+    argv = [
+        *INFLIGHT, "bench", "chaos", "--out-dir", str(out), "--state-dir", str(state),
+        "--faults", "router-stop", "--time-scale", "0.2", "--settle-s", "30", "--after-s", "10",
+    ]  # fmt: skip
+    server = procs.start(argv, name="chaos", ready_path=None, port_placeholder=None, grace_s=60)
+    code = server.process.popen.wait(timeout=400)
+    log = Path(server.process.log_path).read_text()
+    assert code == 0, log[-5000:]
+    (row,) = json.loads((out / "chaos.json").read_text())["faults"]
+    details = row["details"]
+    assert details["surge_desired_peak"] > details["surge_desired_before"], details
+    assert row["lost_other"] == 0 and row["leaked_slots"] == 0, row
+    up_log = (state / "logs" / "up.log").read_text()
+    # the scaler saw the stopped router as a target down, and still raised the count
+    scaler_log = (state / "logs" / "scaler.log").read_text()
+    assert "targets down in the window" in scaler_log
+    assert "scale up" in up_log or "at max replicas" in up_log
