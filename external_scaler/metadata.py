@@ -140,6 +140,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     growth_window_s = _decimal(
         names.META_GROWTH_WINDOW_S, values, growth_form, positive=True, high=MAX_WINDOW_S
     )
+    floor_window_s = _decimal(
+        names.META_FLOOR_WINDOW_S, values, 'seconds from 0 to 86400, e.g. "600"', high=MAX_WINDOW_S
+    )
+    floor_fraction = _decimal(
+        names.META_FLOOR_FRACTION, values, 'a fraction from 0 to 1, e.g. "0.5"', high=1.0
+    )
     count_form = "a whole number of replicas, as the ScaledObject's {}, e.g. {!r}"
     min_count = _decimal(
         names.META_MIN_REPLICA_COUNT,
@@ -191,6 +197,8 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             max_sample_gap_s=SAMPLE_GAP_SCRAPES * scrape_interval_s,
             growth_horizon_s=growth_horizon_s * time_scale,
             growth_window_s=growth_window_s * time_scale,
+            floor_window_s=floor_window_s * time_scale,
+            floor_fraction=floor_fraction,
             min_replicas=int(min_count),
             max_replicas=int(max_count),
         ),

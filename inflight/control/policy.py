@@ -122,6 +122,16 @@ class PolicySpec:
     # and maxReplicaCount): an answer below the minimum does not lower a count at it.
     min_replicas: int = names.DEFAULT_MIN_REPLICA_COUNT
     max_replicas: int = names.DEFAULT_MAX_REPLICA_COUNT
+    # The floor learned from recent peaks (``floorWindowSeconds``, wall s; 0: off, and
+    # ``floorFraction``): the value is at least this fraction of the highest smoothed L
+    # over the floor window (:func:`peak_floor`).
+    floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
+    floor_fraction: float = names.DEFAULT_FLOOR_FRACTION
+
+    @property
+    def floor_on(self) -> bool:
+        """Whether the learned floor is in force (a window and a fraction above 0)."""
+        return self.floor_window_s > 0 and self.floor_fraction > 0
 
     @property
     def target(self) -> float:
@@ -132,7 +142,10 @@ class PolicySpec:
     def lookback_s(self) -> float:
         """How far back (wall seconds) samples are needed for any policy."""
         growth_s = 2 * self.growth_window_s if self.growth_horizon_s > 0 else 0.0
-        return max(self.scale_down_window_s + self.scale_up_window_s, self.qps_window_s, growth_s)
+        floor_s = self.floor_window_s + self.scale_up_window_s if self.floor_on else 0.0
+        return max(
+            self.scale_down_window_s + self.scale_up_window_s, self.qps_window_s, growth_s, floor_s
+        )
 
     @property
     def qps_window_s(self) -> float:
@@ -330,8 +343,9 @@ def decide(
     :func:`guard`.
     """
     up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
-    points = _in_span(samples, now_s - down_s - up_s, now_s)
-    if not points:
+    memory_s = max(down_s + up_s, spec.floor_window_s + up_s) if spec.floor_on else down_s + up_s
+    points = _in_span(samples, now_s - memory_s, now_s)
+    if not any(p.t_s >= now_s - down_s - up_s for p in points):
         raise NoSamples(
             f"no sample of L in the last {down_s + up_s:g} s (scale-down + scale-up windows)"
             + "".join(f"; {p.detail}" for p in partial)
@@ -365,7 +379,13 @@ def decide(
     plain_peak = max(v for v in (smoothed(t) for t in taus) if v is not None)
     peak = max(v for v in (padded(t) for t in taus) if v is not None)
     headroom = peak - plain_peak
-    value = round(max(peak, 0.0), _DECIMALS)
+    floor = 0.0
+    if spec.floor_on:
+        remembered = [t for t in times if t >= now_s - spec.floor_window_s] + [now_s]
+        floor_peak = max(v for v in (smoothed(t) for t in remembered) if v is not None)
+        # A peak beyond the most replicas there can be is queue, not demand to remember.
+        floor = spec.floor_fraction * min(floor_peak, spec.max_replicas * spec.target)
+    value = round(max(peak, floor, 0.0), _DECIMALS)
     target = spec.target
     desired = hpa_replicas(value, spec, ready_replicas)
     inflight = points[-1].value
@@ -395,7 +415,14 @@ def decide(
         )
     if not active and value > 0:
         reason = f"inactive: {value:g} <= activationInflight {spec.activation_inflight:g}"
-    gap = _largest_gap(times, now_s - down_s - up_s, now_s)
+    if floor > peak and value > round(current, _DECIMALS):
+        reason = (
+            f"floor: {spec.floor_fraction:g} x the peak of L over the last "
+            f"{spec.floor_window_s:g} s is {value:g} (now {current:g}) = {desired} x {target:g}"
+        )
+    gap = _largest_gap(
+        [t for t in times if t >= now_s - down_s - up_s], now_s - down_s - up_s, now_s
+    )
     if gap > spec.max_sample_gap_s:
         # The window is not a record of L over its span (a Prometheus outage or restart,
         # a history that starts inside the window, a stale series): its maximum may miss

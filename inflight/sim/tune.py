@@ -7,8 +7,9 @@ processes. No I/O, no clock.
 The search, and why it is not a full grid:
 
 * the knobs are ``targetSaturation``, ``scaleDownWindowSeconds``,
-  ``growthHorizonSeconds`` (the start-up-aware headroom), ``scaleUpWindowSeconds`` and,
-  where ``minReplicaCount`` is 0, ``activationInflight``;
+  ``growthHorizonSeconds`` (the start-up-aware headroom), ``scaleUpWindowSeconds``,
+  ``floorFraction`` (the floor learned from recent peaks, over ``floorWindowSeconds``)
+  and, where ``minReplicaCount`` is 0, ``activationInflight``;
 * for every combination of the other knobs, attainment falls (and cost falls) as
   ``targetSaturation`` rises, so the cheapest target that meets the attainment is found by
   bisection over the candidate targets (about 4 runs instead of 11);
@@ -51,10 +52,14 @@ class Candidate:
     growth_horizon_s: float
     scale_up_window_s: float = 10.0
     activation_inflight: float = 0.0
+    floor_fraction: float = names.DEFAULT_FLOOR_FRACTION
+    floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
 
     def metadata(self) -> dict[str, str]:
         """The ScaledObject trigger metadata keys for this candidate."""
         return {
+            names.META_FLOOR_WINDOW_S: f"{self.floor_window_s:g}",
+            names.META_FLOOR_FRACTION: f"{self.floor_fraction:g}",
             names.META_TARGET_SATURATION: f"{self.target_saturation:g}",
             names.META_SCALE_UP_WINDOW_S: f"{self.scale_up_window_s:g}",
             names.META_SCALE_DOWN_WINDOW_S: f"{self.scale_down_window_s:g}",
@@ -99,6 +104,8 @@ class SearchSpace:
     growth_horizons_s: tuple[float, ...] = (0.0,)
     up_windows_s: tuple[float, ...] = DEFAULT_UP_WINDOWS_S
     activations: tuple[float, ...] = (0.0,)
+    floor_fractions: tuple[float, ...] = (names.DEFAULT_FLOOR_FRACTION,)
+    floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
 
     def __post_init__(self) -> None:
         for label, values in (
@@ -107,11 +114,14 @@ class SearchSpace:
             ("growth horizons", self.growth_horizons_s),
             ("up windows", self.up_windows_s),
             ("activations", self.activations),
+            ("floor fractions", self.floor_fractions),
         ):
             if not values:
                 raise ValueError(f"tune: no {label} to try")
         if any(t <= 0 for t in self.targets):
             raise ValueError(f"tune: targets must be > 0, got {self.targets}")
+        if any(not 0 <= f <= 1 for f in self.floor_fractions):
+            raise ValueError(f"tune: floor fractions must be in [0, 1], got {self.floor_fractions}")
 
     @classmethod
     def for_startup(cls, startup_s: float, min_replicas: int) -> SearchSpace:
@@ -180,7 +190,11 @@ def tune(
     targets = sorted(set(space.targets), reverse=True)  # cheapest first
     others = list(
         itertools.product(
-            space.down_windows_s, space.growth_horizons_s, space.up_windows_s, space.activations
+            space.down_windows_s,
+            space.growth_horizons_s,
+            space.up_windows_s,
+            space.activations,
+            space.floor_fractions,
         )
     )
     # Bisection per combination, all combinations advancing together so each round's runs
@@ -188,15 +202,15 @@ def tune(
     # index known to meet (or len): the answer lies in (lo, hi].
     bounds = {combo: (-1, len(targets)) for combo in others}
     while True:
-        probes: dict[tuple[float, float, float, float], int] = {}
+        probes: dict[tuple[float, float, float, float, float], int] = {}
         for combo, (lo, hi) in bounds.items():
             if hi - lo > 1:
                 probes[combo] = (lo + hi) // 2
         if not probes:
             break
         candidates = [
-            Candidate(targets[i], down, growth, up, act)
-            for (down, growth, up, act), i in probes.items()
+            Candidate(targets[i], down, growth, up, act, floor, space.floor_window_s)
+            for (down, growth, up, act, floor), i in probes.items()
         ]
         for combo, judged in zip(probes, judge_all(candidates), strict=True):
             lo, hi = bounds[combo]
@@ -212,6 +226,7 @@ def tune(
             -j.candidate.target_saturation,
             j.candidate.scale_down_window_s,
             j.candidate.growth_horizon_s,
+            j.candidate.floor_fraction,
         ),
         default=None,
     )

@@ -15,6 +15,13 @@ or ``--trace``, the lengths, the SLO, the replica bounds and start-up). On every
 
 It prints the chosen metadata as a ScaledObject trigger metadata block, its figures and
 margin, and the Pareto table; ``--out FILE`` (never overwritten) gets the same as JSON.
+
+Held out (``--holdout-seeds``, ``--holdout-trace-start-s``): the search sees only
+``--seeds`` (or only the trace window ``--trace-start-s`` .. + ``--trace-duration-s``); the
+chosen setting, ``saturation`` at its defaults and the fixed fleets ``fixed:1 … fixed:MAX``
+are then run on the other seeds (or on the same length of the trace from the held-out
+start), and the command reports their figures there, with each one's frontier gap
+(``inflight.measure.frontier``): how the choice fares on traffic it was not chosen on.
 Nothing meets the goal → exit 1 naming the best attainment found (no made-up answer).
 Bad flags → exit 2 naming the flag (``inflight.sim.cli``'s guard).
 
@@ -37,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from inflight.measure.frontier import FleetPoint, fleet_names
+from inflight.measure.frontier import judge as frontier_judge
 from inflight.measure.results import ResultFileExists, write_new
 from inflight.measure.slo import pareto_front
 from inflight.planes.policies import Policy, resolve_policies
@@ -79,6 +88,11 @@ WORKLOAD_KEYS = (
     "min_replicas",
     "max_replicas",
     "startup_s",
+    "trace_start_s",
+    "trace_duration_s",
+    "trace_rate_scale",
+    "hold_deadline_s",
+    "hold_deadline_peers",
 )
 
 _I = TypeVar("_I")
@@ -159,6 +173,118 @@ def runner(jobs: int) -> Iterator[Runner]:
         yield Runner(pool)
 
 
+# --- held out ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Holdout:
+    """Traffic the search did not see: ``flags`` (the workload) on ``seeds``."""
+
+    label: str
+    flags: Flags
+    seeds: tuple[int, ...]
+
+
+def holdouts(a: argparse.Namespace, flags: Flags, seeds: Sequence[int]) -> list[Holdout]:
+    """The held-out parts ``--holdout-seeds`` and ``--holdout-trace-start-s`` name; each is
+    checked to be disjoint from what the search sees, and its plan built (a bad window is
+    named before any run)."""
+    out: list[Holdout] = []
+    if a.holdout_seeds is not None:
+        if a.trace is not None:
+            raise UsageError(
+                "--holdout-seeds: a trace is the same on every seed; hold out a part of it "
+                "with --holdout-trace-start-s"
+            )
+        held = tuple(_seeds(a.holdout_seeds))
+        if set(held) & set(seeds):
+            raise UsageError(
+                f"--holdout-seeds: {a.holdout_seeds} shares seeds with --seeds "
+                f"{','.join(map(str, seeds))}: held-out traffic must be traffic the search "
+                "did not see"
+            )
+        out.append(Holdout(f"seeds {','.join(map(str, held))}", flags, held))
+    if a.holdout_trace_start_s is not None:
+        start = a.holdout_trace_start_s
+        if a.trace is None:
+            raise UsageError("--holdout-trace-start-s: holds out a part of --trace; no --trace")
+        if a.trace_duration_s is None:
+            raise UsageError(
+                "--holdout-trace-start-s: needs --trace-duration-s (without it the search "
+                "sees the trace to its end, and nothing is held out)"
+            )
+        if start < 0:
+            raise UsageError(f"--holdout-trace-start-s: must be >= 0, got {start:g}")
+        tuned = a.trace_start_s or 0.0
+        if abs(start - tuned) < a.trace_duration_s:
+            raise UsageError(
+                f"--holdout-trace-start-s: {start:g} s overlaps the tuned window "
+                f"{tuned:g}-{tuned + a.trace_duration_s:g} s of the trace"
+            )
+        held_flags = tuple((k, start if k == "trace_start_s" else v) for k, v in flags)
+        try:
+            _seed_plan(held_flags, seeds[0])
+        except (TraceError, ValueError) as exc:
+            raise UsageError(f"--holdout-trace-start-s: {exc}") from None
+        out.append(
+            Holdout(
+                f"trace {start:g}-{start + a.trace_duration_s:g} s", held_flags, tuple(seeds[:1])
+            )
+        )
+    return out
+
+
+def judge_holdout(
+    run: Runner, holdout: Holdout, policies: Sequence[Policy], max_replicas: int, start: int
+) -> dict[str, dict[str, Any]]:
+    """``policies`` and ``fixed:1 … fixed:MAX`` on the held-out part: per policy, SLO
+    attainment and replica-seconds ÷ ``fixed:MAX``'s (means over its seeds), the frontier
+    gap and the fixed fleets that dominate it."""
+    fleets = resolve_policies(",".join(fleet_names(max_replicas)), max_replicas, start)
+    every = [*fleets, *policies]
+    items = [(holdout.flags, p, s) for p in every for s in holdout.seeds]
+    figs = run.map(_policy_job, items)
+    n = len(holdout.seeds)
+    per = {p.name: figs[i * n : (i + 1) * n] for i, p in enumerate(every)}
+    top = per[fleets[-1].name]
+    means = {
+        name: (
+            sum(att for att, _ in rows) / n,
+            sum(rs / top[k][1] for k, (_, rs) in enumerate(rows)) / n,
+        )
+        for name, rows in per.items()
+    }
+    points = [
+        FleetPoint(f.name, i + 1, means[f.name][1], means[f.name][0]) for i, f in enumerate(fleets)
+    ]
+    out: dict[str, dict[str, Any]] = {}
+    for p in policies:
+        att, ratio = means[p.name]
+        v = frontier_judge(points, ratio, att)
+        out[p.name] = {
+            "slo_attainment": att,
+            "replica_seconds_ratio": ratio,
+            "frontier_gap": v.gap,
+            "dominated_by_fixed": list(v.dominated_by),
+        }
+    return out
+
+
+def holdout_table(results: dict[str, dict[str, dict[str, Any]]], baseline: str) -> str:
+    """Markdown: per held-out part and policy, its figures and frontier gap."""
+    lines = [
+        f"| held out | policy | SLO attainment | replica-s ÷ {baseline} | frontier gap | "
+        "dominated by |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for label, runs in results.items():
+        for name, r in runs.items():
+            lines.append(
+                f"| {label} | {name} | {_pct(r['slo_attainment'])} | "
+                f"{r['replica_seconds_ratio']:.3f} | {100 * r['frontier_gap']:+.1f} | "
+                f"{', '.join(r['dominated_by_fixed'][:1]) or '—'} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 # --- flags ---------------------------------------------------------------------------------
 def _floats(text: str | None, flag: str) -> tuple[float, ...] | None:
     if text is None:
@@ -179,6 +305,9 @@ def search_space(a: argparse.Namespace, startup_s: float, min_replicas: int) -> 
     targets = _floats(a.targets, "--targets")
     downs = _floats(a.down_windows_s, "--down-windows-s")
     growths = _floats(a.growth_horizons_s, "--growth-horizons-s")
+    floors = _floats(a.floor_fractions, "--floor-fractions")
+    if floors is not None and not all(0 <= f <= 1 for f in floors):
+        raise UsageError(f"--floor-fractions: each must be in [0, 1], got {a.floor_fractions!r}")
     if targets is not None and not all(0 < t <= 1 for t in targets):
         raise UsageError(f"--targets: each target must be in (0, 1], got {a.targets!r}")
     for flag, values in (("--down-windows-s", downs), ("--growth-horizons-s", growths)):
@@ -190,6 +319,8 @@ def search_space(a: argparse.Namespace, startup_s: float, min_replicas: int) -> 
         growth_horizons_s=growths or space.growth_horizons_s,
         up_windows_s=space.up_windows_s,
         activations=space.activations,
+        floor_fractions=floors or space.floor_fractions,
+        floor_window_s=space.floor_window_s,
     )
 
 
@@ -275,6 +406,7 @@ def _tune(a: argparse.Namespace) -> int:
         if p.frozen or p.kind in policy_names()
     ]
     sim_config(first, fixed, seeds[0])  # bad bounds or start-up: named before any run
+    held = holdouts(a, flags, seeds)
     logging.getLogger().setLevel(logging.ERROR)
     print(
         f"inflight sim tune: {first.name}, {lo}-{hi} replicas, start-up {startup_s:g} s, "
@@ -300,6 +432,11 @@ def _tune(a: argparse.Namespace) -> int:
         if result.best is None:
             return _no_answer(result)
         peer_figs = run.map(_policy_job, [(flags, p, s) for p in peers for s in seeds])
+        tuned_policy = candidate_policy(result.best.candidate, start)
+        default = [p for p in peers if p.name == "saturation"]
+        held_out = {
+            h.label: judge_holdout(run, h, [tuned_policy, *default], hi, start) for h in held
+        }
         total = run.runs
     print(f"inflight sim tune: {total} simulations", file=sys.stderr)
     rs_of = dict(baseline_rs)
@@ -331,6 +468,9 @@ def _tune(a: argparse.Namespace) -> int:
         f"replica-seconds {best.replica_seconds_ratio:.3f} of {fixed.name}'s (worst seed)\n"
     )
     print(table)
+    if held_out:
+        print("Held out (not seen by the search; means over the held-out seeds):\n")
+        print(holdout_table(held_out, fixed.name))
     if out is not None:
         body = {
             "schema": SCHEMA,
@@ -356,7 +496,18 @@ def _tune(a: argparse.Namespace) -> int:
                 "growth_horizons_s": list(space.growth_horizons_s),
                 "up_windows_s": list(space.up_windows_s),
                 "activations": list(space.activations),
+                "floor_fractions": list(space.floor_fractions),
+                "floor_window_s": space.floor_window_s,
             },
+            "holdout": [
+                {
+                    "label": h.label,
+                    "seeds": list(h.seeds),
+                    "trace_start_s": dict(h.flags).get("trace_start_s"),
+                    "runs": held_out[h.label],
+                }
+                for h in held
+            ],
             "simulations": total,
             "judged": [_judged_json(j, seeds, goal) for j in result.judged],
         }
@@ -409,5 +560,22 @@ def register(sub: Any) -> None:
     g.add_argument(
         "--growth-horizons-s",
         help="growthHorizonSeconds values (default 0, the start-up, the start-up + 60)",
+    )
+    g.add_argument(
+        "--floor-fractions",
+        help="floorFraction values (the floor learned from recent peaks; 0: off), e.g. 0,0.5",
+    )
+    h = p.add_argument_group(
+        "held out: report the chosen setting on traffic the search did not see"
+    )
+    h.add_argument(
+        "--holdout-seeds",
+        help="seeds of --scenario/--arrivals that the search does not see, e.g. 4,5",
+    )
+    h.add_argument(
+        "--holdout-trace-start-s",
+        type=float,
+        help="with --trace and --trace-duration-s: a window of the same length from this "
+        "many seconds after the trace's first request, disjoint from the tuned one",
     )
     p.set_defaults(func=_guarded(_tune))

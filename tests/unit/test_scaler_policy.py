@@ -21,7 +21,9 @@ from inflight.control.policy import (
     evaluate,
 )
 
-SPEC = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0)
+# The floor learned from recent peaks is off here: these tests pin the scale-up and
+# scale-down windows alone (the floor: tests/unit/test_scaler_floor.py).
+SPEC = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, floor_window_s=0.0)
 
 
 def series(values: list[float], step_s: float = 1.0, end_s: float = 1000.0) -> list[Sample]:
@@ -121,7 +123,9 @@ def test_no_samples_is_an_error_not_zero() -> None:
 
 
 def test_time_scale_shrinks_windows_through_the_spec() -> None:
-    spec = PolicySpec(scale_up_window_s=1.0, scale_down_window_s=6.0, time_scale=0.1)
+    spec = PolicySpec(
+        scale_up_window_s=1.0, scale_down_window_s=6.0, time_scale=0.1, floor_window_s=0.0
+    )
     # 7 s after load stopped at time-scale 0.1, the 6 s window has passed.
     d = decide(series([8.0] * 20 + [0.0] * 70, step_s=0.1), spec, now_s=1000.0)
     assert d.value == 0.0
@@ -137,6 +141,7 @@ spec_st = st.builds(
     target_saturation=st.sampled_from([0.5, 0.75, 1.0, 1.25]),
     scale_up_window_s=st.sampled_from([0.0, 1.0, 5.0, 10.0]),
     scale_down_window_s=st.sampled_from([0.0, 5.0, 30.0, 60.0]),
+    floor_window_s=st.just(0.0),
 )
 
 
