@@ -1,7 +1,9 @@
-"""The fault run's short version (CI): a real ``inflight up`` under open-loop load, a replica
-killed with SIGKILL and the scaler killed and restarted; the bar must be met.
+"""The fault run's short versions (CI): a real ``inflight up`` under open-loop load, a replica
+killed with SIGKILL and the scaler killed and restarted; then a router SIGSTOPped during a
+surge. The bar must be met.
 
-The full run (six faults, about ten minutes) is opt-in: ``inflight bench chaos --out-dir DIR``.
+The full run (nine faults, about nine minutes here) is opt-in:
+``inflight bench chaos --out-dir DIR``.
 """
 
 from __future__ import annotations
