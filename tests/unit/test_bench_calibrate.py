@@ -5,6 +5,7 @@ starts). The measuring half runs in tests/real_engine."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,27 @@ def test_the_written_flags_give_the_emulator_the_fitted_profile() -> None:
     flags = emulator_flags({f.name: getattr(fitted, f.name) for f in fields(Profile)})
     served = profile_from_args(build_parser().parse_args(["emulator", *flags.split()]))
     assert served == replace(fitted, time_scale=1.0, tick_ms=Profile().tick_ms)
+
+
+def test_an_engine_that_is_the_emulator_passes_every_check() -> None:
+    # The measuring half's output, made by the emulator itself: the fit recovers its profile,
+    # the replays equal the "measures", and every check passes with a drift of 0.
+    from inflight.bench.calibrate.run import _evaluate, _report
+
+    true = replace(profile(), prefill_fixed_ms=30.0)
+    args = parse("--engine", "vllm-cpu")
+    ttft = {p: true.step_s(1) + true.prefill_s(p) for p in args.ttft_prompts}
+    tpot = {n: true.step_s(n) for n in args.batches}
+    levels = {c: m.replay_closed_loop(true, level_requests(c, 12, 128, 64)) for c in args.levels}
+    kv = {}
+    for name, (n, prompt, output) in m.KV_CASES.items():
+        kv[name] = m.replay_burst(true, [m.Request(prompt, output, i) for i in range(n)], 0.25)
+    cache = {"block_size": "128", "num_gpu_blocks": "40", "kv_cache_size_tokens": "5120"}
+    measured = {"cache": cache, "ttft": ttft, "tpot": tpot, "levels": levels, "kv": kv,
+                "tpot_1_at_end": tpot[1]}  # fmt: skip
+    result = _evaluate(args, measured)
+    assert result["profile"]["prefill_fixed_ms"] == pytest.approx(30.0)
+    assert [c["what"] for c in result["checks"] if not c["ok"]] == []
+    assert len(result["checks"]) == 16 and result["drift"]["steady"]
+    result["run"] = {"command": "x", "wall_s": 1.0, "load_average": (0.1, 0.1, 0.1)}
+    assert "Checks: 16 of 16 passed." in _report(result)

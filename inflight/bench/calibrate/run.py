@@ -6,7 +6,8 @@ blocks of 128 tokens, ``--max-model-len 2048``) is started, measured and stopped
 
 1. ``vllm:cache_config_info``: block size and blocks, the emulator's KV cache;
 2. TTFT of lone requests against the prompt length (``--ttft-prompts``), the prefill fit;
-3. time per output token against the batch (``--batches``), the step fit;
+3. time per output token against the batch (``--batches``), the step fit (batch 1 again at
+   the end: the drift, how much the engine's speed moved during the run);
 4. a closed loop at each ``--levels`` concurrency (``--requests-per-level`` requests of
    ``--prompt-tokens`` + ``--output-tokens``): throughput and mean latency;
 5. the KV-bound cases (``--kv-cases``), all requests at once, the engine's running, waiting,
@@ -130,7 +131,17 @@ def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
         print(f"calibrate-emulator: KV-bound case {name}: {n} x ({prompt} + {output})", flush=True)
         reqs = [m.Request(prompt, output, i) for i in range(n)]
         kv[name] = asyncio.run(real.burst(url, model, reqs, args.sample_s, 7_000_000))
-    return {"cache": cache, "ttft": ttft, "tpot": tpot, "levels": levels, "kv": kv}
+    # The same lone stream again: how far the engine's speed drifted during the run (a
+    # shared machine's load moves it; a drift beyond the tolerance voids the comparison).
+    again = asyncio.run(real.tpot_by_batch(url, model, [1], 16, args.tpot_tokens))
+    return {
+        "cache": cache,
+        "ttft": ttft,
+        "tpot": tpot,
+        "levels": levels,
+        "kv": kv,
+        "tpot_1_at_end": again[1],
+    }
 
 
 def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +201,15 @@ def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
             "trace_real": [asdict(p) for p in points],
             "trace_emulated": [asdict(p) for p in emu_points],
         }
+    first = measured["tpot"][min(measured["tpot"])]
+    drift = measured["tpot_1_at_end"] / first - 1.0
     return {
+        "drift": {
+            "tpot_1_start_s": first,
+            "tpot_1_end_s": measured["tpot_1_at_end"],
+            "relative": drift,
+            "steady": abs(drift) <= args.tolerance,
+        },
         "cache_config": {
             k: cache[k] for k in ("block_size", "num_gpu_blocks", "kv_cache_size_tokens")
         },
@@ -244,8 +263,22 @@ def _report(r: dict[str, Any]) -> str:
         lines.append(f"| {name}: running levels | {levels['real']} | {levels['emulated']} |")
         span = case["makespan_s"]
         lines.append(f"| {name}: makespan s | {span['real']:.1f} | {span['emulated']:.1f} |")
+    d = r["drift"]
+    lines += [
+        "",
+        f"Drift: a lone stream's time per token was {d['tpot_1_start_s'] * 1e3:.1f} ms at the "
+        f"start and {d['tpot_1_end_s'] * 1e3:.1f} ms at the end ({d['relative']:+.0%})"
+        + (
+            "."
+            if d["steady"]
+            else ": the engine's speed moved beyond the tolerance during "
+            "the run (a busy machine), so the timing checks say little; rerun when it is quiet."
+        ),
+    ]
     failed = [c for c in r["checks"] if not c["ok"]]
     summary = f"Checks: {len(r['checks']) - len(failed)} of {len(r['checks'])} passed"
     if failed:
         summary += ": failed " + "; ".join(f"{c['what']} {c['detail']}" for c in failed)
+    else:
+        summary += "."
     return "\n".join([*lines, "", summary]) + "\n"
