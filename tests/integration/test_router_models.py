@@ -1,7 +1,8 @@
 """One router, two model pools (router/models.py), in front of real emulator processes.
 
 Clients are the OpenAI SDK and urllib; the replicas are emulators serving one model each.
-Conditions are polled with ``wait_for``; nothing asserts on speed.
+Conditions are polled with ``wait_for`` (60 s: the machine is small and shared); nothing
+asserts on speed.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def test_configured_pools_route_by_model_and_answer_vllms_404(
             {m["id"] for m in get_json(router.url + "/v1/models")["data"]}
             == {"model-a", "model-b", "model-b-lora"}
         ),
+        timeout_s=60,
         what="the aggregated /v1/models",
     )
     lora = client.completions.create(model="model-b-lora", prompt="hi", max_tokens=2)
@@ -145,7 +147,11 @@ def test_configured_pools_route_by_model_and_answer_vllms_404(
     # A pool's file changes: only that pool's endpoints follow.
     a2 = start_emulator(procs, "model-a")
     write_list(file_a, [a.url, a2.url])
-    wait_for(lambda: len(by_model(router)["model-a"]) == 2, what="model-a's second endpoint")
+    wait_for(
+        lambda: len(by_model(router)["model-a"]) == 2,
+        timeout_s=60,
+        what="model-a's second endpoint",
+    )
     assert by_model(router)["model-b"] == [b.url]
 
 
@@ -156,6 +162,7 @@ def test_discovered_pools_from_each_endpoints_models(procs: ProcessTracker) -> N
     router = start_router(procs, "--endpoints", f"{a.url},{b1.url},{b2.url}", "--discover-models")
     wait_for(
         lambda: by_model(router) == {"model-a": [a.url], "model-b": [b1.url, b2.url]},
+        timeout_s=60,
         what="the pools discovered from /v1/models",
     )
     assert gauge(router, names.ROUTER_SLOTS_PER_ENDPOINT) == {"model-a": 2.0, "model-b": 2.0}
