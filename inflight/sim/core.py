@@ -27,7 +27,13 @@ from functools import partial
 from typing import Protocol
 
 from inflight.control import hpa
-from inflight.control.hold_order import HOLD_DEADLINE_S, router_hold_deadline_s
+from inflight.control.hold_order import (
+    HOLD_DEADLINE_S,
+    HoldClassError,
+    HoldPlan,
+    plan_from_classes,
+    router_hold_deadline_s,
+)
 from inflight.control.keda import KedaSpec
 from inflight.control.trigger import SCRAPE_INTERVAL_S, scaler_metadata
 from inflight.emulator.engine import Sequence as EngineSeq
@@ -41,7 +47,7 @@ from inflight.sim.fleet import Fleet, SimReplica
 from inflight.sim.router import MAX_QUEUE, QUEUE_TIMEOUT_S, Held, SimRouter
 from inflight.sim.scaler import SimScaler
 from inflight.statedir import DecisionRecord
-from router.errors import NoEndpoint, QueueFull, QueueTimeout
+from router.errors import NoEndpoint, QueueFull, QueueTimeout, Shed
 from router.pool import Endpoint
 
 # `inflight up`'s defaults (inflight/up/cli.py UpSettings: Kubernetes' and KEDA's own
@@ -103,6 +109,11 @@ class SimConfig:
     hold_deadline_s: float = HOLD_DEADLINE_S
     # --hold-deadline-peers: the peers' runs get the deadline too (the order alone).
     hold_deadline_peers: bool = False
+    # inflight router --priority-class (NAME:MAX_PRIORITY:DEADLINE_S, in place of the hold
+    # deadline: each class has its own) and --max-late-s (0 = no bound); a planned
+    # request's class comes from its ``priority`` (0 if it has none).
+    priority_classes: tuple[str, ...] = ()
+    max_late_s: float = 0.0
     drain_s: float = 600.0
     warmup_s: float = 120.0
     seed: int = 0  # the router's tie-breaking among equally loaded replicas
@@ -126,11 +137,26 @@ class SimConfig:
                 f"got {self.scrape_offset_s:g}"
             )
         S.check_routers(self.routers, self.router_down)
+        if self.priority_classes or self.max_late_s:
+            _ = self.hold_plan  # --priority-class / --max-late-s errors, named
         fixed = fixed_replicas(self.policy)
         if fixed is None and self.policy not in policy_names():
             raise ValueError(
                 f"--policy {self.policy!r}: expected one of {', '.join(policy_names())} or fixed:N"
             )
+
+    @property
+    def hold_plan(self) -> HoldPlan | None:
+        """The router's priority classes, None without (one class, ``hold_deadline_s``);
+        ValueError naming the flag when they cannot be used."""
+        if self.max_late_s < 0:
+            raise ValueError(f"--max-late-s must be ≥ 0, got {self.max_late_s:g}")
+        if not self.priority_classes:
+            return None
+        try:
+            return plan_from_classes(list(self.priority_classes), self.max_late_s or None)
+        except HoldClassError as exc:
+            raise ValueError(f"--priority-class: {exc}") from None
 
     @property
     def replica_profile(self) -> Profile:
@@ -183,6 +209,7 @@ class RequestResult:
     output_tokens: int = 0
     ok: bool = False
     cause: str | None = None  # http_503 (queue full), http_504 (queue timeout), unfinished
+    priority: int = 0  # x-request-priority (vLLM's: lower first); its class: SimConfig's
 
 
 @dataclass
@@ -208,24 +235,29 @@ class Simulation:
         self.end_s = end_s
         self.events = EventQueue(-config.warmup_s)
         self.peer = peers.catalog().get(config.policy)
+        deadline_s = router_hold_deadline_s(
+            config.hold_deadline_s, peer=self.peer is not None, peers_too=config.hold_deadline_peers
+        )
+        self.plan = config.hold_plan
         self.router = SimRouter(
             config.profile.max_num_seqs,
             random.Random(config.seed),
             max_queue=config.max_queue,
             queue_timeout_s=config.queue_timeout_s,
             hold_when_full=True if self.peer is None else self.peer.router_hold,
-            hold_deadline_s=router_hold_deadline_s(
-                config.hold_deadline_s,
-                peer=self.peer is not None,
-                peers_too=config.hold_deadline_peers,
-            ),
+            hold_deadline_s=deadline_s if self.plan is None else None,
             clock=lambda: self.events.now_s,
+            max_late_s=config.max_late_s or None,
+            plan=self.plan,
         )
         self.scrapes = S.Scrapes(config.routers, config.router_down)
         self.fleet = Fleet(config.replica_profile, self.events, self.router, self._changed)
         self.timeline: list[dict[str, float]] = []
         self.decisions: list[DecisionRecord] = []
-        self.results = [RequestResult(p.t_s, p.prompt_tokens, p.max_tokens) for p in planned]
+        self.results = [
+            RequestResult(p.t_s, p.prompt_tokens, p.max_tokens, priority=getattr(p, "priority", 0))
+            for p in planned
+        ]
         self._open = 0  # requests arrived and not ended
         self._pending = len(self.results)  # requests not ended (arrived or not)
         self._by_seq: dict[EngineSeq, tuple[RequestResult, Endpoint]] = {}
@@ -386,9 +418,10 @@ class Simulation:
             self._account_l()
             self._end(res, ok=False, cause=f"http_{getattr(exc, 'status', 503)}")
 
+        cls = self.plan.class_of(res.priority) if self.plan is not None else 0
         try:
-            held = self.router.arrive(on_slot, on_refused)
-        except (QueueFull, NoEndpoint) as exc:
+            held = self.router.arrive(on_slot, on_refused, cls)
+        except (QueueFull, NoEndpoint, Shed) as exc:
             self._end(res, ok=False, cause=f"http_{exc.status}")
             return
         if held is not None:

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from inflight.measure.classes import class_measures
 from inflight.measure.results import write_new
 from inflight.measure.slo import Outcome, SloSpec, run_measures
 from inflight.sim.core import SimResult
@@ -73,6 +74,11 @@ def measures(result: SimResult, slo: SloSpec) -> dict[str, Any]:
         result.end_s,
     )
     figures["littles_law"] = littles_law(result)
+    plan = result.config.hold_plan
+    if plan is not None:  # --priority-class: attainment a class
+        names = [c.name for c in plan.classes]
+        classes = [names[plan.class_of(r.priority)] for r in result.requests]
+        figures["by_class"] = class_measures(outcomes(result), classes, names, slo)
     return figures
 
 

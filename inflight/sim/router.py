@@ -18,8 +18,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+from inflight.control.hold_order import HoldPlan, single_plan
 from router.dispatch import Dispatcher
-from router.errors import NoEndpoint, QueueFull
+from router.errors import NoEndpoint, QueueFull, Shed
 from router.pool import READY, Endpoint, Pool
 from router.sources import apply
 
@@ -85,19 +86,23 @@ class SimRouter:
         hold_deadline_s: float | None = None,
         clock: Callable[[], float] | None = None,
         max_late_s: float | None = None,
+        plan: HoldPlan | None = None,
     ) -> None:
-        if hold_deadline_s is not None and clock is None:
+        if (hold_deadline_s is not None or (plan is not None and plan.timed)) and clock is None:
             raise ValueError("a hold deadline needs the simulation's clock")
         self.pool = Pool(slots, rng=rng)
+        if plan is not None and hold_deadline_s is not None:
+            raise ValueError("give a plan (priority classes) or a hold deadline, not both")
+        if plan is None:
+            # ``inflight router``'s --max-late-s (off by default, as ``inflight up`` runs
+            # it): a bound on lateness, so only with a deadline.
+            plan = single_plan(hold_deadline_s, max_late_s if hold_deadline_s is not None else None)
         self.dispatcher = Dispatcher(
             self.pool,
             hold_when_full=hold_when_full,
             max_queue=max_queue,
             queue_timeout_s=queue_timeout_s,
-            hold_deadline_s=hold_deadline_s,
-            # ``inflight router``'s --max-late-s (off by default, as ``inflight up`` runs
-            # it): a bound on lateness, so only with a deadline.
-            max_late_s=max_late_s if hold_deadline_s is not None else None,
+            plan=plan,
             clock=clock if clock is not None else _no_clock,
         )
         self.received = 0  # router_requests_received_total
@@ -121,13 +126,15 @@ class SimRouter:
         self,
         on_slot: Callable[[Endpoint], None],
         on_refused: Callable[[BaseException], None] | None = None,
+        cls: int = 0,
     ) -> Held | None:
         """A work request arrives: into L; a slot at once (``on_slot`` called now) or held
         (later a slot, or refused by the lateness bound: ``on_refused``, out of L).
 
-        Returns the :class:`Held` ticket when held; raises QueueFull (503) when the FIFO
-        is full, NoEndpoint (503) when not holding and no replica is ready: either way the
-        request is already out of L again.
+        ``cls``: its priority class (the plan's index). Returns the :class:`Held` ticket
+        when held; raises Shed (429) for a sheddable class with no free slot, QueueFull
+        (503) when the FIFO is full, NoEndpoint (503) when not holding and no replica is
+        ready: either way the request is already out of L again.
         """
         d = self.dispatcher
         self.received += 1
@@ -141,8 +148,8 @@ class SimRouter:
             raise NoEndpoint("no ready endpoint")
         held = Held(on_slot, on_refused, self)
         try:
-            d.hold(held)
-        except QueueFull:
+            d.hold(held, cls)
+        except (QueueFull, Shed):
             d.inflight -= 1
             raise
         return held

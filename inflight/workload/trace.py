@@ -35,6 +35,7 @@ class PlannedRequest:
     t_s: float
     prompt_tokens: int
     max_tokens: int
+    priority: int = 0  # x-request-priority (vLLM's: lower first; optional "priority")
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.t_s) and self.t_s >= 0):
@@ -51,16 +52,21 @@ def _request_from(obj: Any) -> PlannedRequest:
     missing = [k for k in _FIELDS if k not in obj]
     if missing:
         raise ValueError(f"missing field(s) {', '.join(missing)}")
-    extra = sorted(k for k in obj if k not in _FIELDS)
+    extra = sorted(k for k in obj if k not in _FIELDS and k != "priority")
     if extra:
-        raise ValueError(f"unknown field(s) {', '.join(extra)} (allowed: {', '.join(_FIELDS)})")
+        raise ValueError(
+            f"unknown field(s) {', '.join(extra)} (allowed: {', '.join(_FIELDS)}, priority)"
+        )
     t = obj["t"]
     if isinstance(t, bool) or not isinstance(t, int | float):
         raise ValueError(f'"t" must be a number, got {json.dumps(t)}')
     for name in ("prompt_tokens", "max_tokens"):
         if isinstance(obj[name], bool) or not isinstance(obj[name], int):
             raise ValueError(f'"{name}" must be an integer, got {json.dumps(obj[name])}')
-    return PlannedRequest(float(t), obj["prompt_tokens"], obj["max_tokens"])
+    priority = obj.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f'"priority" must be an integer, got {json.dumps(priority)}')
+    return PlannedRequest(float(t), obj["prompt_tokens"], obj["max_tokens"], priority)
 
 
 def read_trace(path: str | Path) -> list[PlannedRequest]:
