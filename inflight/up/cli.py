@@ -247,6 +247,8 @@ class UpSettings(Settings):
         """What the replicas run, for the ready message."""
         if self.replica_cmd is not None:
             return f"--replica-cmd {self.replica_cmd}"
+        if self.models:
+            return f"{self.engine}, models {', '.join(self.models)} (a router pool each)"
         return f"{self.engine}, model {self.model_name}"
 
     @property
