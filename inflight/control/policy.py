@@ -22,6 +22,18 @@ Two policies:
   With ``growthHorizonSeconds`` set (off by default), each L in that maximum is padded
   with :func:`growth_headroom`: the L that the arrivals' current growth brings over the
   horizon (a replica's start-up and the loop's lag), for open-loop traffic.
+  **The floor learned from recent peaks** (``floorWindowSeconds`` 900, ``floorFraction``
+  0.6 by default; window 0 turns it off): the value is at least the fraction × the highest
+  smoothed L of the floor window, that peak capped at ``maxReplicaCount × target`` (L
+  beyond the largest fleet is queue, not demand to remember). A burst shorter than a
+  replica's start-up is over before the replicas it asks for are up; the floor keeps
+  part of them for the next one, and lets go once no peak is left in the window. Worked
+  example, target 4, at most 8 replicas: a 60 s burst reads L 20 at t = 160 s, then L 2;
+  at 300 s the 60 s maximum is 2 but the floor is 0.6 × 20 = 12 → 3 replicas, until
+  t ≈ 1060 s, when the burst leaves the 900 s window (→ 1 replica). A burst that read L 100
+  is remembered as 32 (8 × 4): floor 19.2 → 5 replicas. Gaps are judged over the
+  scale-down window only: a gap older than that can only leave the floor lower, as
+  without it.
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,

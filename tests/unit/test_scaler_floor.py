@@ -34,7 +34,7 @@ def burst_then_quiet(end_s: float, burst: float = 20.0, quiet: float = 2.0) -> l
         (150.0, 20.0, 5),  # in the burst: L itself
         (200.0, 20.0, 5),  # within the 60 s scale-down window: L's own maximum
         (300.0, 10.0, 3),  # after it: half the burst's peak, not the quiet L of 2
-        (750.0, 10.0, 3),  # still within 600 s of the burst (its last 20 at 160 s... 165 s)
+        (750.0, 10.0, 3),  # still within 600 s of the burst (smoothed L 11-20 until 165 s)
         (800.0, 2.0, 1),  # the burst has left the memory: the quiet L alone
     ],
 )

@@ -32,7 +32,7 @@ def test_router_query_has_five_labelled_signals() -> None:
     assert names.promql(names.PROMQL_ROUTERS_DOWN, 'job="router"') in q.expr
     assert f'min(timestamp({names.ROUTER_INFLIGHT}{{job="router"}}))' in q.expr
     assert q.expr.count("label_replace(") == 5
-    assert q.lookback_s == 70.0
+    assert q.lookback_s == 910.0  # the floor's 900 s memory + the 10 s smoothing
     assert q.max_sample_age_s == 45.0  # 3 scrape intervals
 
 
@@ -48,7 +48,10 @@ def test_vllm_query_uses_vllm_names() -> None:
         ({}, 1.0),  # 10 s / 60 s windows -> 1 s step, 72 points
         ({"timeScale": "0.1"}, 0.1),
         ({"scaleUpWindowSeconds": "0"}, 6.0),  # a tenth of the 60 s window
-        ({"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0"}, 0.05),
+        (
+            {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0", "floorWindowSeconds": "0"},
+            0.05,
+        ),
         ({"timeScale": "0.001"}, 0.05),  # floor
         ({"scaleUpWindowSeconds": "86400", "scaleDownWindowSeconds": "86400"}, 17.28),
     ],
@@ -60,7 +63,7 @@ def test_step(metadata: dict[str, str], step: float) -> None:
 
 
 def test_bounds_are_aligned_so_replicas_agree() -> None:
-    q = range_query(parse_metadata({}))
+    q = range_query(parse_metadata({"floorWindowSeconds": "0"}))  # 70 s to look back
     assert q.bounds(1000.2) == q.bounds(1000.9) == (929.0, 1000.0)
     assert q.bounds(1001.0)[1] == 1001.0
 
