@@ -257,6 +257,27 @@ def test_the_body_has_exactly_the_planned_lengths() -> None:
     assert body["max_tokens"] == 56 and body["ignore_eos"] is True and body["stream"] is True
 
 
+def test_a_planned_priority_is_sent_and_attainment_is_reported_a_priority() -> None:
+    assert "priority" not in completion_body("m", PlannedRequest(0.0, 10, 5))
+    assert completion_body("m", PlannedRequest(0.0, 10, 5, priority=-1))["priority"] == -1
+    # priority 0 met its SLO (0.5 s to the first token), priority 10 did not (ok=False)
+    sent = [
+        SentRequest(0, PlannedRequest(0.0, 100, 10, priority=0), T0,
+                    RequestRecord(T0, T0 + 0.1, T0 + 0.05, 10, True, ""), False),
+        SentRequest(1, PlannedRequest(1.0, 100, 10, priority=10), T0 + S,
+                    RequestRecord(T0 + S, T0 + 2 * S, None, 0, False, "HTTP 429"), False),
+    ]  # fmt: skip
+    samples = [RouterSample(T0 + t * S, 1, 0, 1) for t in range(3)]
+    doc = run_document(_run(sent, samples), _plan(2), [], policy="fixed:1", frozen=True,
+                       url="http://r", model="m", created_at="now")  # fmt: skip
+    by = doc["by_class"]
+    assert list(by) == ["priority 0", "priority 10"]
+    assert by["priority 0"]["slo_attainment"] == 1.0 and by["priority 10"]["slo_attainment"] == 0.0
+    plain = run_document(_run([_sent(0, 0.0, 1.0)], samples), _plan(1), [], policy="fixed:1",
+                         frozen=True, url="http://r", model="m", created_at="now")  # fmt: skip
+    assert "by_class" not in plain
+
+
 # --- the comparison ------------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from inflight import statedir as state
 from inflight.bench.openloop.sender import OpenLoopRun, littles_law, replica_points, run_open_loop
 from inflight.bench.progress import Bars
 from inflight.bench.target import BenchError, discover_model, router_target
+from inflight.measure.classes import class_measures
 from inflight.measure.results import ResultFileExists, check_writable, dumps, write_new
 from inflight.measure.slo import outcome_from_record, run_measures, value_at
 from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
@@ -88,6 +89,15 @@ def run_document(
     outcomes = [outcome_from_record(x.record, run.t0, s, unfinished=x.unfinished) for x in run.sent]
     live, desired, field = replica_points(timeline_rows, run.t0, s)
     measures = run_measures(outcomes, live, desired, plan.slo, 0.0, plan.end_s)
+    priorities = [x.planned.priority for x in run.sent]
+    if any(priorities):  # a trace with priorities (the router's classes): attainment each
+        label = "priority {}".format
+        measures["by_class"] = class_measures(
+            outcomes,
+            [label(p) for p in priorities],
+            [label(p) for p in sorted(set(priorities))],
+            plan.slo,
+        )
     ll = littles_law(run)
     lag = [x / s for x in run.send_lag_s]
     lag_stats = {

@@ -46,8 +46,9 @@ UNFINISHED_ERROR = "unfinished: still open at the drain limit, cancelled"
 
 
 def completion_body(model: str, request: PlannedRequest) -> dict[str, Any]:
-    """The JSON body for one planned request: exact prompt length, fixed answer length."""
-    return {
+    """The JSON body for one planned request: exact prompt length, fixed answer length;
+    its ``priority`` (vLLM's, the router's ``--priority-class``) when it has one."""
+    body = {
         "model": model,
         "prompt": [PROMPT_TOKEN_ID] * request.prompt_tokens,
         "max_tokens": request.max_tokens,
@@ -56,6 +57,9 @@ def completion_body(model: str, request: PlannedRequest) -> dict[str, Any]:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if request.priority:
+        body["priority"] = request.priority
+    return body
 
 
 @dataclass(frozen=True)
