@@ -22,8 +22,9 @@ Two policies:
   With ``growthHorizonSeconds`` set (off by default), each L in that maximum is padded
   with :func:`growth_headroom`: the L that the arrivals' current growth brings over the
   horizon (a replica's start-up and the loop's lag), for open-loop traffic.
-  **The floor learned from recent peaks** (``floorWindowSeconds`` 900, ``floorFraction``
-  0.6 by default; window 0 turns it off): the value is at least the fraction × the highest
+  **The floor learned from recent peaks** (off by default; ``floorWindowSeconds`` 900 and
+  ``floorFraction`` 0.6 are the setting chosen out of sample,
+  results/2026-12-02-default-vs-frontier): the value is at least the fraction × the highest
   smoothed L of the floor window, that peak capped at ``maxReplicaCount × target`` (L
   beyond the largest fleet is queue, not demand to remember). A burst shorter than a
   replica's start-up is over before the replicas it asks for are up; the floor keeps
@@ -136,7 +137,7 @@ class PolicySpec:
     max_replicas: int = names.DEFAULT_MAX_REPLICA_COUNT
     # The floor learned from recent peaks (``floorWindowSeconds``, wall s; 0: off, and
     # ``floorFraction``): the value is at least this fraction of the highest smoothed L
-    # over the floor window (:func:`peak_floor`).
+    # over the floor window (the module docstring).
     floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
     floor_fraction: float = names.DEFAULT_FLOOR_FRACTION
 

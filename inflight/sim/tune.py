@@ -8,8 +8,9 @@ The search, and why it is not a full grid:
 
 * the knobs are ``targetSaturation``, ``scaleDownWindowSeconds``,
   ``growthHorizonSeconds`` (the start-up-aware headroom), ``scaleUpWindowSeconds``,
-  ``floorFraction`` (the floor learned from recent peaks, over ``floorWindowSeconds``)
-  and, where ``minReplicaCount`` is 0, ``activationInflight``;
+  ``floorFraction`` (the floor learned from recent peaks, over ``floorWindowSeconds``
+  900; off unless the space names fractions above 0) and, where ``minReplicaCount`` is 0,
+  ``activationInflight``;
 * for every combination of the other knobs, attainment falls (and cost falls) as
   ``targetSaturation`` rises, so the cheapest target that meets the attainment is found by
   bisection over the candidate targets (about 4 runs instead of 11);
@@ -52,13 +53,15 @@ class Candidate:
     growth_horizon_s: float
     scale_up_window_s: float = 10.0
     activation_inflight: float = 0.0
-    floor_fraction: float = names.DEFAULT_FLOOR_FRACTION
-    floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
+    floor_fraction: float = 0.0  # off
+    floor_window_s: float = float(names.PROPOSED_FLOOR_WINDOW_S)
 
     def metadata(self) -> dict[str, str]:
-        """The ScaledObject trigger metadata keys for this candidate."""
+        """The ScaledObject trigger metadata keys for this candidate (a floor window of 0
+        when the floor is off)."""
+        window_s = self.floor_window_s if self.floor_fraction > 0 else 0.0
         return {
-            names.META_FLOOR_WINDOW_S: f"{self.floor_window_s:g}",
+            names.META_FLOOR_WINDOW_S: f"{window_s:g}",
             names.META_FLOOR_FRACTION: f"{self.floor_fraction:g}",
             names.META_TARGET_SATURATION: f"{self.target_saturation:g}",
             names.META_SCALE_UP_WINDOW_S: f"{self.scale_up_window_s:g}",
@@ -104,8 +107,8 @@ class SearchSpace:
     growth_horizons_s: tuple[float, ...] = (0.0,)
     up_windows_s: tuple[float, ...] = DEFAULT_UP_WINDOWS_S
     activations: tuple[float, ...] = (0.0,)
-    floor_fractions: tuple[float, ...] = (names.DEFAULT_FLOOR_FRACTION,)
-    floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
+    floor_fractions: tuple[float, ...] = (0.0,)  # off; --floor-fractions 0,0.6 tries it
+    floor_window_s: float = float(names.PROPOSED_FLOOR_WINDOW_S)
 
     def __post_init__(self) -> None:
         for label, values in (
