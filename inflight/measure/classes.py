@@ -9,10 +9,13 @@ the fraction of its requests that met the SLO, refusals (429, 503) counted as mi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inflight.measure.slo import Outcome, SloSpec, slo_measures
+
+#: Miss causes that are the router's refusals: a sheddable class's 429, the bound's 503.
+REFUSALS = ("http_429", "http_503")
 
 
 def class_measures(
@@ -37,3 +40,35 @@ def class_measures(
         name: slo_measures([o for o, c in zip(outcomes, classes, strict=True) if c == name], spec)
         for name in names
     }
+
+
+def class_table(runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """A Markdown table of each run's ``by_class`` (policy × class: requests, attainment,
+    TTFT p50 and p99 in seconds, refusals); "" when no run has classes.
+
+    >>> from inflight.measure.slo import DEFAULT_SLO
+    >>> by = class_measures([Outcome(0.0, 0.5, 0.6, 10, True)], ["high"], ["high"], DEFAULT_SLO)
+    >>> print(class_table({"fixed:1": {"by_class": by}}).splitlines()[-1])
+    | fixed:1 | high | 1 | 100.0 % | 0.50 | 0.50 | 0 |
+    """
+    rows = [
+        "| policy | class | requests | SLO attainment | TTFT p50 s | TTFT p99 s | refused |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for policy, run in runs.items():
+        for name, m in (run.get("by_class") or {}).items():
+            ttft = m.get("ttft_s") or {}
+            refused = sum(n for cause, n in m["misses"].items() if cause in REFUSALS)
+            rows.append(
+                f"| {policy} | {name} | {m['requests_sent']} | {_pct(m['slo_attainment'])} | "
+                f"{_s(ttft.get('p50'))} | {_s(ttft.get('p99'))} | {refused} |"
+            )
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.1f} %"
+
+
+def _s(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"

@@ -27,6 +27,7 @@ from typing import Any
 
 from inflight import names
 from inflight.control.hold_order import HOLD_DEADLINE_S, hold_order_note
+from inflight.measure.classes import class_measures, class_table
 from inflight.measure.frontier import fleet_names
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
@@ -109,6 +110,10 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
         kwargs["hold_deadline_s"] = plan.hold_deadline_s
     if plan.hold_deadline_peers:
         kwargs["hold_deadline_peers"] = True
+    if plan.priority_classes:  # --priority-class, --max-late-s: the router's, seed s
+        kwargs["priority_classes"] = plan.priority_classes
+    if plan.max_late_s is not None:
+        kwargs["max_late_s"] = plan.max_late_s
     try:
         return SimConfig(
             policy=policy.name if policy.frozen else policy.kind,
@@ -182,6 +187,8 @@ def _run(a: argparse.Namespace) -> int:
         f"{_pct(m['slo_attainment'])}, {m['replica_seconds']:.0f} replica-s "
         f"(mean {m['mean_replicas']:.2f} replicas), {m['changes']} changes; {out}"
     )
+    if table := class_table({policy.name: m}):
+        print(table, end="")
     return 0
 
 
@@ -191,6 +198,11 @@ def _pooled(results: Sequence[SimResult], plan: OpenLoopPlan) -> dict[str, Any]:
     per_seed = {str(r.config.seed): report.measures(r, plan.slo) for r in results}
     outcomes: list[Outcome] = [o for r in results for o in report.outcomes(r)]
     pooled = slo_measures(outcomes, plan.slo)
+    hold = results[0].config.hold_plan
+    if hold is not None:  # --priority-class: attainment a class, every seed's requests
+        names = [c.name for c in hold.classes]
+        classes = [names[hold.class_of(q.priority)] for r in results for q in r.requests]
+        pooled["by_class"] = class_measures(outcomes, classes, names, plan.slo)
     for key in ("replica_seconds", "mean_replicas", "changes", "reversals"):
         values = [float(m[key]) for m in per_seed.values() if m[key] is not None]
         pooled[key] = round(sum(values) / len(values), 3) if values else None
@@ -295,6 +307,8 @@ def _compare(a: argparse.Namespace) -> int:
             "(pooled as the policies are); --no-frontier leaves it out."
         )
     markdown = comparison_markdown(comparison, notes=notes) + outages.markdown(down_rows, a.routers)
+    if table := class_table(runs):
+        markdown += f"\n## SLO attainment a priority class\n\n{table}"
     write_new(out / "comparison.md", markdown, a.force)
     from inflight.measure.plots import openloop_timeseries_plot, pareto_plot
 

@@ -33,7 +33,12 @@ from inflight.config import (
     wants_print,
 )
 from inflight.control import hpa
-from inflight.control.hold_order import HOLD_DEADLINE_S
+from inflight.control.hold_order import (
+    HOLD_DEADLINE_S,
+    HoldClassError,
+    HoldPlan,
+    plan_from_classes,
+)
 from inflight.engines import vllm_cpu
 from inflight.procs import inflight_command
 
@@ -166,6 +171,29 @@ class UpSettings(Settings):
             f"(default {HOLD_DEADLINE_S:g})"
         ),
     ] = HOLD_DEADLINE_S
+    priority_class: Annotated[
+        list[str],
+        NoDecode,
+        Cli(
+            "the router's --priority-class, repeatable: requests whose x-request-priority "
+            "header or body priority (vLLM's: lower first) is at most MAX_PRIORITY are held "
+            "with their own deadline, classes served in priority order; DEADLINE_S seed "
+            "seconds, 'fifo', or 'shed' (429 with Retry-After when no slot is free); in place "
+            "of --hold-deadline-s (env: comma-separated or a JSON array)",
+            metavar="NAME:MAX_PRIORITY:DEADLINE_S",
+            repeat=True,
+        ),
+    ] = Field(default_factory=list)
+    max_late_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli(
+            "the router's --max-late-s, seed seconds: a held request overtaken this long "
+            "past its deadline (--hold-deadline-s or its class's) is refused 503 with "
+            "Retry-After; 0 = no bound (default): a late request waits up to the router's "
+            "--queue-timeout-s (300 s)"
+        ),
+    ] = 0.0
     scaler_metadata: Annotated[
         str | None,
         Cli(
@@ -187,6 +215,7 @@ class UpSettings(Settings):
 
     _split_engine_args = field_validator("engine_arg", mode="before")(split_list)
     _split_models = field_validator("model", mode="before")(split_list)
+    _split_classes = field_validator("priority_class", mode="before")(split_list)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -329,6 +358,33 @@ class UpSettings(Settings):
             self.hold_deadline_s * self.time_scale, peer=self.policy in PEERS
         )
 
+    @property
+    def hold_plan(self) -> HoldPlan | None:
+        """``--priority-class`` and ``--max-late-s`` (seed seconds) as the router's plan;
+        None without classes. HoldClassError says what is wrong."""
+        if not self.priority_class:
+            return None
+        return plan_from_classes(list(self.priority_class), self.max_late_s or None)
+
+    @property
+    def router_priority_args(self) -> list[str]:
+        """The router's ``--priority-class`` and ``--max-late-s`` flags, in real seconds
+        (× --time-scale), when its held requests are ordered; [] for FIFO (a peer's run)."""
+        plan = self.hold_plan
+        argv: list[str] = []
+        if plan is not None:
+            for cls in plan.classes:
+                kind = "shed" if cls.sheddable else "fifo"
+                deadline = (
+                    kind if cls.deadline_s is None else f"{cls.deadline_s * self.time_scale:.6g}"
+                )
+                argv.append(f"--priority-class={cls.name}:{cls.max_priority}:{deadline}")
+        elif self.router_hold_deadline_s is None:
+            return []  # FIFO: no deadline, so nothing is late
+        if self.max_late_s:
+            argv += ["--max-late-s", f"{self.max_late_s * self.time_scale:.6g}"]
+        return argv
+
     @model_validator(mode="after")
     def _check(self) -> UpSettings:
         from inflight.up.supervisor import check_replica_command
@@ -371,7 +427,34 @@ class UpSettings(Settings):
         self._check_policy()
         self._check_scaler_metadata()
         self._check_models()
+        self._check_classes()
         return self
+
+    def _check_classes(self) -> None:
+        named = self.named
+        if not self.priority_class:
+            if self.max_late_s and not self.hold_deadline_s:
+                raise FieldError(
+                    "max_late_s",
+                    f"bounds the wait past a deadline: it needs {named('hold_deadline_s')} > 0 "
+                    f"or {named('priority_class')}",
+                )
+            return
+        if "hold_deadline_s" in self.model_fields_set:
+            raise FieldError(
+                "hold_deadline_s",
+                f"each {named('priority_class')} has its own deadline; give one or the other",
+            )
+        if not self.router_holds:
+            raise FieldError(
+                "priority_class",
+                f"orders the requests the router holds; under --policy {self.policy} the "
+                "router holds none (they queue in the replicas, as that system does)",
+            )
+        try:
+            _ = self.hold_plan
+        except HoldClassError as exc:
+            raise FieldError("priority_class", str(exc)) from None
 
     def _check_models(self) -> None:
         if not self.model:

@@ -98,8 +98,9 @@ def router_args(cfg: UpSettings, endpoints_file: Path) -> list[str]:
     if cfg.router_holds:
         argv.append("--hold-when-full")
         deadline = cfg.router_hold_deadline_s
-        if deadline is not None:
+        if deadline is not None and not cfg.priority_class:  # the classes have their own
             argv += ["--hold-deadline-s", f"{deadline:.6g}"]
+        argv += cfg.router_priority_args  # --priority-class, --max-late-s (real seconds)
     return argv
 
 

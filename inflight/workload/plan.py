@@ -25,6 +25,7 @@ from typing import Any
 from inflight.measure.slo import DEFAULT_SLO, SloSpec
 from inflight.workload.arrivals import RateSchedule, parse_arrivals
 from inflight.workload.lengths import LengthDist, parse_length
+from inflight.workload.priorities import add_priority_flags, assign, parse_mix
 from inflight.workload.scenarios import Scenario, get_scenario, plan_requests
 from inflight.workload.trace import PlannedRequest
 from inflight.workload.trace_formats import TraceWindow, load_trace
@@ -58,6 +59,9 @@ class OpenLoopPlan:
     hold_deadline_s: float | None = None
     # inflight sim --hold-deadline-peers: the peers get the deadline too (sim only)
     hold_deadline_peers: bool = False
+    # the router's --priority-class values and --max-late-s, seed s (inflight.workload.priorities)
+    priority_classes: tuple[str, ...] = ()
+    max_late_s: float | None = None
 
     def scenario_meta(self) -> dict[str, Any]:
         """The scenario part of a comparison's ``scenario_meta``."""
@@ -71,6 +75,8 @@ class OpenLoopPlan:
             "max_replicas": self.max_replicas,
             "startup_s": self.startup_s,
             "hold_deadline_s": self.hold_deadline_s,
+            **({"priority_classes": list(self.priority_classes)} if self.priority_classes else {}),
+            **({"max_late_s": self.max_late_s} if self.max_late_s is not None else {}),
             "drain_s": self.drain_s,
             "slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s},
         }
@@ -201,6 +207,18 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
             "max_tokens": out.text,
             "seed": seed,
         }
+    mix_text: str | None = getattr(args, "priority_mix", None)
+    if mix_text is not None:
+        if any(r.priority for r in requests):
+            raise ValueError("--priority-mix: the trace gives its requests' priorities already")
+        requests = list(assign(requests, parse_mix(mix_text), seed))
+        meta = {**meta, "priority_mix": mix_text}
+    classes = tuple(getattr(args, "priority_class", None) or ())
+    max_late_s: float | None = getattr(args, "max_late_s", None)
+    if max_late_s is not None and not max_late_s > 0:
+        raise ValueError(f"--max-late-s: must be > 0, got {max_late_s:g}")
+    if classes and deadline is not None:
+        raise ValueError("--hold-deadline-s: each --priority-class has its own deadline")
     if min_r is not None and min_r < 0:
         raise ValueError(f"--min-replicas: must be >= 0, got {min_r}")
     if max_r is not None and (max_r < 1 or (min_r is not None and max_r < min_r)):
@@ -218,6 +236,8 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
         meta=meta,
         hold_deadline_s=deadline,
         hold_deadline_peers=bool(getattr(args, "hold_deadline_peers", False)),
+        priority_classes=classes,
+        max_late_s=max_late_s,
     )
 
 
@@ -285,3 +305,4 @@ def add_open_loop_flags(p: argparse.ArgumentParser) -> None:
         help="open loop: seed s a request still open at the end of the traffic may take "
         f"before it is cancelled and counted unfinished (default {DEFAULT_DRAIN_S:g})",
     )
+    add_priority_flags(p)

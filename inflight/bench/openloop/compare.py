@@ -37,11 +37,17 @@ from inflight.bench.openloop.frontier import (
     SIM_DIR,
     run_sim_frontier,
 )
-from inflight.bench.openloop.run import read_timeline_rows, run_document, send_plan
+from inflight.bench.openloop.run import (
+    priority_up_args,
+    read_timeline_rows,
+    run_document,
+    send_plan,
+)
 from inflight.bench.openloop.sender import OpenLoopRun
 from inflight.bench.stack import Stack, StackError
 from inflight.bench.target import BenchError
 from inflight.control.hold_order import HOLD_DEADLINE_S, hold_order_note
+from inflight.measure.classes import class_table
 from inflight.measure.frontier import fleet_names
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, dumps, new_out_dir
@@ -87,6 +93,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
         extra_up = [] if plan.startup_s is None else ["--startup-s", f"{plan.startup_s:g}"]
         if plan.hold_deadline_s is not None:
             extra_up += ["--hold-deadline-s", f"{plan.hold_deadline_s:g}"]
+        extra_up += priority_up_args(plan)
         out = new_out_dir(args.out_dir, "comparisons", args.force)
         state_root: Path = args.state_root or Path("state") / "bench" / out.name
     except (ValueError, ResultFileExists, BenchError) as exc:
@@ -150,6 +157,8 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     }
     comparison = build_comparison(meta, runs, frontier)
     md = comparison_markdown(comparison, notes=notes)
+    if table := class_table({**runs, **fleet_runs}):
+        md += f"\n## SLO attainment a priority class\n\n{table}"
     with interrupt.deferred():  # both or, interrupted before, neither
         progress.write(out / "comparison.json", dumps(comparison), args.force)
         progress.write(out / "comparison.md", md, args.force)

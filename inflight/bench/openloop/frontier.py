@@ -67,6 +67,11 @@ def sim_command(
         argv += ["--startup-s", repr(plan.startup_s)]
     if plan.hold_deadline_s is not None:
         argv += ["--hold-deadline-s", repr(plan.hold_deadline_s)]
+    mix = getattr(args, "priority_mix", None)
+    argv += [] if mix is None else ["--priority-mix", mix]
+    argv += [f"--priority-class={spec}" for spec in plan.priority_classes]
+    if plan.max_late_s is not None:
+        argv += ["--max-late-s", repr(plan.max_late_s)]
     return [*argv, "--out-dir", str(out_dir)]
 
 

@@ -27,7 +27,8 @@ from inflight import statedir as state
 from inflight.bench.openloop.sender import OpenLoopRun, littles_law, replica_points, run_open_loop
 from inflight.bench.progress import Bars
 from inflight.bench.target import BenchError, discover_model, router_target
-from inflight.measure.classes import class_measures
+from inflight.control.hold_order import HoldClassError, HoldPlan, plan_from_classes
+from inflight.measure.classes import class_measures, class_table
 from inflight.measure.results import ResultFileExists, check_writable, dumps, write_new
 from inflight.measure.slo import outcome_from_record, run_measures, value_at
 from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
@@ -72,6 +73,27 @@ async def send_plan(
     return run, name
 
 
+def hold_plan(plan: OpenLoopPlan) -> HoldPlan | None:
+    """The router's classes the plan names (``--priority-class``, ``--max-late-s``), None
+    without; ValueError naming the flag."""
+    if not plan.priority_classes:
+        return None
+    try:
+        return plan_from_classes(list(plan.priority_classes), plan.max_late_s)
+    except HoldClassError as exc:
+        raise ValueError(f"--priority-class: {exc}") from None
+
+
+def priority_up_args(plan: OpenLoopPlan) -> list[str]:
+    """``inflight up``'s flags for the plan's classes and bound (seed seconds, as ``up``
+    takes them; it scales them to the router's real seconds)."""
+    hold_plan(plan)  # a bad class is refused before any stack starts
+    argv = [f"--priority-class={spec}" for spec in plan.priority_classes]
+    if plan.max_late_s is not None:
+        argv += ["--max-late-s", f"{plan.max_late_s:g}"]
+    return argv
+
+
 def run_document(
     run: OpenLoopRun,
     plan: OpenLoopPlan,
@@ -90,7 +112,13 @@ def run_document(
     live, desired, field = replica_points(timeline_rows, run.t0, s)
     measures = run_measures(outcomes, live, desired, plan.slo, 0.0, plan.end_s)
     priorities = [x.planned.priority for x in run.sent]
-    if any(priorities):  # a trace with priorities (the router's classes): attainment each
+    classes = hold_plan(plan)
+    if classes is not None:  # --priority-class: attainment a class, the router's mapping
+        names = [c.name for c in classes.classes]
+        measures["by_class"] = class_measures(
+            outcomes, [names[classes.class_of(p)] for p in priorities], names, plan.slo
+        )
+    elif any(priorities):  # priorities without the classes: attainment a priority
         label = "priority {}".format
         measures["by_class"] = class_measures(
             outcomes,
@@ -208,13 +236,17 @@ def run_markdown(doc: dict[str, Any]) -> str:
         "max_replicas": doc["scenario"].get("max_replicas") or 0,
     }
     label = doc.get("policy") or "run"
-    return comparison_markdown(build_comparison(meta, {label: doc}), notes=doc.get("notes", ()))
+    md = comparison_markdown(build_comparison(meta, {label: doc}), notes=doc.get("notes", ()))
+    if table := class_table({label: doc}):
+        md += f"\n## SLO attainment a priority class\n\n{table}"
+    return md
 
 
 def main(args: argparse.Namespace) -> int:
     """``inflight bench run --arrivals …|--trace …``: one open-loop run, measured."""
     try:
         plan = plan_from_args(args)
+        hold_plan(plan)  # --priority-class: the labels of attainment a class
         check_writable([args.results_file, args.summary_file], args.force)
         url, time_scale, stack = router_target(args)
         run, model = asyncio.run(
