@@ -26,7 +26,10 @@ only some replicas have loaded may reach one without it (vLLM's 404).
 
 A request without ``model`` (optional in vLLM, which then uses its first served name), or
 whose body is not a JSON object (a multipart audio upload), goes to the first pool:
-configured order, else the first discovered.
+configured order, else the first discovered. Other metadata calls (``GET``, ``HEAD``,
+``OPTIONS`` but ``GET /v1/models``: ``GET /v1/responses/{id}``, a CORS preflight) go to
+the first pool with a ready endpoint; a path or method the router does not forward is
+answered by the first pool's proxy (400, 404, 405), before the body is read.
 """
 
 from __future__ import annotations
