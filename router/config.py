@@ -20,6 +20,7 @@ from pydantic_settings import NoDecode
 from inflight import config, names, ready
 from inflight.config import Cli, FieldError
 from inflight.control.hold_order import (
+    DEFAULT_MAX_LATE_S,
     MAX_LATE_S,
     HoldClassError,
     HoldPlan,
@@ -118,10 +119,10 @@ class RouterSettings(config.Settings):
         Cli(
             "the bound on lateness: a held request overtaken by another after its deadline "
             "(--hold-deadline-s or its class's) plus this many seconds is refused with 503 "
-            f"and Retry-After (inflight/control/hold_order.py, e.g. {MAX_LATE_S:g}); 0 = no "
-            "bound (default): the late wait up to --queue-timeout-s"
+            f"and Retry-After (inflight/control/hold_order.py; {MAX_LATE_S:g} for sustained "
+            "overload); 0 = no bound: the late wait up to --queue-timeout-s"
         ),
-    ] = 0.0
+    ] = DEFAULT_MAX_LATE_S
     priority_class: Annotated[
         list[str],
         NoDecode,

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from inflight.control import hpa
 from inflight.control.hold_order import (
+    DEFAULT_MAX_LATE_S,
     HOLD_DEADLINE_S,
     HoldClassError,
     HoldPlan,
@@ -113,7 +114,7 @@ class SimConfig:
     # deadline: each class has its own) and --max-late-s (0 = no bound); a planned
     # request's class comes from its ``priority`` (0 if it has none).
     priority_classes: tuple[str, ...] = ()
-    max_late_s: float = 0.0
+    max_late_s: float = DEFAULT_MAX_LATE_S
     drain_s: float = 600.0
     warmup_s: float = 120.0
     seed: int = 0  # the router's tie-breaking among equally loaded replicas

@@ -34,6 +34,7 @@ from inflight.config import (
 )
 from inflight.control import hpa
 from inflight.control.hold_order import (
+    DEFAULT_MAX_LATE_S,
     HOLD_DEADLINE_S,
     HoldClassError,
     HoldPlan,
@@ -190,10 +191,10 @@ class UpSettings(Settings):
         Cli(
             "the router's --max-late-s, seed seconds: a held request overtaken this long "
             "past its deadline (--hold-deadline-s or its class's) is refused 503 with "
-            "Retry-After; 0 = no bound (default): a late request waits up to the router's "
-            "--queue-timeout-s (300 s)"
+            "Retry-After; 0 = no bound: a late request waits up to the router's "
+            f"--queue-timeout-s (300 s) (default {DEFAULT_MAX_LATE_S:g})"
         ),
-    ] = 0.0
+    ] = DEFAULT_MAX_LATE_S
     scaler_metadata: Annotated[
         str | None,
         Cli(
@@ -433,7 +434,11 @@ class UpSettings(Settings):
     def _check_classes(self) -> None:
         named = self.named
         if not self.priority_class:
-            if self.max_late_s and not self.hold_deadline_s:
+            if (
+                self.max_late_s
+                and not self.hold_deadline_s
+                and "max_late_s" in self.model_fields_set
+            ):
                 raise FieldError(
                     "max_late_s",
                     f"bounds the wait past a deadline: it needs {named('hold_deadline_s')} > 0 "

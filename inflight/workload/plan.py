@@ -215,8 +215,8 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
         meta = {**meta, "priority_mix": mix_text}
     classes = tuple(getattr(args, "priority_class", None) or ())
     max_late_s: float | None = getattr(args, "max_late_s", None)
-    if max_late_s is not None and not max_late_s > 0:
-        raise ValueError(f"--max-late-s: must be > 0, got {max_late_s:g}")
+    if max_late_s is not None and max_late_s < 0:
+        raise ValueError(f"--max-late-s: must be >= 0 (0: no bound), got {max_late_s:g}")
     if classes and deadline is not None:
         raise ValueError("--hold-deadline-s: each --priority-class has its own deadline")
     if min_r is not None and min_r < 0:

@@ -106,5 +106,5 @@ def add_priority_flags(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="open loop: the router's --max-late-s, seed s (a held request overtaken this "
-        "long past its deadline is refused 503; default: none)",
+        "long past its deadline is refused 503; 0: no bound; default: the router's, 180)",
     )

@@ -78,8 +78,8 @@ def test_a_trace_with_priorities_refuses_a_mix_and_classes_refuse_a_deadline(
         plan_from_args(_ns(arrivals=None, trace=trace, priority_mix="0:1"))
     with pytest.raises(ValueError, match="--hold-deadline-s: each --priority-class"):
         plan_from_args(_ns(priority_class=["a:0:1"], hold_deadline_s=1.5))
-    with pytest.raises(ValueError, match="--max-late-s: must be > 0"):
-        plan_from_args(_ns(max_late_s=0.0))
+    with pytest.raises(ValueError, match="--max-late-s: must be >= 0"):
+        plan_from_args(_ns(max_late_s=-1.0))
     plan = plan_from_args(_ns(priority_class=["a:0:1", "b:9:shed"], max_late_s=30.0))
     assert plan.priority_classes == ("a:0:1", "b:9:shed") and plan.max_late_s == 30.0
     assert plan.scenario_meta()["priority_classes"] == ["a:0:1", "b:9:shed"]
@@ -109,7 +109,10 @@ def test_up_hands_the_classes_and_the_bound_to_its_router_in_real_seconds() -> N
     # The bound alone, with the hold deadline; and the router's own parser takes it all.
     alone = router_args(settings("--max-late-s", "30"), Path("/e"))
     assert alone[alone.index("--max-late-s") + 1] == "30" and "--hold-deadline-s" in alone
-    assert "--max-late-s" not in router_args(settings(), Path("/e"))
+    default = router_args(settings("--time-scale", "0.5"), Path("/e"))  # on by default
+    assert default[default.index("--max-late-s") + 1] == "90"  # DEFAULT_MAX_LATE_S × 0.5
+    assert "--max-late-s" not in router_args(settings("--max-late-s", "0"), Path("/e"))
+    assert "--max-late-s" not in router_args(settings("--policy", "kpa"), Path("/e"))  # FIFO
     from router.config import add_arguments, settings_from_args
 
     p = argparse.ArgumentParser()
