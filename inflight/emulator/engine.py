@@ -403,9 +403,9 @@ class Engine:
         Called again for the same ``start_s`` when more sequences arrive at that instant:
         the sequences already scheduled and the prefill already paid by this step are kept.
         """
-        if start_s == self.step_start_s:
+        if start_s == self.step_start_s and self.step_new:
             prefill_s = self.step_prefill_s
-        else:
+        else:  # a new step (or every sequence scheduled at this instant was aborted since)
             prefill_s = 0.0
             self.step_new = {}
             self.step_budget = self.profile.token_budget
@@ -415,9 +415,7 @@ class Engine:
             prefill_s = self._admit(start_s, prefill_s)
         self.step_start_s = start_s
         self.step_prefill_s = prefill_s
-        if not self.step_new:
-            if self.running:  # every running sequence waits for the budget: impossible
-                raise AssertionError("a step with running sequences schedules none")
+        if not self.step_new:  # nothing runs (the first running sequence is always scheduled)
             self.step_end_s = None
             self.step_start_s = None
             self.step_dur_s = 0.0

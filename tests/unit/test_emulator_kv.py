@@ -330,3 +330,18 @@ def test_the_fixed_prefill_cost_is_paid_once_per_admission() -> None:
     (seq,) = submit_all(engine, 1, 1000, 3)
     engine.advance(100.0)
     assert seq.first_token_s == pytest.approx(p.step_s(1) + 0.060)
+
+
+def test_an_abort_of_the_scheduled_sequence_then_a_submit_at_that_instant() -> None:
+    # A 2,048-token budget: the first prompt takes it all, the second waits for it. The first
+    # is aborted and a third arrives at the same instant: the step is scheduled afresh.
+    engine = Engine(replace(KV, num_gpu_blocks=80, max_model_len=4096))
+    a, b = Sequence(2048, 5, 0.0), Sequence(100, 5, 0.0)
+    engine.submit(a, 0.0)
+    engine.submit(b, 0.0)
+    assert engine.step_new == {a: 2048} and list(engine.waiting) == [b]  # no budget left
+    engine.abort(a, 0.0)
+    engine.submit(Sequence(10, 5, 0.0), 0.0)
+    assert engine.step_new and a not in engine.step_new
+    engine.advance(100.0)
+    assert b.tokens == 5
