@@ -35,6 +35,13 @@ if TYPE_CHECKING:
 _NOT_METRIC = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+def log_dir(logs: Path, index: int) -> Path:
+    """Model ``index``'s replicas' logs and ready files: a folder each, since every
+    :class:`Supervisor` numbers its replicas from 1 (one folder for all made model a's
+    replica 1 and model b's share ``replica-1.ready.json``, each reading the other's port)."""
+    return logs / f"model-{index}"
+
+
 def endpoints_file(base: Path, index: int) -> Path:
     """Model ``index``'s endpoints file beside the stack's ``endpoints.json``."""
     return base.with_name(f"endpoints.{index}.json")
@@ -145,7 +152,7 @@ class ModelsStack(Stack):
                 model: Supervisor(
                     command=config.replica_command_for(model),
                     endpoints_file=endpoints_file(base, i),
-                    log_dir=self.state.logs,
+                    log_dir=log_dir(self.state.logs, i),
                     config=SupervisorConfig(
                         startup_timeout_s=config.startup_timeout_s,
                         health_timeout_s=config.replica_health_timeout_s,

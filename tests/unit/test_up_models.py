@@ -59,3 +59,14 @@ def test_refused(flags: tuple[str, ...], problem: str, capsys: pytest.CaptureFix
         settings(*flags)
     text = str(info.value) + capsys.readouterr().err
     assert problem in text
+
+
+def test_each_models_replicas_have_their_own_log_and_ready_files(tmp_path: Path) -> None:
+    # Each Supervisor numbers its replicas from 1: in one folder, model a's replica 1 and
+    # model b's wrote the same replica-1.ready.json and read each other's port (a live run
+    # saw "port taken: it answered /health on P but its group listens on [Q]").
+    from inflight.up.models import ModelsStack
+
+    stack = ModelsStack(settings("--model", "a", "--model", "b", "--state-dir", str(tmp_path)))
+    dirs = [s.log_dir for s in stack.supervisor.each.values()]  # type: ignore[attr-defined]
+    assert len(set(dirs)) == 2 and all(d.parent == stack.state.logs for d in dirs)
