@@ -292,8 +292,13 @@ PROMQL_W: Final = (
 # no ``model`` label, one group: max(slots) × max(ready).
 PROMQL_CAPACITY: Final = (
     "sum(max by (" + ROUTER_MODEL_LABEL + ") (" + ROUTER_SLOTS_PER_ENDPOINT + "{{{sel}}})"
-    " * on (" + ROUTER_MODEL_LABEL + ") max by (" + ROUTER_MODEL_LABEL + ") ("
-    + ROUTER_ENDPOINTS + '{{state="ready"{comma_sel}}}))'
+    " * on ("
+    + ROUTER_MODEL_LABEL
+    + ") max by ("
+    + ROUTER_MODEL_LABEL
+    + ") ("
+    + ROUTER_ENDPOINTS
+    + '{{state="ready"{comma_sel}}}))'
 )
 
 # Targets that feed L and are down now: a target whose last scrape failed (``up`` 0) and
