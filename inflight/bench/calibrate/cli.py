@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
     )
     add("--output-tokens", type=at_least(1), default=64, help="closed loop: output of each request")
     add("--ttft-prompts", type=positive_int_list, default=[16, 256, 512, 1024, 1536])
-    add("--reps", type=at_least(1), default=2, help="TTFT: requests per prompt length (median)")
+    add("--reps", type=at_least(1), default=3, help="rounds of TTFT and time per token (median)")
     add("--batches", type=positive_int_list, default=[1, 2, 4], help="time per token: batches")
     add("--tpot-tokens", type=at_least(2), default=96, help="time per token: output of each stream")
     add("--kv-cases", type=choice_list(tuple(KV_CASES)), default=list(KV_CASES))

@@ -150,30 +150,24 @@ async def ttft_by_prompt(url: str, model: str, prompts: Seq[int], reps: int) -> 
 
 
 async def tpot_by_batch(
-    url: str, model: str, batches: Seq[int], prompt_tokens: int, output_tokens: int
+    url: str, model: str, batches: Seq[int], prompt_tokens: int, output_tokens: int, reps: int = 1
 ) -> dict[int, float]:
-    """Median time per output token (after the first) with ``n`` streams started together."""
-    out: dict[int, float] = {}
+    """Median time per output token (after the first) with ``n`` streams started together,
+    over ``reps`` rounds of every batch in turn (a noisy round counts once)."""
+    per: dict[int, list[float]] = {n: [] for n in batches}
     async with _session() as s:
-        for n in batches:
-            t0 = time.monotonic()
-            done = await asyncio.gather(
-                *(
-                    one(
-                        s,
-                        url,
-                        model,
-                        Request(prompt_tokens, output_tokens),
-                        20_000 + 31 * n + i,
-                        t0,
+        for r in range(reps):
+            for n in batches:
+                t0 = time.monotonic()
+                reqs = [Request(prompt_tokens, output_tokens) for _ in range(n)]
+                done = await asyncio.gather(
+                    *(
+                        one(s, url, model, q, 20_000 + 997 * r + 31 * n + i, t0)
+                        for i, q in enumerate(reqs)
                     )
-                    for i in range(n)
                 )
-            )
-            out[n] = statistics.median(
-                (d.finished_s - d.first_token_s) / (output_tokens - 1) for d in done
-            )
-    return out
+                per[n] += [(d.finished_s - d.first_token_s) / (output_tokens - 1) for d in done]
+    return {n: statistics.median(v) for n, v in per.items()}
 
 
 async def closed_loop(url: str, model: str, requests: Seq[Request], seed: int) -> list[Done]:

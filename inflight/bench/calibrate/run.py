@@ -119,7 +119,9 @@ def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
     print("calibrate-emulator: TTFT against the prompt", flush=True)
     ttft = asyncio.run(real.ttft_by_prompt(url, model, args.ttft_prompts, args.reps))
     print("calibrate-emulator: time per token against the batch", flush=True)
-    tpot = asyncio.run(real.tpot_by_batch(url, model, args.batches, 16, args.tpot_tokens))
+    tpot = asyncio.run(
+        real.tpot_by_batch(url, model, args.batches, 16, args.tpot_tokens, args.reps)
+    )
     levels = {}
     for c in args.levels:
         print(f"calibrate-emulator: closed loop at concurrency {c}", flush=True)
