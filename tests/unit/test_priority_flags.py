@@ -236,3 +236,24 @@ def test_sim_refuses_a_bad_class_naming_the_flag(capsys: pytest.CaptureFixture[s
             "--priority-class", "b:0:1", "--out-dir", "/nonexistent/x"]  # fmt: skip
     assert main(argv) == 2
     assert "--priority-class: class 'b': max priority 0 must be above" in capsys.readouterr().err
+
+
+def test_bench_compare_gives_the_classes_only_to_stacks_whose_router_holds() -> None:
+    # inflight up refuses --priority-class where the router holds nothing (vllm-waiting,
+    # hpa-rps queue in the replicas); the comparison leaves the flags out there.
+    from inflight.bench.openloop.compare import _router_holds
+    from inflight.planes.policies import parse_policies
+
+    holds = {
+        p.name: _router_holds(p)
+        for p in parse_policies("fixed:2,saturation,kpa,vllm-waiting,hpa-rps")
+    }
+    assert holds == {"fixed:2": True, "saturation": True, "kpa": True, "vllm-waiting": False,
+                     "hpa-rps": False}  # fmt: skip
+    for name, ok in holds.items():
+        flags = ["--policy", name] if name != "fixed:2" else ["--replicas", "2", "--no-autoscale"]
+        if ok:
+            settings(*flags, "--priority-class", "a:0:1")
+        else:
+            with pytest.raises(ConfigError, match="router holds none"):
+                settings(*flags, "--priority-class", "a:0:1")

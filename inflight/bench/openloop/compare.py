@@ -93,7 +93,7 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
         extra_up = [] if plan.startup_s is None else ["--startup-s", f"{plan.startup_s:g}"]
         if plan.hold_deadline_s is not None:
             extra_up += ["--hold-deadline-s", f"{plan.hold_deadline_s:g}"]
-        extra_up += priority_up_args(plan)
+        classes_up = priority_up_args(plan)  # to the stacks whose router holds requests
         out = new_out_dir(args.out_dir, "comparisons", args.force)
         state_root: Path = args.state_root or Path("state") / "bench" / out.name
     except (ValueError, ResultFileExists, BenchError) as exc:
@@ -101,6 +101,13 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
         return 2
     hold_deadline_s = HOLD_DEADLINE_S if plan.hold_deadline_s is None else plan.hold_deadline_s
     notes.append(hold_order_note(hold_deadline_s))
+    fifo = [p.name for p in policies if classes_up and not _router_holds(p)]
+    if fifo:
+        notes.append(
+            f"--priority-class went to every stack but {', '.join(fifo)}: their router holds "
+            "no request (they queue in the replicas, as those systems do), so none is ordered "
+            "or shed by class there."
+        )
     started = datetime.now(UTC)
     t_wall = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
@@ -116,8 +123,9 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
     try:
         for policy in [*policies, *live_fleets]:
             progress.running = policy.name
+            up = extra_up + (classes_up if _router_holds(policy) else [])
             doc = _one(policy, args, plan, time_scale, state_root / policy.slug, max_r, min_r,
-                       extra_up)  # fmt: skip
+                       up)  # fmt: skip
             doc["file"] = f"{policy.slug}.json.gz"
             with interrupt.deferred():
                 progress.write(out / doc["file"], dumps(doc), args.force)
@@ -174,6 +182,15 @@ def _main(args: argparse.Namespace, progress: Progress) -> int:
                              f"and arrivals · time-scale {time_scale}")  # fmt: skip
     print(md)
     return 0 if all(d["valid"] for d in [*runs.values(), *fleet_runs.values()]) else 1
+
+
+def _router_holds(policy: Policy) -> bool:
+    """Whether ``inflight up --policy`` runs its router with ``--hold-when-full`` (what
+    ``--priority-class`` orders): always but under the peers that queue in the replicas."""
+    from inflight.planes.peers.catalog import PEERS
+
+    peer = PEERS.get(policy.kind)
+    return peer is None or peer.router_hold
 
 
 def _one(
