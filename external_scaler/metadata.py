@@ -18,6 +18,7 @@ from typing import Literal, TypeVar
 from external_scaler.errors import MetadataError
 from external_scaler.selector import parse_selector
 from inflight import names
+from inflight.control.capacity import CAPACITY_MODES, CapacityMode
 from inflight.control.policy import POLICIES, SAMPLE_GAP_SCRAPES, PolicyName, PolicySpec
 
 _T = TypeVar("_T", bound=str)
@@ -61,6 +62,10 @@ class ScalerSpec:
     scrape_interval_s: float = float(names.DEFAULT_SCRAPE_INTERVAL_S)
     # One model pool's series (``model`` key): "" for the router's whole L.
     model: str = ""
+    # Saturation's capacity dimensions (``capacity`` key, docs/capacity.md) and the label
+    # matchers for vLLM's series (``capacitySelector``; "" for ``selector``'s).
+    capacity: CapacityMode = "auto"
+    capacity_selector: str = ""
 
 
 def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
@@ -90,6 +95,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             names.META_MODEL, "a model name as requests give it (printable, ≤ 256 chars)", model
         )
     source = _choice(names.META_SOURCE, values[names.META_SOURCE], SOURCES)
+    capacity: CapacityMode = _choice(
+        names.META_CAPACITY, values[names.META_CAPACITY], CAPACITY_MODES
+    )
+    capacity_selector = parse_selector(
+        names.META_CAPACITY_SELECTOR, values[names.META_CAPACITY_SELECTOR]
+    )
     policy: PolicyName = _choice(names.META_POLICY, values[names.META_POLICY], POLICIES)
     slots = _decimal(names.META_SLOTS_PER_REPLICA, values, 'a whole number ≥ 1, e.g. "4"')
     if slots != int(slots) or slots < 1 or slots > 1_000_000:
@@ -184,6 +195,8 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         selector=selector,
         model=model,
         source=source,
+        capacity=capacity,
+        capacity_selector=capacity_selector,
         policy=PolicySpec(
             slots_per_replica=int(slots),
             target_saturation=target_saturation,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from inflight import names
+from inflight.control.capacity import DIMENSIONS, Dimension
 from inflight.control.policy import Decision
 
 # Query latency buckets (seconds): Prometheus on loopback answers in milliseconds; KEDA's
@@ -76,12 +77,24 @@ class ScalerMetrics:
         # error (a counter born at 1 reads as no increase) and dashboards list every kind.
         for kind in names.SCALER_ERROR_KINDS:
             self.errors.labels(kind)
+        self.capacity_binding = Gauge(
+            names.SCALER_CAPACITY_BINDING,
+            "1 for the capacity dimension (requests, kv_tokens) that binds saturation at the "
+            "latest step, 0 for the others",
+            ["metric_name", "dimension"],
+            registry=registry,
+        )
         self.grpc_requests = Counter(
             names.SCALER_GRPC_REQUESTS.removesuffix("_total"),
             "gRPC calls by method and status code",
             ["method", "code"],
             registry=registry,
         )
+
+    def record_binding(self, metric_name: str, dimension: Dimension | None) -> None:
+        """1 for the capacity dimension that binds, 0 for the others (none known: all 0)."""
+        for each in DIMENSIONS:
+            self.capacity_binding.labels(metric_name, each).set(1 if each == dimension else 0)
 
     def record(self, metric_name: str, decision: Decision, *, count: bool) -> None:
         """Set the gauges from ``decision``; count it when ``count`` (GetMetrics only)."""

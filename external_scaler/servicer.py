@@ -21,6 +21,7 @@ when the caller's own deadline is nearer.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -37,6 +38,7 @@ from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.sources import WindowSource
 from inflight import names
+from inflight.control.capacity import Dimension, effective_window
 from inflight.control.policy import Decision, NoSamples, evaluate
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self.stream_interval_s = stream_interval_s
         self._clock = clock
         self._last_desired: dict[str, int] = {}
+        self._binding: dict[str, Dimension] = {}
 
     # --- RPCs -------------------------------------------------------------------------
 
@@ -117,6 +120,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         except _Abort as abort:
             await self._fail(context, method, abort)
         self.metrics.record(spec.metric_name, decision, count=True)
+        self.metrics.record_binding(spec.metric_name, self._binding.get(spec.metric_name))
         self._log_change(spec.metric_name, decision)
         self._count(method, grpc.StatusCode.OK)
         return pb.GetMetricsResponse(
@@ -214,7 +218,14 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             observed = await asyncio.wait_for(
                 self.source.observe(spec, self._clock(), budget_s), budget_s
             )
-            return evaluate(observed.window, spec.policy, observed.end_s)
+            # Saturation over every capacity dimension (docs/capacity.md): the policy
+            # decides on max(L, KV-equivalent L) at each step.
+            capacity = effective_window(
+                observed.window, observed.kv, spec.capacity, spec.policy.slots_per_replica
+            )
+            decision = evaluate(capacity.window, spec.policy, observed.end_s)
+            self._binding[spec.metric_name] = capacity.dimension
+            return dataclasses.replace(decision, reason=f"{decision.reason}; {capacity.note}")
         except TimeoutError as exc:
             raise _Abort(
                 grpc.StatusCode.UNAVAILABLE,

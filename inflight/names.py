@@ -69,6 +69,9 @@ SCALER_DECISIONS: Final = "inflight_scaler_decisions_total"  # counter{metric_na
 SCALER_QUERY_DURATION: Final = "inflight_scaler_query_duration_seconds"  # histogram
 SCALER_ERRORS: Final = "inflight_scaler_errors_total"  # counter{kind}
 SCALER_GRPC_REQUESTS: Final = "inflight_scaler_grpc_requests_total"  # counter{method,code}
+# gauge{metric_name,dimension}: 1 for the capacity dimension that binds at the latest step
+# (requests, kv_tokens: inflight.control.capacity), 0 for the others
+SCALER_CAPACITY_BINDING: Final = "inflight_scaler_capacity_binding"
 
 SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_METRIC_VALUE: "gauge",
@@ -80,6 +83,7 @@ SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_QUERY_DURATION: "histogram",
     SCALER_ERRORS: "counter",
     SCALER_GRPC_REQUESTS: "counter",
+    SCALER_CAPACITY_BINDING: "gauge",
 }
 
 # Values of SCALER_ERRORS' ``kind`` label (external_scaler/errors.py, servicer.py, sources/).
@@ -221,6 +225,11 @@ META_FLOOR_FRACTION: Final = "floorFraction"
 # minimum) and when a higher one is the most it can be (inflight.control.policy.guard).
 META_MIN_REPLICA_COUNT: Final = "minReplicaCount"
 META_MAX_REPLICA_COUNT: Final = "maxReplicaCount"
+# Saturation's capacity dimensions (docs/capacity.md): "auto" (every dimension whose series
+# are there: request slots and vLLM's KV tokens) or "requests" (slots only, as before).
+# ``capacitySelector``: label matchers for vLLM's series ("": the ``selector``).
+META_CAPACITY: Final = "capacity"
+META_CAPACITY_SELECTOR: Final = "capacitySelector"
 
 # The defaults, typed: the one place they are written. ``METADATA_DEFAULTS`` (what the
 # scaler assumes for a key the trigger leaves out) is their text; the policy's own defaults
@@ -255,6 +264,7 @@ DEFAULT_FLOOR_FRACTION: Final = 0.6
 # below the ready count as a scale-down, a maximum of 100 is rarely reached.
 DEFAULT_MIN_REPLICA_COUNT: Final = 0
 DEFAULT_MAX_REPLICA_COUNT: Final = 100
+DEFAULT_CAPACITY: Final = "auto"
 
 METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_METRIC_NAME: DEFAULT_METRIC_NAME,
@@ -277,6 +287,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_FRACTION: str(DEFAULT_FLOOR_FRACTION),
     META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),
     META_MAX_REPLICA_COUNT: str(DEFAULT_MAX_REPLICA_COUNT),
+    META_CAPACITY: DEFAULT_CAPACITY,
+    META_CAPACITY_SELECTOR: "",
 }
 
 # --- Derived signals (PromQL). ``{sel}`` is a validated label-matcher list, may be empty.
@@ -300,6 +312,14 @@ PROMQL_CAPACITY: Final = (
     + ROUTER_ENDPOINTS
     + '{{state="ready"{comma_sel}}}))'
 )
+
+# The KV dimension's series (inflight.control.capacity), summed over vLLM's replicas.
+PROMQL_KV_USAGE: Final = "sum(" + VLLM_KV_CACHE_USAGE + "{{{sel}}})"
+PROMQL_KV_RUNNING: Final = "sum(" + VLLM_RUNNING + "{{{sel}}})"
+PROMQL_KV_WAITING: Final = (
+    "sum(" + VLLM_WAITING_BY_REASON + "{{" + VLLM_REASON_LABEL + '="capacity"{comma_sel}}})'
+)
+PROMQL_KV_CONFIG: Final = VLLM_CACHE_CONFIG_INFO + "{{{sel}}}"
 
 # Targets that feed L and are down now: a target whose last scrape failed (``up`` 0) and
 # that exposed L in the last TARGET_MEMORY (so it is a router, not a replica or the

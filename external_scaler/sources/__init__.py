@@ -6,10 +6,11 @@ raises ``SourceError`` (→ UNAVAILABLE) when it cannot, never returns a made-up
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from external_scaler.metadata import ScalerSpec
+from inflight.control.capacity import KvWindow
 from inflight.control.policy import Window
 
 
@@ -19,10 +20,13 @@ class Observed:
 
     ``end_s`` is the source's evaluation time: the Prometheus source aligns it to its query
     step, so two scaler processes asked within the same step decide on identical data.
+    ``kv``: vLLM's KV series over the same steps (empty when the source has none, or the
+    trigger's ``capacity`` is ``requests``).
     """
 
     window: Window
     end_s: float
+    kv: KvWindow = field(default_factory=KvWindow)
 
 
 class WindowSource(Protocol):

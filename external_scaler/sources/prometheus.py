@@ -40,6 +40,10 @@ from external_scaler.sources.promql import (
     SIGNAL_ARRIVALS,
     SIGNAL_DOWN,
     SIGNAL_INFLIGHT,
+    SIGNAL_KV_CONFIG,
+    SIGNAL_KV_RUNNING,
+    SIGNAL_KV_USAGE,
+    SIGNAL_KV_WAITING,
     SIGNAL_LABEL,
     SIGNAL_READY,
     SIGNAL_SAMPLED,
@@ -47,6 +51,7 @@ from external_scaler.sources.promql import (
     range_query,
 )
 from inflight import names
+from inflight.control.capacity import KvWindow, token_capacity
 from inflight.control.policy import Partial, Sample, Window
 
 log = logging.getLogger(__name__)
@@ -178,7 +183,35 @@ class PrometheusSource:
             self.metrics.query_duration.observe(time.perf_counter() - began)
         payload = _decode(body, status, self.base_url)
         window = window_from_matrix(payload, query, start_s, end_s)
-        return Observed(window=window, end_s=end_s)
+        return Observed(window=window, end_s=end_s, kv=kv_from_matrix(payload))
+
+
+def kv_from_matrix(data: dict[str, Any]) -> KvWindow:
+    """vLLM's KV series from the range query's answer (empty when it has none): the
+    summed usage, running and waiting-for-capacity steps, and the largest cache size any
+    replica's ``vllm:cache_config_info`` states. Malformed series are skipped here:
+    :func:`window_from_matrix` has already refused the answer if any was."""
+    sums: dict[str, tuple[Sample, ...]] = {}
+    tokens: list[int] = []
+    for item in data.get("result", []):
+        labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
+        signal = labels.get(SIGNAL_LABEL, "")
+        if signal == SIGNAL_KV_CONFIG:
+            size = token_capacity(labels)
+            if size is not None:
+                tokens.append(size)
+        elif signal in (SIGNAL_KV_USAGE, SIGNAL_KV_RUNNING, SIGNAL_KV_WAITING):
+            sums[signal] = tuple(
+                Sample(float(t), float(v))
+                for t, v in item.get("values", [])
+                if math.isfinite(float(v))
+            )
+    return KvWindow(
+        usage=sums.get(SIGNAL_KV_USAGE, ()),
+        running=sums.get(SIGNAL_KV_RUNNING, ()),
+        waiting_capacity=sums.get(SIGNAL_KV_WAITING, ()),
+        tokens_per_replica=max(tokens) if tokens else None,
+    )
 
 
 def _decode(body: str, status: int, base_url: str) -> dict[str, Any]:

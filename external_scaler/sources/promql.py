@@ -10,7 +10,11 @@ adds. One round trip per poll, whatever the policy:
 * ``down``: one series per target that feeds L and whose last scrape failed
   (``inflight.names.PROMQL_ROUTERS_DOWN``): L would be partial without it;
 * ``sampled``: the oldest of the newest samples of L's series (``timestamp()``): steps
-  are filled from a sample up to 5 minutes old, so a frozen series still has steps.
+  are filled from a sample up to 5 minutes old, so a frozen series still has steps;
+* with ``capacity`` ``auto`` (docs/capacity.md), vLLM's KV series on ``capacitySelector``:
+  ``kv_usage`` (Σ ``vllm:kv_cache_usage_perc``), ``kv_running`` (Σ running),
+  ``kv_waiting`` (Σ waiting for capacity) and ``kv_config`` (``vllm:cache_config_info``,
+  one series per replica, read for its labels).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from inflight.control.policy import SAMPLE_GAP_SCRAPES
 SIGNAL_LABEL = "signal"
 SIGNAL_INFLIGHT, SIGNAL_ARRIVALS, SIGNAL_READY = "inflight", "arrivals", "ready"
 SIGNAL_DOWN, SIGNAL_SAMPLED = "down", "sampled"
+SIGNAL_KV_USAGE, SIGNAL_KV_RUNNING = "kv_usage", "kv_running"
+SIGNAL_KV_WAITING, SIGNAL_KV_CONFIG = "kv_waiting", "kv_config"
 
 # L is trusted while its newest sample is at most this many scrape intervals old (the
 # ``scrapeIntervalSeconds`` metadata key): one interval is normal, a second allows a slow
@@ -82,11 +88,28 @@ def model_selector(spec: ScalerSpec) -> str:
     >>> model_selector(parse_metadata({"selector": 'job="r"', "model": "a"}))
     'job="r",model="a"'
     """
-    if not spec.model:
-        return spec.selector
     label = names.VLLM_MODEL_LABEL if spec.source == "vllm" else names.ROUTER_MODEL_LABEL
-    matcher = f"{label}={json.dumps(spec.model, ensure_ascii=False)}"
-    return f"{spec.selector},{matcher}" if spec.selector else matcher
+    return _with_model(spec.selector, label, spec.model)
+
+
+def kv_selector(spec: ScalerSpec) -> str:
+    """The matchers for vLLM's KV series: ``capacitySelector`` (else ``selector``), with
+    the model's ``model_name`` matcher.
+
+    >>> from external_scaler.metadata import parse_metadata
+    >>> kv_selector(parse_metadata({"selector": 'job="r"', "capacitySelector": 'job="v"',
+    ...                             "model": "a"}))
+    'job="v",model_name="a"'
+    """
+    base = spec.capacity_selector or spec.selector
+    return _with_model(base, names.VLLM_MODEL_LABEL, spec.model)
+
+
+def _with_model(selector: str, label: str, model: str) -> str:
+    if not model:
+        return selector
+    matcher = f"{label}={json.dumps(model, ensure_ascii=False)}"
+    return f"{selector},{matcher}" if selector else matcher
 
 
 def range_query(spec: ScalerSpec) -> RangeQuery:
@@ -108,6 +131,14 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
         sampled = f"min(timestamp({names.ROUTER_INFLIGHT}{{{sel}}}))"
         parts = [(inflight, SIGNAL_INFLIGHT), (arrivals, SIGNAL_ARRIVALS), (ready, SIGNAL_READY)]
     parts += [(f"({down})", SIGNAL_DOWN), (sampled, SIGNAL_SAMPLED)]
+    if spec.capacity == "auto":
+        kv_sel = kv_selector(spec)
+        parts += [
+            (names.promql(names.PROMQL_KV_USAGE, kv_sel), SIGNAL_KV_USAGE),
+            (names.promql(names.PROMQL_KV_RUNNING, kv_sel), SIGNAL_KV_RUNNING),
+            (names.promql(names.PROMQL_KV_WAITING, kv_sel), SIGNAL_KV_WAITING),
+            (names.promql(names.PROMQL_KV_CONFIG, kv_sel), SIGNAL_KV_CONFIG),
+        ]
     expr = " or ".join(
         f'label_replace({e}, "{SIGNAL_LABEL}", "{signal}", "", "")' for e, signal in parts
     )

@@ -391,6 +391,7 @@ def test_scaledobject_states_the_scalers_own_defaults(objs: list[Obj]) -> None:
     own = {
         names.META_SELECTOR,
         names.META_MODEL,  # one model pool's (overlays/two-models)
+        names.META_CAPACITY_SELECTOR,  # this stack's vLLM job (docs/capacity.md)
         names.META_SLOTS_PER_REPLICA,
         names.META_MIN_REPLICA_COUNT,
         names.META_MAX_REPLICA_COUNT,

@@ -24,7 +24,9 @@ from inflight.control.policy import PolicySpec, Sample, decide_qps, evaluate
 
 
 def test_router_query_has_five_labelled_signals() -> None:
-    q = range_query(parse_metadata({"selector": 'job="router"', "scrapeIntervalSeconds": "15"}))
+    # capacity "requests": the KV dimension's four signals are tests/unit/test_scaler_capacity.py's
+    meta = {"selector": 'job="router"', "scrapeIntervalSeconds": "15", "capacity": "requests"}
+    q = range_query(parse_metadata(meta))
     assert names.promql(names.PROMQL_L, 'job="router"') in q.expr
     # one arrivals series per router, not their sum: resets are corrected per counter
     assert f'label_replace({names.ROUTER_REQUESTS_RECEIVED}{{job="router"}},' in q.expr
