@@ -45,7 +45,8 @@ class ScalerMetrics:
         )
         self.saturation = Gauge(
             names.SCALER_SATURATION,
-            "Latest L / (slots x ready replicas); NaN when unknown",
+            "Latest L (the maximum over capacity dimensions: slots, KV tokens) / (slots x "
+            "ready replicas); NaN when unknown",
             label,
             registry=registry,
         )
