@@ -11,9 +11,9 @@
 | ``logs/`` | one log per process |
 | ``children.json`` | the process groups running now (see :mod:`inflight.up.orphans`) |
 | ``restarts.jsonl`` | ``{"t", "process", "event", "code", "failures", "delay_s"}`` per death
-  and restart of a core process (Prometheus, scaler) |
-| ``hold/<name>`` | a control: while this file exists, a dead ``prometheus`` or ``scaler``
-  is not restarted (the chaos run keeps Prometheus down this way); created by whoever
+  and restart of a core process (Prometheus, scaler, router) |
+| ``hold/<name>`` | a control: while this file exists, a dead ``prometheus``, ``scaler`` or
+  ``router`` is not restarted (the chaos run keeps Prometheus down this way); created by whoever
   holds it, never by the stack |
 
 ``t`` is Unix time in seconds (wall clock: the bench lines it up with its own records).
