@@ -18,6 +18,7 @@ ALLOWED = {
     "inflight/up/supervisor.py": "an external --replica-cmd with {port} (vllm serve)",
     "inflight/bench/components/nginx.py": "nginx, the router benchmark's third-party peer",
     "inflight/bench/components/procs.py": "vllm-router, the router benchmark's third-party peer",
+    "inflight/bench/calibrate/real.py": "vllm serve, the real engine calibrate-emulator measures",
 }
 CALL = re.compile(r"\bfree_port\(")
 
