@@ -149,7 +149,9 @@ def test_promql_reads_only_vllm_names_of_the_release(template: str) -> None:
     # The scaler's ``source: vllm`` (PROMQL_L_VLLM, PROMQL_VLLM_DOWN) and, with
     # names.VLLM_WAITING, the vllm-waiting control plane.
     used = set(re.findall(r"vllm:[a-z_][a-z0-9_:]*", getattr(names, template)))
-    assert used and used <= set(names.VLLM_METRICS)
+    # vllm:cache_config_info (PROMQL_KV_CONFIG, the KV dimension's cache size) is an info
+    # metric: its labels are the engine's configuration (names.VLLM_INFO_METRICS).
+    assert used and used <= set(names.VLLM_METRICS) | set(names.VLLM_INFO_METRICS)
     assert all(one(n)["type"] == "gauge" for n in used)
 
 
