@@ -51,7 +51,7 @@ from prometheus_client.samples import Sample
 
 from inflight import names
 from router.dispatch import Dispatcher
-from router.errors import RequestRefused
+from router.errors import RequestRefused, error_body
 from router.metrics import RouterMetrics
 from router.pool import DRAINING, normalize_url
 from router.proxy import Message, Proxy, Receive, Scope, Send
@@ -330,7 +330,7 @@ class ModelFront:
             return
         default = self.pools.default()
         if default is None or default.proxy is None:
-            body = _error(503, "no_ready_endpoint", "no model discovered yet")
+            body = error_body(503, "no_ready_endpoint", "no model discovered yet")
             await _reply(send, 503, body, len(body), retry_after=b"1")
             return
         if method in ("GET", "HEAD", "OPTIONS"):
@@ -368,7 +368,7 @@ class ModelFront:
     async def _too_large(self, send: Send) -> None:
         """The proxy's 413 (its error body)."""
         message = f"request body larger than --max-body-bytes={self.max_body_bytes}"
-        body = _error(413, "request_too_large", message)
+        body = error_body(413, "request_too_large", message)
         await _reply(send, 413, body, len(body))
 
     def _ready_pool(self, default: Proxy) -> Proxy:
@@ -419,10 +419,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return again
-
-
-def _error(status: int, kind: str, message: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
 
 
 async def _reply(

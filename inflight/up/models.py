@@ -20,13 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inflight import names
-from inflight.control import hpa
-from inflight.control.keda import KedaSpec
-from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
+from inflight.planes.autoscaler import Autoscaler, Observation
 from inflight.planes.scaler_client import ScalerClient
 from inflight.procs import ManagedProcess
 from inflight.statedir import ENDPOINTS
-from inflight.up.stack import Stack
+from inflight.up.stack import Stack, autoscale_config
 from inflight.up.supervisor import Supervisor, SupervisorConfig
 
 if TYPE_CHECKING:
@@ -198,16 +196,7 @@ class ModelsStack(Stack):
             client = ScalerClient(address, metadata[model])
             autoscaler = Autoscaler(
                 scaler=client,
-                config=AutoscaleConfig(
-                    hpa=hpa.HpaSpec(
-                        min_replicas=max(1, cfg.min_replicas),
-                        max_replicas=cfg.max_replicas,
-                        behavior=hpa.SHIPPED_BEHAVIOR.scaled(cfg.time_scale),
-                    ),
-                    keda=KedaSpec(cfg.min_replicas, cfg.cooldown_real_s),
-                    hpa_sync_s=cfg.hpa_sync_real_s,
-                    polling_interval_s=cfg.polling_interval_real_s,
-                ),
+                config=autoscale_config(cfg),
                 get_replicas=lambda sup=sup: sup.desired,  # type: ignore[misc]
                 set_replicas=sup.set_desired,
                 observe=lambda model=model: self.observe_model(model),  # type: ignore[misc]

@@ -80,6 +80,21 @@ class StackError(RuntimeError):
     """The stack could not start (the message says which part and why)."""
 
 
+def autoscale_config(cfg: UpSettings) -> AutoscaleConfig:
+    """The local KEDA + HPA loop's settings for one scaled workload (one a model under
+    ``--model``): the shipped HPA behaviour and KEDA's cooldown, in real seconds."""
+    return AutoscaleConfig(
+        hpa=hpa.HpaSpec(
+            min_replicas=max(1, cfg.min_replicas),
+            max_replicas=cfg.max_replicas,
+            behavior=hpa.SHIPPED_BEHAVIOR.scaled(cfg.time_scale),
+        ),
+        keda=KedaSpec(cfg.min_replicas, cfg.cooldown_real_s),
+        hpa_sync_s=cfg.hpa_sync_real_s,
+        polling_interval_s=cfg.polling_interval_real_s,
+    )
+
+
 def router_args(cfg: UpSettings, endpoints_file: Path) -> list[str]:
     """``inflight router``'s arguments under ``cfg``: holding (our policies, and the
     peers that hold) and the order of held requests (``inflight.control.hold_order``)."""
@@ -372,16 +387,7 @@ class Stack:
         assert self.client is not None
         self.autoscaler = Autoscaler(
             scaler=self.client,
-            config=AutoscaleConfig(
-                hpa=hpa.HpaSpec(
-                    min_replicas=max(1, cfg.min_replicas),
-                    max_replicas=cfg.max_replicas,
-                    behavior=hpa.SHIPPED_BEHAVIOR.scaled(cfg.time_scale),
-                ),
-                keda=KedaSpec(cfg.min_replicas, cfg.cooldown_real_s),
-                hpa_sync_s=cfg.hpa_sync_real_s,
-                polling_interval_s=cfg.polling_interval_real_s,
-            ),
+            config=autoscale_config(cfg),
             get_replicas=lambda: self.supervisor.desired,
             set_replicas=self.supervisor.set_desired,
             observe=self.observe,
