@@ -21,7 +21,6 @@ when the caller's own deadline is nearer.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import math
 import time
@@ -30,6 +29,7 @@ from typing import NoReturn
 
 import grpc
 
+from external_scaler.decide import decide
 from external_scaler.errors import MetadataError, ScalerError, SourceError, SourceRejected
 from external_scaler.limits import LimitExceeded, Limits
 from external_scaler.metadata import ScalerSpec, parse_metadata
@@ -38,8 +38,8 @@ from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.sources import WindowSource
 from inflight import names
-from inflight.control.capacity import Dimension, effective_window
-from inflight.control.policy import Decision, NoSamples, evaluate
+from inflight.control.capacity import Dimension
+from inflight.control.policy import Decision, NoSamples
 
 log = logging.getLogger(__name__)
 
@@ -219,13 +219,10 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                 self.source.observe(spec, self._clock(), budget_s), budget_s
             )
             # Saturation over every capacity dimension (docs/capacity.md): the policy
-            # decides on max(L, KV-equivalent L) at each step.
-            capacity = effective_window(
-                observed.window, observed.kv, spec.capacity, spec.policy.slots_per_replica
-            )
-            decision = evaluate(capacity.window, spec.policy, observed.end_s)
-            self._binding[spec.metric_name] = capacity.dimension
-            return dataclasses.replace(decision, reason=f"{decision.reason}; {capacity.note}")
+            # decides on max(L, KV-equivalent L) at each step (the simulator calls it too).
+            decided = decide(spec, observed)
+            self._binding[spec.metric_name] = decided.dimension
+            return decided.decision
         except TimeoutError as exc:
             raise _Abort(
                 grpc.StatusCode.UNAVAILABLE,
