@@ -42,6 +42,7 @@ from inflight.workload.plan import (
     DEFAULT_MIN_REPLICAS,
     OpenLoopPlan,
     add_open_loop_flags,
+    add_trace_warmup_flag,
     plan_from_args,
 )
 from inflight.workload.scenarios import SCENARIOS
@@ -128,6 +129,12 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
         raise UsageError(str(exc)) from None
 
 
+def simulate_plan(config: SimConfig, plan: OpenLoopPlan) -> SimResult:
+    """``plan``'s requests through ``config``'s stack, after the plan's trace warm-up
+    (``--trace-warmup-s``: replayed first, not measured)."""
+    return simulate(config, plan.requests, plan.end_s, plan.warmup, plan.warmup_s)
+
+
 def _plan(a: argparse.Namespace, seed: int | None) -> OpenLoopPlan:
     """The plan of one seed (a trace is the same on every seed; ``--seed`` refused)."""
     if a.trace is None and seed is not None:
@@ -178,7 +185,7 @@ def _run(a: argparse.Namespace) -> int:
         policy = Policy(policy.name, policy.kind, policy.replicas, tuple(overrides.items()))
     config = outages.apply(sim_config(plan, policy, seed), a)
     out = new_out_dir(a.out_dir, "results", a.force)
-    result = simulate(config, plan.requests, plan.end_s)
+    result = simulate_plan(config, plan)
     workload = {**plan.scenario_meta(), "source": "sim", "time_scale": TIME_SCALE}
     body = report.write_run(out, result, plan.slo, workload, sys.argv, a.force)
     m = body["measures"]
@@ -271,8 +278,7 @@ def _compare(a: argparse.Namespace) -> int:
     plot_runs: dict[str, dict[str, Any]] = {}
     down_rows: dict[str, list[dict[str, Any]]] = {}
     for policy in policies:
-        results = [simulate(configs[policy.name][s], plans[s].requests, plans[s].end_s)
-                   for s in seeds]  # fmt: skip
+        results = [simulate_plan(configs[policy.name][s], plans[s]) for s in seeds]
         runs[policy.name] = _pooled(results, first)
         if results[0].config.router_down:
             down_rows[policy.name] = outages.during(results[0], results[0].config.router_down)
@@ -283,8 +289,7 @@ def _compare(a: argparse.Namespace) -> int:
         if fleet.name in runs:
             frontier_runs[fleet.name] = runs[fleet.name]
             continue
-        results = [simulate(configs[fleet.name][s], plans[s].requests, plans[s].end_s)
-                   for s in seeds]  # fmt: skip
+        results = [simulate_plan(configs[fleet.name][s], plans[s]) for s in seeds]
         frontier_runs[fleet.name] = _pooled(results, first)
         _progress(f"{fleet.name} (frontier)", frontier_runs[fleet.name])
     frontier = {"source": "sim", "fleets": frontier_runs} if fleets else None
@@ -397,6 +402,7 @@ def _workload_flags(
         "inflight's router instead of its own system's FIFO (what the order alone is worth)",
     )
     add_open_loop_flags(p)
+    add_trace_warmup_flag(p)
     if not out_dir:
         return
     p.add_argument("--out-dir", type=Path, required=True)

@@ -3,7 +3,12 @@
 The loop is an event queue (``inflight.sim.events``) in seed seconds, ``t = 0`` being the first
 instant of the workload. Before it, from ``-warmup_s``, the stack runs idle at its first
 replica count, as ``inflight up`` does while the bench waits for it (Prometheus has a
-history, the autoscaler has started). Events:
+history, the autoscaler has started). A trace window may bring a **warm-up**
+(``inflight.workload.trace_formats``: the trace's seconds before the window): its requests
+arrive in the ``warmup_traffic_s`` seconds before 0, after that idle stretch, and are served
+like any other, but are not among the run's requests (not measured: attainment counts the
+window's requests, replica-seconds are counted over [0, end]), so the stack enters the window
+in the state that traffic left it in. Events:
 
 * a request arrives at its planned ``t_s`` (router: a slot, or held; ``inflight.sim.router``);
 * a replica wakes when its engine's next sequence finishes (``Engine.next_finish_s``);
@@ -22,7 +27,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
@@ -162,8 +167,6 @@ class SimConfig:
     @property
     def replica_profile(self) -> Profile:
         """The emulator's profile at time-scale 1 with this run's start-up."""
-        from dataclasses import replace
-
         return replace(self.profile, time_scale=1.0, startup_s=self.startup_s)
 
     def metadata(self) -> dict[str, str]:
@@ -221,8 +224,11 @@ class SimResult:
     decisions: list[DecisionRecord]
     end_s: float  # the workload's end (replica-seconds are counted over [0, end_s])
     finished_s: float  # when the run stopped
-    l_integral: float  # ∫ L dt over [0, finished_s] (router L, for Little's Law)
+    # ∫ L dt over [0, finished_s] of the measured requests (router L, for Little's Law:
+    # the warm-up's requests still open at 0 are taken out)
+    l_integral: float
     inflight_samples: list[tuple[float, float]]  # L as Prometheus scraped it, from t = 0
+    warmup: list[RequestResult] = field(default_factory=list)  # the warm-up's, unmeasured
 
     def points(self, key: str) -> list[tuple[float, int]]:
         return [(p["t"], int(p[key])) for p in self.timeline]
@@ -231,10 +237,22 @@ class SimResult:
 class Simulation:
     """Build with a config and the planned requests; :meth:`run` once."""
 
-    def __init__(self, config: SimConfig, planned: Sequence[Planned], end_s: float) -> None:
+    def __init__(
+        self,
+        config: SimConfig,
+        planned: Sequence[Planned],
+        end_s: float,
+        warmup: Sequence[Planned] = (),
+        warmup_traffic_s: float = 0.0,
+    ) -> None:
+        if warmup_traffic_s < 0 or any(not 0 <= p.t_s <= warmup_traffic_s for p in warmup):
+            raise ValueError(
+                f"the warm-up's requests must lie within its {warmup_traffic_s:g} s, "
+                "times counted from its start"
+            )
         self.config = config
         self.end_s = end_s
-        self.events = EventQueue(-config.warmup_s)
+        self.events = EventQueue(-config.warmup_s - warmup_traffic_s)
         self.peer = peers.catalog().get(config.policy)
         deadline_s = router_hold_deadline_s(
             config.hold_deadline_s, peer=self.peer is not None, peers_too=config.hold_deadline_peers
@@ -253,14 +271,23 @@ class Simulation:
         )
         self.scrapes = S.Scrapes(config.routers, config.router_down)
         self.fleet = Fleet(config.replica_profile, self.events, self.router, self._changed)
+        # No crash yet, so no back-off from the run's first instant (the clock starts before
+        # 0: a Backoff's default "not before 0" would hold every start of a warm-up).
+        self.fleet.backoff = replace(self.fleet.backoff, restart_not_before_s=self.events.now_s)
         self.timeline: list[dict[str, float]] = []
         self.decisions: list[DecisionRecord] = []
         self.results = [
             RequestResult(p.t_s, p.prompt_tokens, p.max_tokens, priority=getattr(p, "priority", 0))
             for p in planned
         ]
+        # The warm-up's requests, sent before 0 (times moved to end at 0), not measured.
+        self.warmup = [
+            RequestResult(p.t_s - warmup_traffic_s, p.prompt_tokens, p.max_tokens,
+                          priority=getattr(p, "priority", 0))
+            for p in warmup
+        ]  # fmt: skip
         self._open = 0  # requests arrived and not ended
-        self._pending = len(self.results)  # requests not ended (arrived or not)
+        self._pending = len(self.results) + len(self.warmup)  # not ended (arrived or not)
         self._by_seq: dict[EngineSeq, tuple[RequestResult, Endpoint]] = {}
         self._l_integral = 0.0
         self._l_last_s = 0.0
@@ -512,7 +539,7 @@ class Simulation:
         events = self.events
         self._changed()
         events.at(events.now_s + self.config.scrape_offset_s, self._scrape, _P_SCRAPE)
-        for res in self.results:
+        for res in (*self.warmup, *self.results):
             events.at(res.sent_s, partial(self._arrive, res))
         stop_s = self.end_s + self.config.drain_s
         events.run_until(
@@ -521,9 +548,15 @@ class Simulation:
         )
         finished_s = events.now_s
         self._account_l()
-        for res in self.results:
+        for res in (*self.warmup, *self.results):
             if res.end_s is None:
                 res.cause = "unfinished"
+        # The warm-up's requests open at 0 were in L after it: out of the measured ∫ L dt.
+        carried = sum(
+            finished_s if r.end_s is None else min(r.end_s, finished_s)
+            for r in self.warmup
+            if r.end_s is None or r.end_s > 0
+        )
         return SimResult(
             config=self.config,
             requests=self.results,
@@ -531,7 +564,8 @@ class Simulation:
             decisions=self.decisions,
             end_s=self.end_s,
             finished_s=finished_s,
-            l_integral=self._l_integral,
+            l_integral=self._l_integral - carried,
+            warmup=self.warmup,
             inflight_samples=[
                 (t, v)
                 for t, v in zip(self.scrapes.times_s, self.scrapes.values[S.INFLIGHT], strict=True)
@@ -541,10 +575,15 @@ class Simulation:
 
 
 def simulate(
-    config: SimConfig, planned: Sequence[Planned], end_s: float | None = None
+    config: SimConfig,
+    planned: Sequence[Planned],
+    end_s: float | None = None,
+    warmup: Sequence[Planned] = (),
+    warmup_traffic_s: float = 0.0,
 ) -> SimResult:
     """Run ``planned`` through the stack ``config`` describes; ``end_s`` defaults to the
-    last send time."""
+    last send time. ``warmup``: requests replayed, unmeasured, over the ``warmup_traffic_s``
+    seconds before 0 (times from the warm-up's start; the module docstring)."""
     if end_s is None:
         end_s = max((p.t_s for p in planned), default=0.0)
-    return Simulation(config, planned, end_s).run()
+    return Simulation(config, planned, end_s, warmup, warmup_traffic_s).run()

@@ -61,8 +61,9 @@ from inflight.sim.cli import (
     _seeds,
     _workload_flags,
     sim_config,
+    simulate_plan,
 )
-from inflight.sim.core import SimConfig, policy_names, simulate
+from inflight.sim.core import SimConfig, policy_names
 from inflight.sim.tune import Candidate, Judged, SearchSpace, TuneResult, Verdict, tune
 from inflight.workload.plan import OpenLoopPlan
 from inflight.workload.trace import TraceError
@@ -91,6 +92,7 @@ WORKLOAD_KEYS = (
     "trace_start_s",
     "trace_duration_s",
     "trace_rate_scale",
+    "trace_warmup_s",
     "hold_deadline_s",
     "hold_deadline_peers",
 )
@@ -110,7 +112,7 @@ def _seed_plan(flags: Flags, seed: int) -> OpenLoopPlan:
 def _figures(flags: Flags, policy: Policy, seed: int) -> tuple[float, float]:
     """One simulated run of ``policy`` on ``seed``: (SLO attainment, replica-seconds)."""
     plan = _seed_plan(flags, seed)
-    result = simulate(sim_config(plan, policy, seed), plan.requests, plan.end_s)
+    result = simulate_plan(sim_config(plan, policy, seed), plan)
     m = report.measures(result, plan.slo)
     if m["slo_attainment"] is None:  # no request: refused when the plan is built
         raise UsageError("the workload has no requests")

@@ -13,6 +13,13 @@ them. With ``--arrivals`` the lengths default to the reference request (3000 in,
 A trace carries its own lengths (the length flags are refused with it); it may be in the
 Azure or Mooncake formats and be windowed and sped up (``--trace-start-s``,
 ``--trace-duration-s``, ``--trace-rate-scale``: :mod:`inflight.workload.trace_formats`).
+
+**Trace warm-up** (``--trace-warmup-s``, the simulator's flag: :func:`add_trace_warmup_flag`):
+a window that does not start at the trace's beginning comes with the trace's seconds before
+it (default :data:`DEFAULT_TRACE_WARMUP_S`, fewer if the window starts earlier; 0: none),
+replayed first and not measured (``OpenLoopPlan.warmup``), so the stack enters the window in
+the state that traffic left it in. A caller without the flag (the live bench, which sends
+only the window) gets no warm-up, and the plan's description says the window starts cold.
 """
 
 from __future__ import annotations
@@ -39,6 +46,10 @@ DEFAULT_MAX_TOKENS = "300"
 # scenario brings its own), in inflight bench compare and inflight sim alike.
 DEFAULT_MIN_REPLICAS = 1
 DEFAULT_MAX_REPLICAS = 2
+# The trace warm-up of a window that starts past the trace's beginning (seed s of the
+# trace): the longest memory of any shipped policy, the floor's floorWindowSeconds (900 s;
+# the HPA's scale-down stabilization is 300 s, KPA's stable window 60 s).
+DEFAULT_TRACE_WARMUP_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,10 @@ class OpenLoopPlan:
     # the router's --priority-class values and --max-late-s, seed s (inflight.workload.priorities)
     priority_classes: tuple[str, ...] = ()
     max_late_s: float | None = None
+    # --trace-warmup-s: the trace's requests before the window, replayed first and not
+    # measured; times from the warm-up's start, which is ``warmup_s`` seed s before 0.
+    warmup: tuple[PlannedRequest, ...] = ()
+    warmup_s: float = 0.0
 
     def scenario_meta(self) -> dict[str, Any]:
         """The scenario part of a comparison's ``scenario_meta``."""
@@ -86,17 +101,21 @@ _WINDOW_FLAGS = (
     ("--trace-start-s", "trace_start_s"),
     ("--trace-duration-s", "trace_duration_s"),
     ("--trace-rate-scale", "trace_rate_scale"),
+    ("--trace-warmup-s", "trace_warmup_s"),
 )
 
 
 def _window(args: argparse.Namespace) -> TraceWindow:
-    """The ``--trace-*`` window flags (absent attributes: the whole trace, as recorded)."""
+    """The ``--trace-*`` window flags (absent attributes: the whole trace, as recorded; no
+    ``trace_warmup_s`` attribute: no warm-up, None: :data:`DEFAULT_TRACE_WARMUP_S`)."""
     start = getattr(args, "trace_start_s", None)
     scale = getattr(args, "trace_rate_scale", None)
+    warmup = getattr(args, "trace_warmup_s", 0.0)
     return TraceWindow(
         start_s=0.0 if start is None else start,
         duration_s=getattr(args, "trace_duration_s", None),
         rate_scale=1.0 if scale is None else scale,
+        warmup_s=DEFAULT_TRACE_WARMUP_S if warmup is None else warmup,
     )
 
 
@@ -159,6 +178,8 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
     if deadline is not None and deadline < 0:
         raise ValueError(f"--hold-deadline-s: must be >= 0 (0: FIFO), got {deadline}")
     meta: dict[str, Any]
+    warmup: tuple[PlannedRequest, ...] = ()
+    warmup_s = 0.0
     if not args.trace:
         for flag, attr in _WINDOW_FLAGS:
             if getattr(args, attr, None) is not None:
@@ -170,14 +191,16 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
                 raise ValueError(f"{flag}: not with --trace (the trace gives every request)")
         loaded = load_trace(Path(args.trace), _window(args))
         requests = list(loaded.requests)
+        warmup, warmup_s = loaded.warmup, loaded.warmup_s
         name = "trace"
         description = f"replay of {args.trace} ({loaded.meta['trace_format']} format)"
         if "trace_window" in loaded.meta:
             w = loaded.meta["trace_window"]
             span = "to the end" if w["duration_s"] is None else f"{w['duration_s']:g} s"
             description += f", {span} from {w['start_s']:g} s, rate × {w['rate_scale']:g}"
+        description += warmup_words(loaded.meta)
         end_s = loaded.end_s
-        meta = loaded.meta
+        meta = {**loaded.meta, "trace_warmup_s": warmup_s}
     else:
         scenario: Scenario | None = None
         if scenario_name:
@@ -238,6 +261,36 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
         hold_deadline_peers=bool(getattr(args, "hold_deadline_peers", False)),
         priority_classes=classes,
         max_late_s=max_late_s,
+        warmup=warmup,
+        warmup_s=warmup_s,
+    )
+
+
+def warmup_words(meta: dict[str, Any]) -> str:
+    """The description's words for the warm-up (a loaded trace's meta): what was replayed
+    before the window, or that a window past the trace's start begins cold."""
+    w = meta.get("trace_warmup")
+    if w is not None:
+        return (
+            f"; warm-up: the trace's {w['start_s']:g}–{w['start_s'] + w['duration_s']:g} s "
+            f"({w['requests']} requests) replayed first, not measured"
+        )
+    window = meta.get("trace_window")
+    if window is not None and window["start_s"] > 0:
+        return "; no warm-up: the stack starts idle at its minimum"
+    return ""
+
+
+def add_trace_warmup_flag(p: argparse.ArgumentParser) -> None:
+    """``--trace-warmup-s``: for the callers that replay a warm-up (the simulator)."""
+    p.add_argument(
+        "--trace-warmup-s",
+        type=float,
+        default=None,
+        help="with --trace and --trace-start-s: first replay this many seconds of the trace "
+        "before the window, not measured, so every policy and fixed fleet enters the window "
+        f"as that traffic left it (default {DEFAULT_TRACE_WARMUP_S:g}, at most "
+        "--trace-start-s; 0: start idle at the minimum)",
     )
 
 

@@ -26,6 +26,15 @@ trace), moved so ``start`` is 0, then every time divided by the rate scale (2 = 
 requests twice as fast; lengths unchanged). The traffic ends at ``duration ÷ scale`` when a
 duration is given (quiet at the window's end is part of it), else at the last request.
 
+**The warm-up** (``TraceWindow.warmup_s``, flag ``--trace-warmup-s`` of ``inflight sim``): a
+window cut from the middle of a trace follows traffic that a deployed autoscaler would have
+been running on. The ``warmup_s`` seconds of the trace before ``start`` (fewer when the
+window starts earlier: ``min(warmup_s, start)``) come back apart, as
+:attr:`LoadedTrace.warmup` (times from the warm-up's own start, scaled alike, lasting
+:attr:`LoadedTrace.warmup_s`): the simulator replays them before the window, unmeasured, so
+every policy and every fixed fleet enters the window in the state that traffic left it in
+(``inflight.sim.core.simulate``). The window's own requests are the same with or without it.
+
 Only :func:`load_trace` does I/O; the parsers take lines.
 """
 
@@ -70,6 +79,7 @@ class TraceWindow:
     start_s: float = 0.0
     duration_s: float | None = None
     rate_scale: float = 1.0
+    warmup_s: float = 0.0  # seconds of the trace before start_s replayed first (module doc)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.start_s) and self.start_s >= 0):
@@ -80,10 +90,17 @@ class TraceWindow:
             raise ValueError(f"--trace-duration-s: must be > 0, got {self.duration_s}")
         if not (math.isfinite(self.rate_scale) and self.rate_scale > 0):
             raise ValueError(f"--trace-rate-scale: must be > 0, got {self.rate_scale}")
+        if not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
+            raise ValueError(f"--trace-warmup-s: must be >= 0, got {self.warmup_s}")
 
     @property
     def is_whole(self) -> bool:
         return self.start_s == 0 and self.duration_s is None and self.rate_scale == 1
+
+    @property
+    def warmup_span_s(self) -> float:
+        """Seconds of the trace replayed before the window: ``warmup_s``, at most ``start_s``."""
+        return min(self.warmup_s, self.start_s)
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,10 @@ class LoadedTrace:
     requests: tuple[PlannedRequest, ...]
     end_s: float
     meta: dict[str, Any]
+    # The warm-up (module docstring): the requests of the trace's ``warmup_s`` before the
+    # window, times from the warm-up's start; it lasts ``warmup_s`` seed s (scaled).
+    warmup: tuple[PlannedRequest, ...] = ()
+    warmup_s: float = 0.0
 
 
 def detect_format(first_line: str, where: str) -> str:
@@ -237,6 +258,16 @@ def window_rows(
     """Order, window and scale the rows (module docstring); the requests, the traffic's end
     (seed s) and the counts for the meta. ``origin_s``: the trace's time 0 (None: its
     earliest request; an inflight trace's times are already seconds from the start: 0)."""
+    requests, end_s, counts, _ = window_and_warmup(rows, window, path, origin_s)
+    return requests, end_s, counts
+
+
+def window_and_warmup(
+    rows: Sequence[Row], window: TraceWindow, path: str, origin_s: float | None = None
+) -> tuple[list[PlannedRequest], float, dict[str, Any], list[PlannedRequest]]:
+    """:func:`window_rows`, and the warm-up's requests: those with ``start − warmup ≤ t <
+    start`` (``warmup`` = ``window.warmup_span_s``), times from the warm-up's start, divided
+    by the rate scale as the window's are."""
     if not rows:
         raise TraceError(f"{path}: the trace has no requests")
     ordered = sorted(rows, key=lambda r: r.t_s)  # stable: ties keep the file's order
@@ -250,17 +281,21 @@ def window_rows(
             f"{path}: no request in the window [{lo:g}, {hi:g}) s of the trace "
             f"(it spans 0 to {span:g} s)"
         )
+    warm_lo = lo - window.warmup_span_s
+    before = [r for r in ordered if warm_lo <= r.t_s - origin < lo] if warm_lo < lo else []
     raised = 0
-    requests = []
-    for r in inside:
+
+    def planned(r: Row, zero_s: float) -> PlannedRequest:
+        nonlocal raised
         raised += (r.prompt_tokens < 1) + (r.max_tokens < 1)
-        requests.append(
-            PlannedRequest(
-                (r.t_s - origin - lo) / window.rate_scale,
-                max(1, r.prompt_tokens),
-                max(1, r.max_tokens),
-            )
+        return PlannedRequest(
+            (r.t_s - origin - zero_s) / window.rate_scale,
+            max(1, r.prompt_tokens),
+            max(1, r.max_tokens),
         )
+
+    requests = [planned(r, lo) for r in inside]
+    warmup = [planned(r, warm_lo) for r in before]
     end_s = requests[-1].t_s if window.duration_s is None else window.duration_s / window.rate_scale
     counts = {
         "trace_requests_in_file": len(rows),
@@ -268,7 +303,7 @@ def window_rows(
         "trace_reordered": out_of_order(rows),
         "trace_lengths_raised_to_1": raised,
     }
-    return requests, end_s, counts
+    return requests, end_s, counts, warmup
 
 
 def _lines(path: Path) -> list[str]:
@@ -293,16 +328,21 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> LoadedTra
     fmt = detect_format(first[1], f"{path}:{first[0]}")
     requests: list[PlannedRequest]
     counts: dict[str, Any]
+    warmup: list[PlannedRequest] = []
     if fmt == INFLIGHT:
         planned = parse_trace_lines(lines, str(path))
         if window.is_whole:  # unchanged: the file's own times and end
             requests, end_s, counts = planned, planned[-1].t_s, {}
         else:
             rows = [Row(r.t_s, r.prompt_tokens, r.max_tokens, 0) for r in planned]
-            requests, end_s, counts = window_rows(rows, window, str(path), origin_s=0.0)
+            requests, end_s, counts, warmup = window_and_warmup(
+                rows, window, str(path), origin_s=0.0
+            )
     else:
         parse = parse_azure if fmt == AZURE else parse_mooncake
-        requests, end_s, counts = window_rows(parse(lines, str(path)), window, str(path))
+        requests, end_s, counts, warmup = window_and_warmup(
+            parse(lines, str(path)), window, str(path)
+        )
     meta: dict[str, Any] = {"trace": str(path), "trace_format": fmt}
     if not window.is_whole:
         meta["trace_window"] = {
@@ -310,5 +350,12 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> LoadedTra
             "duration_s": window.duration_s,
             "rate_scale": window.rate_scale,
         }
+    warmup_s = window.warmup_span_s / window.rate_scale
+    if warmup_s > 0:
+        meta["trace_warmup"] = {
+            "start_s": window.start_s - window.warmup_span_s,
+            "duration_s": window.warmup_span_s,
+            "requests": len(warmup),
+        }
     meta.update(counts)
-    return LoadedTrace(tuple(requests), end_s, meta)
+    return LoadedTrace(tuple(requests), end_s, meta, tuple(warmup), warmup_s)
