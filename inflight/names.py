@@ -34,6 +34,13 @@ ROUTER_CLASS_HELD: Final = "router_class_held_total"
 ROUTER_CLASS_REQUESTS: Final = "router_class_requests_total"
 ROUTER_CLASS_WAIT: Final = "router_class_wait_seconds"
 CLASS_OUTCOMES: Final = ("held", "late", "too_long", "shed")
+# Token admission (--kv-tokens, --discover-kv-tokens; router/dispatch.py): gauge{endpoint},
+# the KV tokens (prompt + output budget) of the requests dispatched there and not finished;
+# gauge{endpoint}, its capacity in tokens (0: none known, slots only); gauge, the demand of
+# the requests held at the router. All 0 without token admission.
+ROUTER_ENDPOINT_INFLIGHT_TOKENS: Final = "router_endpoint_inflight_tokens"
+ROUTER_ENDPOINT_KV_TOKENS: Final = "router_endpoint_kv_tokens"
+ROUTER_QUEUED_TOKENS: Final = "router_queued_tokens"
 # A router with several model pools (router/models.py) labels every series above with the
 # pool's model; a single-pool router has no such label. Sums over it give the router's whole.
 ROUTER_MODEL_LABEL: Final = "model"
@@ -57,6 +64,9 @@ ROUTER_METRICS: Final[dict[str, str]] = {
     ROUTER_CLASS_HELD: "counter",
     ROUTER_CLASS_REQUESTS: "counter",
     ROUTER_CLASS_WAIT: "histogram",
+    ROUTER_ENDPOINT_INFLIGHT_TOKENS: "gauge",
+    ROUTER_ENDPOINT_KV_TOKENS: "gauge",
+    ROUTER_QUEUED_TOKENS: "gauge",
 }
 
 # --- Scaler (Prometheus text at GET /metrics on the scaler's --metrics-port) -----------

@@ -55,16 +55,28 @@ def serve(config: RouterSettings) -> int:
     from router.app import Background, RouterApp, UpstreamSettings
     from router.dispatch import Dispatcher
     from router.pool import Pool
+    from router.tokens import TokenDemand
 
     logs.configure(config.log_level)
-    pool = Pool(config.slots_per_endpoint, dispatch=config.dispatch)
-    dispatcher = Dispatcher(
-        pool,
-        hold_when_full=config.hold_when_full,
-        max_queue=config.max_queue,
-        queue_timeout_s=config.queue_timeout_s,
-        plan=config.dispatch_plan,
-    )
+
+    def make_dispatcher() -> Dispatcher:
+        """A pool's dispatcher (the router's, or each model pool's)."""
+        return Dispatcher(
+            Pool(config.slots_per_endpoint, dispatch=config.dispatch),
+            hold_when_full=config.hold_when_full,
+            max_queue=config.max_queue,
+            queue_timeout_s=config.queue_timeout_s,
+            plan=config.dispatch_plan,
+            kv_tokens=config.dispatch_kv_tokens,
+            discover_kv_tokens=config.discover_kv_tokens,
+            demand=(
+                TokenDemand(config.demand_max_model_len, config.chars_per_token)
+                if config.token_admission
+                else None
+            ),
+        )
+
+    dispatcher = make_dispatcher()
     background: list[Background] = []
     endpoint_urls = config.endpoint_urls
     k8s_source = config.k8s
@@ -72,15 +84,6 @@ def serve(config: RouterSettings) -> int:
     sink: sources.Sink = dispatcher
     if config.model_pools:  # a pool a model (router.models); ``dispatcher`` stays unused
         from router import models as model_pools
-
-        def make_dispatcher() -> Dispatcher:
-            return Dispatcher(
-                Pool(config.slots_per_endpoint, dispatch=config.dispatch),
-                hold_when_full=config.hold_when_full,
-                max_queue=config.max_queue,
-                queue_timeout_s=config.queue_timeout_s,
-                plan=config.dispatch_plan,
-            )
 
         pools = model_pools.ModelPools(make_dispatcher, discover=config.discover_models)
         models = sink = pools
@@ -130,6 +133,18 @@ def serve(config: RouterSettings) -> int:
             backoff_s=config.unhealthy_backoff_s,
         )
     )
+    if config.discover_kv_tokens:
+        from router.kv_discovery import run_kv_discovery
+
+        background.append(
+            lambda get_session: run_kv_discovery(
+                dispatcher if models is None else models.dispatchers,
+                get_session,
+                interval_s=config.discover_interval_s,
+                timeout_s=config.health_timeout_s,
+                fixed_len=bool(config.max_model_len),
+            )
+        )
     app = RouterApp(
         dispatcher,
         CollectorRegistry(),

@@ -28,6 +28,7 @@ from inflight.control.hold_order import (
     single_plan,
 )
 from router.routes import Route, RouteSpecError, parse_route
+from router.tokens import DEFAULT_CHARS_PER_TOKEN
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # --upstream-client: router.upstream.build makes each.
@@ -95,7 +96,12 @@ class RouterSettings(config.Settings):
         ),
     ] = False
     discover_interval_s: Annotated[
-        float, Field(gt=0), Cli("how often each endpoint's /v1/models is read (model pools)")
+        float,
+        Field(gt=0),
+        Cli(
+            "how often each endpoint's /v1/models is read (model pools), and its /metrics "
+            "(--discover-kv-tokens)"
+        ),
     ] = 5.0
     hold_when_full: Annotated[
         bool,
@@ -137,6 +143,42 @@ class RouterSettings(config.Settings):
             repeat=True,
         ),
     ] = Field(default_factory=list)
+    kv_tokens: Annotated[
+        int,
+        Field(ge=0),
+        Cli(
+            "token admission: every endpoint's KV cache in tokens (vLLM's num_gpu_blocks × "
+            "block_size); a request (prompt + output budget, router/tokens.py) goes to an "
+            "endpoint only while its tokens in flight fit, the excess is held here. Needs "
+            "--hold-when-full; 0 = slots only (default)"
+        ),
+    ] = 0
+    discover_kv_tokens: Annotated[
+        bool,
+        Cli(
+            "token admission with each endpoint's own KV capacity, read from its /metrics "
+            "(vllm:cache_config_info) and its max_model_len from /v1/models, every "
+            "--discover-interval-s; before an endpoint's is read, --kv-tokens (or slots "
+            "only). Needs --hold-when-full"
+        ),
+    ] = False
+    max_model_len: Annotated[
+        int,
+        Field(ge=0),
+        Cli(
+            "token admission: the engines' --max-model-len, so a request without max_tokens "
+            "counts max_model_len − prompt output tokens; 0 = discovered "
+            "(--discover-kv-tokens), else --kv-tokens"
+        ),
+    ] = 0
+    chars_per_token: Annotated[
+        float,
+        Field(gt=0),
+        Cli(
+            "token admission: characters a token when estimating a text prompt "
+            "(results/2026-12-02-token-estimate/ measures it)"
+        ),
+    ] = DEFAULT_CHARS_PER_TOKEN
     max_body_bytes: Annotated[int, Field(ge=1), Cli("413 above this body size")] = 16 * 1024 * 1024
     dispatch: Annotated[
         Literal["least-outstanding", "random"],
@@ -271,6 +313,22 @@ class RouterSettings(config.Settings):
         deadline_s = self.dispatch_hold_deadline_s
         return single_plan(deadline_s, max_late_s if deadline_s is not None else None)
 
+    @property
+    def token_admission(self) -> bool:
+        """Dispatch admits on KV tokens as well as slots (router/dispatch.py)."""
+        return bool(self.kv_tokens) or self.discover_kv_tokens
+
+    @property
+    def dispatch_kv_tokens(self) -> int | None:
+        """``--kv-tokens`` as the dispatcher takes it: None for 0."""
+        return self.kv_tokens or None
+
+    @property
+    def demand_max_model_len(self) -> int | None:
+        """The ``max_model_len`` a request without max_tokens is costed with until one is
+        discovered: ``--max-model-len``, else ``--kv-tokens`` (a sequence fits the cache)."""
+        return self.max_model_len or self.kv_tokens or None
+
     @model_validator(mode="after")
     def _check(self) -> RouterSettings:
         named = self.named
@@ -299,6 +357,18 @@ class RouterSettings(config.Settings):
             raise FieldError(
                 None,
                 f"{named('k8s_service')}/{named('k8s_port_name')} need {named('k8s_namespace')}",
+            )
+        for field in ("kv_tokens", "discover_kv_tokens"):
+            if getattr(self, field) and not self.hold_when_full:
+                raise FieldError(
+                    field,
+                    f"holds what does not fit in tokens, so it needs {named('hold_when_full')}",
+                )
+        if self.max_model_len and not self.token_admission:
+            raise FieldError(
+                "max_model_len",
+                f"costs requests in tokens, so it needs {named('kv_tokens')} or "
+                f"{named('discover_kv_tokens')}",
             )
         if self.hold_deadline_s and not self.hold_when_full:
             raise FieldError(

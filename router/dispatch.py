@@ -28,6 +28,20 @@ its deadline plus that is refused (503 + Retry-After), so under sustained overlo
 request waits without bound. Priority classes (``--priority-class``) add lanes: classes in
 priority order, each with its own deadline. The order is one pure rule,
 :func:`inflight.control.hold_order.next_step`; this module keeps the lanes and applies it.
+
+**Token admission** (``kv_tokens``, ``discover_kv_tokens``: ``--kv-tokens``,
+``--discover-kv-tokens``; needs holding). A request also carries its demand in KV tokens
+(:mod:`router.tokens`: prompt plus output budget), and an endpoint is offered it only when
+its tokens in flight plus that demand fit its capacity (configured for every endpoint, or
+the endpoint's own as discovered from its ``vllm:cache_config_info``; an endpoint whose
+capacity is not known is bounded by slots only). The excess waits here, in the same hold
+order: the head of the order is served first or nobody is (a large request is never
+overtaken by smaller ones, so it cannot starve; the price is head-of-line blocking while it
+waits for room). A request larger than a whole endpoint's capacity is admitted by an
+endpoint with nothing in flight (vLLM then runs it alone, or rejects it): it waits for an
+empty endpoint, never forever. The tokens an endpoint has in flight are the demand its
+admitted requests were charged, given back with their slot. Without token capacity none
+of this runs: the demand is 0 and never computed.
 """
 
 from __future__ import annotations
@@ -59,8 +73,8 @@ Opener = Callable[[Endpoint], Awaitable[R]]
 # Told of each endpoint that did not take the request (the proxy counts it and marks the
 # endpoint unhealthy, so the retry goes elsewhere).
 OnNotDelivered = Callable[[Endpoint, NotDelivered], None]
-# One lane of held requests, oldest first: (when held, the waiter).
-Lane = deque[tuple[float, "Waiter"]]
+# One lane of held requests, oldest first: (when held, the waiter, its demand in tokens).
+Lane = deque[tuple[float, "Waiter", int]]
 
 
 class Waiter(Protocol):
@@ -114,6 +128,9 @@ class Dispatcher:
         clock: Callable[[], float] = time.monotonic,
         max_late_s: float | None = None,
         plan: HoldPlan | None = None,
+        kv_tokens: int | None = None,
+        discover_kv_tokens: bool = False,
+        demand: Callable[[bytes, bytes], int] | None = None,
     ) -> None:
         if max_queue < 0:
             raise ValueError(f"--max-queue must be ≥ 0, got {max_queue}")
@@ -125,6 +142,13 @@ class Dispatcher:
             raise ValueError(f"--max-late-s must be > 0, got {max_late_s}")
         if plan is not None and (hold_deadline_s is not None or max_late_s is not None):
             raise ValueError("give a plan or --hold-deadline-s/--max-late-s, not both")
+        if kv_tokens is not None and kv_tokens < 1:
+            raise ValueError(f"--kv-tokens must be ≥ 1, got {kv_tokens}")
+        token_aware = kv_tokens is not None or discover_kv_tokens
+        if token_aware and not hold_when_full:
+            raise ValueError(
+                "token admission (--kv-tokens) holds the excess: it needs --hold-when-full"
+            )
         self.pool = pool
         self.hold_when_full = hold_when_full
         self.max_queue = max_queue
@@ -146,6 +170,15 @@ class Dispatcher:
         # -inf: always, as far as the order knows.
         self._ready_since_s = float("-inf")
         self._no_ready = False
+        # Token admission (see the module doc): on with a configured or discovered capacity.
+        self.token_aware = token_aware
+        # The proxy's demand of a request, ``demand(path, body)`` (router.tokens.TokenDemand);
+        # None without token admission: no body is read for it.
+        self.demand = demand if token_aware else None
+        self.kv_tokens = kv_tokens  # every endpoint's capacity, unless discovered
+        self._kv_found: dict[str, int] = {}  # discovered capacity, by endpoint URL
+        self._tokens: dict[str, int] = {}  # tokens in flight, by endpoint URL
+        self.queued_tokens = 0  # the demand of the requests held here
 
     @property
     def queued(self) -> int:
@@ -165,25 +198,70 @@ class Dispatcher:
         """The hold clock (a request's place in the order), for a caller that keeps it."""
         return self._clock() if self._timed else 0.0
 
-    def admit(self, open: Opener[R], not_delivered: OnNotDelivered, cls: int = 0) -> Admission[R]:
+    def admit(
+        self, open: Opener[R], not_delivered: OnNotDelivered, cls: int = 0, tokens: int = 0
+    ) -> Admission[R]:
         """``async with dispatcher.admit(open, not_delivered) as ticket:`` — see
         :class:`Admission`; ``ticket.ep`` and ``ticket.response`` inside."""
-        return Admission(self, open, not_delivered, cls)
+        return Admission(self, open, not_delivered, cls, tokens)
 
-    def try_acquire(self) -> Endpoint | None:
+    # --- token capacity --------------------------------------------------------------------
+    def kv_capacity(self, url: str) -> int | None:
+        """An endpoint's capacity in KV tokens: discovered, else configured; None: unknown
+        (bounded by slots only)."""
+        return self._kv_found.get(url, self.kv_tokens)
+
+    def set_kv_capacity(self, url: str, tokens: int | None) -> None:
+        """Discovery read an endpoint's capacity (None: it no longer says); held requests
+        that now fit are dispatched."""
+        if tokens is None:
+            self._kv_found.pop(url, None)
+        elif tokens >= 1:
+            self._kv_found[url] = tokens
+        if self._held:
+            self.pump()
+
+    def tokens_in_flight(self, url: str) -> int:
+        """The demand of the requests dispatched to an endpoint and not finished."""
+        return self._tokens.get(url, 0)
+
+    def fits(self, ep: Endpoint, tokens: int) -> bool:
+        """Whether ``ep`` can admit ``tokens`` more: its tokens in flight plus them within
+        its capacity, or nothing in flight there (a request larger than a whole endpoint
+        goes to an empty one), or no known capacity."""
+        if ep.inflight == 0:
+            return True
+        cap = self._kv_found.get(ep.url, self.kv_tokens)
+        return cap is None or self._tokens.get(ep.url, 0) + tokens <= cap
+
+    def _choose(self, tokens: int) -> Endpoint | None:
+        """The least-loaded ready endpoint with a free slot that fits ``tokens``."""
+        return self.pool.choose(below_slots=True, fits=lambda ep: self.fits(ep, tokens))
+
+    def _charge(self, ep: Endpoint, tokens: int) -> None:
+        self._tokens[ep.url] = self._tokens.get(ep.url, 0) + tokens
+
+    # --- slots -------------------------------------------------------------------------------
+    def try_acquire(self, tokens: int = 0) -> Endpoint | None:
         """A slot at once if one can be had without overtaking a held request, else None.
 
         ``acquire``'s first step, callable without a coroutine (the admission's hot path).
+        ``tokens``: the request's demand (0 without token capacity).
         """
         if not self._held:
-            ep = self.pool.choose(below_slots=self.hold_when_full)
+            if self.token_aware:
+                ep = self._choose(tokens)
+            else:
+                ep = self.pool.choose(below_slots=self.hold_when_full)
             if ep is not None:
                 self.pool.acquire(ep)
+                if tokens:
+                    self._charge(ep, tokens)
                 return ep
         return None
 
     async def acquire(
-        self, cls: int = 0, held_at: float | None = None, again: bool = False
+        self, cls: int = 0, held_at: float | None = None, again: bool = False, tokens: int = 0
     ) -> Endpoint:
         """A slot on an endpoint; waits (in the hold order) with ``hold_when_full``.
 
@@ -191,13 +269,13 @@ class Dispatcher:
         (no ready endpoint, not holding), Shed (a sheddable class, no free slot), QueueFull,
         QueueTimeout, HeldTooLong.
         """
-        ep = self.try_acquire()
+        ep = self.try_acquire(tokens)
         if ep is not None:
             return ep
         if not self.hold_when_full:
             raise NoEndpoint("no ready endpoint")
         fut: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
-        self.hold(fut, cls, held_at, again)
+        self.hold(fut, cls, held_at, again, tokens)
         try:
             async with asyncio.timeout(self.queue_timeout_s):
                 return await fut
@@ -206,7 +284,7 @@ class Dispatcher:
                 if fut.exception() is None:
                     # A slot was handed over at the instant we gave up (timeout or client
                     # gone): pass it on so it is neither lost nor counted twice.
-                    self.release(fut.result())
+                    self.release(fut.result(), tokens)
             else:
                 fut.cancel()
                 self.unhold(fut)
@@ -217,7 +295,12 @@ class Dispatcher:
             raise
 
     def hold(
-        self, waiter: Waiter, cls: int = 0, held_at: float | None = None, again: bool = False
+        self,
+        waiter: Waiter,
+        cls: int = 0,
+        held_at: float | None = None,
+        again: bool = False,
+        tokens: int = 0,
     ) -> None:
         """Queue ``waiter`` (of class ``cls``) for a free slot; QueueFull at ``max_queue``,
         Shed for a sheddable class.
@@ -228,7 +311,8 @@ class Dispatcher:
         ``acquire``'s holding step, apart so the simulator (``inflight/sim/``), whose
         waiters are not asyncio futures, holds requests by the same rule: :meth:`pump`
         hands the slot over with ``waiter.set_result(ep)``, or refuses it with
-        ``waiter.set_exception(exc)``.
+        ``waiter.set_exception(exc)``. ``tokens``: its demand (charged to the endpoint it
+        gets; give the same to :meth:`release`).
         """
         counts = self.classes[cls]
         if self.plan.classes[cls].sheddable:
@@ -239,37 +323,42 @@ class Dispatcher:
         counts.held += 1
         lane = self._lanes[2 * cls]
         if not again:
-            lane.append((self.now() if held_at is None else held_at, waiter))
+            lane.append((self.now() if held_at is None else held_at, waiter, tokens))
         elif held_at is None or not self._timed:
             # Ahead of its class (FIFO: a request held again was ahead of all held now),
             # its hold counted from now at most.
             now_s = self.now()
-            lane.appendleft((min(now_s, lane[0][0]) if lane else now_s, waiter))
+            lane.appendleft((min(now_s, lane[0][0]) if lane else now_s, waiter, tokens))
         else:
-            _insert(lane, held_at, waiter)
+            _insert(lane, held_at, waiter, tokens)
         self._held += 1
+        self.queued_tokens += tokens
         if self._timed and not self.pool.has_ready():
             self._no_ready = True
 
     def unhold(self, waiter: Waiter) -> None:
         """Take a waiter that gave up (timeout, client gone) out of the queue, if there."""
         for lane in self._lanes:
-            for i, (_, held) in enumerate(lane):
+            for i, (_, held, tokens) in enumerate(lane):
                 if held is waiter:
                     del lane[i]
                     self._held -= 1
+                    self.queued_tokens -= tokens
                     return
 
-    def _next_waiter(self) -> Waiter:
+    def _next_waiter(self) -> tuple[int, float, Waiter, int]:
         """The held request a free slot goes to (the queue is not empty), in
-        :func:`inflight.control.hold_order.next_step`'s order; the late are moved and the
-        overtaken past their bound refused on the way."""
+        :func:`inflight.control.hold_order.next_step`'s order, taken out of its lane: (its
+        lane, when held, the waiter, its demand). The late are moved and the overtaken
+        past their bound refused on the way."""
         lanes = self._lanes
         if not self._timed:
-            for lane in lanes:
+            for i, lane in enumerate(lanes):
                 if lane:
                     self._held -= 1
-                    return lane.popleft()[1]
+                    held_at, waiter, tokens = lane.popleft()
+                    self.queued_tokens -= tokens
+                    return i, held_at, waiter, tokens
         now_s = self._clock()
         if self._no_ready:  # a ready endpoint after none: the bound counts from now
             self._no_ready = False
@@ -280,21 +369,20 @@ class Dispatcher:
                 self._ready_since_s,
             )  # fmt: skip
             lane = lanes[step.lane]
+            held_at, waiter, tokens = lane.popleft()
             if step.action == SERVE:
                 self._held -= 1
-                held_at, waiter = lane.popleft()
-                if not waiter.done():
-                    self.classes[step.lane // 2].waited(now_s - held_at)
-                return waiter
-            held_at, waiter = lane.popleft()
+                self.queued_tokens -= tokens
+                return step.lane, held_at, waiter, tokens
             counts = self.classes[step.lane // 2]
             if step.action == LATE:
                 if not waiter.done():
                     counts.late += 1
                     self.late_total += 1
-                _insert(lanes[step.lane + 1], held_at, waiter)
+                _insert(lanes[step.lane + 1], held_at, waiter, tokens)
                 continue
             self._held -= 1  # SHED
+            self.queued_tokens -= tokens
             if not waiter.done():
                 counts.too_long += 1
                 waiter.set_exception(
@@ -304,34 +392,76 @@ class Dispatcher:
                     )
                 )
 
-    def release(self, ep: Endpoint) -> None:
-        """Give back a slot taken by ``acquire`` (call exactly once, in a ``finally``)."""
+    def release(self, ep: Endpoint, tokens: int = 0) -> None:
+        """Give back a slot taken by ``acquire`` (call exactly once, in a ``finally``), and
+        the ``tokens`` it was taken with."""
         self.pool.release(ep)
+        if tokens:
+            left = self._tokens[ep.url] - tokens
+            if left or not ep.removed:
+                self._tokens[ep.url] = left
+            else:  # drained and forgotten: no series left behind
+                del self._tokens[ep.url]
         if self._held:
             self.pump()
 
     def pump(self) -> None:
         """Hand free slots to held requests in :meth:`_next_waiter`'s order (call after
         any pool change)."""
+        if self.token_aware:
+            self._pump_tokens()
+            return
         while self._held:
             ep = self.pool.choose(below_slots=True)
             if ep is None:
                 if self._timed and not self.pool.has_ready():
                     self._no_ready = True
                 return
-            fut = self._next_waiter()
+            lane, held_at, fut, tokens = self._next_waiter()
             if fut.done():  # cancelled while waiting
                 continue
+            self._served(lane, held_at)
             self.pool.acquire(ep)
+            if tokens:
+                self._charge(ep, tokens)
             fut.set_result(ep)
 
+    def _pump_tokens(self) -> None:
+        """:meth:`pump` with token admission: the next request in the order gets the
+        least-loaded endpoint with a free slot that fits its demand, or, when none does,
+        stays at the head of the order and nobody is served."""
+        while self._held:
+            if self.pool.choose(below_slots=True) is None:  # no free slot at all
+                if self._timed and not self.pool.has_ready():
+                    self._no_ready = True
+                return
+            lane, held_at, fut, tokens = self._next_waiter()
+            if fut.done():  # cancelled while waiting
+                continue
+            ep = self._choose(tokens)
+            if ep is None:  # no room in tokens: it stays first in the order
+                self._lanes[lane].appendleft((held_at, fut, tokens))
+                self._held += 1
+                self.queued_tokens += tokens
+                return
+            self._served(lane, held_at)
+            self.pool.acquire(ep)
+            if tokens:
+                self._charge(ep, tokens)
+            fut.set_result(ep)
 
-def _insert(lane: Lane, held_at: float, waiter: Waiter) -> None:
+    def _served(self, lane: int, held_at: float) -> None:
+        """A held request of ``lane`` got its slot: its class's wait (timed orders only)."""
+        if self._timed:
+            self.classes[lane // 2].waited(self._clock() - held_at)
+
+
+def _insert(lane: Lane, held_at: float, waiter: Waiter, tokens: int = 0) -> None:
     """Put ``waiter`` in ``lane`` by ``held_at`` (oldest first; at the end usually)."""
     i = len(lane)
     while i and lane[i - 1][0] > held_at:
         i -= 1
-    lane.insert(i, (held_at, waiter))
+    lane.insert(i, (held_at, waiter, tokens))
 
 
 class Admission(Generic[R]):
@@ -356,6 +486,8 @@ class Admission(Generic[R]):
     ``ep`` stays set after the slot is given back (the endpoint the request went to, for the
     metrics' label); it is None when no endpoint took it. ``retried`` says whether the
     request was sent a second time. ``cls``: its priority class (the plan's index).
+    ``tokens``: its demand in KV tokens (token admission; 0 without), charged to the
+    endpoint with the slot and given back with it.
 
     A retried request keeps its place in the hold order: it is held again, if it must
     wait, at the hold time it had (or, if it never waited, ahead of every request of its
@@ -363,17 +495,23 @@ class Admission(Generic[R]):
     """
 
     __slots__ = ("_d", "_done", "_held_at", "_holding", "_not_delivered", "_open", "cls", "ep",
-                 "response", "retried")  # fmt: skip
+                 "response", "retried", "tokens")  # fmt: skip
 
     response: R
 
     def __init__(
-        self, dispatcher: Dispatcher, open: Opener[R], not_delivered: OnNotDelivered, cls: int = 0
+        self,
+        dispatcher: Dispatcher,
+        open: Opener[R],
+        not_delivered: OnNotDelivered,
+        cls: int = 0,
+        tokens: int = 0,
     ) -> None:
         self._d = dispatcher
         self._open = open
         self._not_delivered = not_delivered
         self.cls = cls
+        self.tokens = tokens
         self.ep: Endpoint | None = None
         self.retried = False
         self._holding = False
@@ -385,10 +523,10 @@ class Admission(Generic[R]):
         d = self._d
         d.inflight += 1
         try:
-            ep = d.try_acquire()
+            ep = d.try_acquire(self.tokens)
             if ep is None:
                 self._held_at = d.now()
-                ep = await d.acquire(self.cls, self._held_at)
+                ep = await d.acquire(self.cls, self._held_at, tokens=self.tokens)
             self.ep = ep
             self._holding = True  # no await since the slot was taken: cannot be lost
             try:
@@ -406,10 +544,10 @@ class Admission(Generic[R]):
         self._not_delivered(ep, first)
         self._holding = False
         self.ep = None
-        self._d.release(ep)
+        self._d.release(ep, self.tokens)
         self.retried = True
         # Its place: the hold time it had, or ahead of all held since it took its slot.
-        ep = self.ep = await self._d.acquire(self.cls, self._held_at, again=True)
+        ep = self.ep = await self._d.acquire(self.cls, self._held_at, True, self.tokens)
         self._holding = True
         try:
             self.response = await self._open(ep)
@@ -436,5 +574,5 @@ class Admission(Generic[R]):
         if self._holding:
             self._holding = False
             assert self.ep is not None
-            self._d.release(self.ep)
+            self._d.release(self.ep, self.tokens)
         self._d.inflight -= 1

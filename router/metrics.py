@@ -117,9 +117,31 @@ class _StateCollector(Collector):
             "Requests dispatched to this endpoint and not finished.",
             labels=["endpoint"],
         )
+        tokens = GaugeMetricFamily(
+            names.ROUTER_ENDPOINT_INFLIGHT_TOKENS,
+            "KV tokens (prompt + output budget) of the requests dispatched to this endpoint "
+            "and not finished (token admission; 0 without).",
+            labels=["endpoint"],
+        )
+        capacity = GaugeMetricFamily(
+            names.ROUTER_ENDPOINT_KV_TOKENS,
+            "The endpoint's KV capacity in tokens that dispatch admits against: configured "
+            "(--kv-tokens) or discovered (vllm:cache_config_info); 0: none known.",
+            labels=["endpoint"],
+        )
         for view in d.pool.snapshot():
             per.add_metric([view.label], view.inflight)
+            tokens.add_metric([view.label], d.tokens_in_flight(view.url))
+            capacity.add_metric([view.label], d.kv_capacity(view.url) or 0)
         yield per
+        yield tokens
+        yield capacity
+        yield GaugeMetricFamily(
+            names.ROUTER_QUEUED_TOKENS,
+            "KV tokens (prompt + output budget) of the requests held at the router "
+            "(token admission; 0 without).",
+            value=d.queued_tokens,
+        )
         states = GaugeMetricFamily(
             names.ROUTER_ENDPOINTS, "Endpoints the router knows, by state.", labels=["state"]
         )

@@ -22,7 +22,7 @@ counts within 1 of each other, where ``random.choice`` splits 8/8 only ~20% of t
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -154,16 +154,21 @@ class Pool:
         return False
 
     # --- dispatch ----------------------------------------------------------------------
-    def choose(self, below_slots: bool) -> Endpoint | None:
+    def choose(
+        self, below_slots: bool, fits: Callable[[Endpoint], bool] | None = None
+    ) -> Endpoint | None:
         """The ready endpoint with the fewest in flight (random among ties), or None.
 
-        ``below_slots``: only endpoints with a free slot (``--hold-when-full``).
+        ``below_slots``: only endpoints with a free slot (``--hold-when-full``). ``fits``:
+        only endpoints it accepts (the dispatcher's token admission, router/dispatch.py).
         """
         best: list[Endpoint] = []
         best_n = 1 << 62
         limit = self.slots if below_slots else best_n
         for ep in self._endpoints.values():
             if ep.state != READY or ep.inflight >= limit:
+                continue
+            if fits is not None and not fits(ep):
                 continue
             if self.dispatch == "random":
                 best.append(ep)

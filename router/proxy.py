@@ -131,6 +131,9 @@ class Proxy:
         # header and parses no body for a priority.
         plan = dispatcher.plan
         self._class_of = plan.class_of if len(plan.classes) > 1 else None
+        # Token admission (router/tokens.py, router/dispatch.py): None without, so the
+        # default path parses no body for a demand.
+        self._demand = dispatcher.demand
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -262,7 +265,8 @@ class Proxy:
                     watcher.cancel()
                 await self._reject(send, exc.status, exc.kind, str(exc), t0)
                 return
-        admission = Admission(self.dispatcher, request.open, self._on_not_delivered, cls)
+        tokens = self._demand(path, body) if self._demand is not None else 0
+        admission = Admission(self.dispatcher, request.open, self._on_not_delivered, cls, tokens)
         code = 0
         try:
             try:

@@ -1,0 +1,235 @@
+"""A request's demand in KV tokens: its prompt plus its output budget (issue 23, item 1).
+
+Pure: no I/O, no clock. The router reads it only when token capacity is on
+(``--kv-tokens`` or ``--discover-kv-tokens``, :mod:`router.dispatch`); otherwise the body is
+never parsed for it.
+
+**Prompt tokens.** Exact when the prompt is token ids (``/v1/completions``' ``prompt`` as a
+list of ints, or a list of such lists: one sequence each). Text is estimated:
+``ceil(characters ÷ chars_per_token)`` (``--chars-per-token``, default
+:data:`DEFAULT_CHARS_PER_TOKEN`); a chat request's ``messages`` are their contents' text
+summed (a string, or the ``text`` of ``{"type": "text"}`` parts; other parts count 0), plus
+:data:`MESSAGE_OVERHEAD_TOKENS` a message for the chat template's role markers. The router
+has no tokenizer: the estimate's error against vLLM's own count is measured in
+results/2026-12-02-token-estimate/.
+
+**Output budget.** ``max_tokens`` (or chat's ``max_completion_tokens``) when given. When
+absent, what vLLM itself would allow: ``/v1/completions`` defaults to 16
+(:data:`COMPLETIONS_DEFAULT_MAX_TOKENS`, vLLM's ``CompletionRequest``); a chat request, or
+an explicit ``null``, may run to ``max_model_len − prompt`` (vLLM's ``get_max_tokens``), so
+that is its budget when the router knows ``max_model_len``, and 0 when it does not (the
+prompt alone is then counted). ``n`` choices: each its own budget (the prompt's KV blocks
+are shared by vLLM's prefix cache).
+
+Routes other than the two generation routes (embeddings, responses, audio) have demand 0:
+they are admitted on slots only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Characters a token when the prompt is text: the usual rule of thumb for English BPE
+#: vocabularies (OpenAI's "~4 characters"); measured for a model in
+#: results/2026-12-02-token-estimate/ and set with ``--chars-per-token``.
+DEFAULT_CHARS_PER_TOKEN = 4.0
+#: Template tokens a chat message adds around its content (role markers, separators).
+MESSAGE_OVERHEAD_TOKENS = 4
+#: vLLM's ``CompletionRequest.max_tokens`` default (``/v1/completions`` without it).
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16
+
+COMPLETIONS = b"/v1/completions"
+CHAT = b"/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class Demand:
+    """One request's KV tokens: ``prompt`` (``exact``: counted from token ids, else
+    estimated from text) and ``output`` (the budget); ``total`` is what dispatch admits."""
+
+    prompt: int
+    output: int
+    exact: bool
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.output
+
+
+NONE = Demand(0, 0, True)
+
+
+def text_tokens(text: str, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN) -> int:
+    """The estimated tokens of ``text``: characters ÷ ``chars_per_token``, rounded up.
+
+    >>> text_tokens("Hello, world!"), text_tokens("")
+    (4, 0)
+    """
+    return math.ceil(len(text) / chars_per_token) if text else 0
+
+
+def _is_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in value
+    )
+
+
+def prompt_sequences(prompt: Any, chars_per_token: float) -> tuple[list[int], bool]:
+    """A completions ``prompt``'s sequences' token counts, and whether they are exact.
+
+    A string or a list of ints is one sequence; a list of strings or of int lists is one a
+    member (vLLM runs each as its own request). Anything else counts as no sequence.
+
+    >>> prompt_sequences([1, 2, 3], 4.0), prompt_sequences([[1], [2, 3]], 4.0)
+    (([3], True), ([1, 2], True))
+    >>> prompt_sequences(["abcd", "abcdefgh"], 4.0)
+    ([1, 2], False)
+    """
+    if isinstance(prompt, str):
+        return [text_tokens(prompt, chars_per_token)], False
+    if not isinstance(prompt, list) or not prompt:
+        return [], True
+    if _is_ids(prompt):
+        return [len(prompt)], True
+    counts: list[int] = []
+    exact = True
+    for item in prompt:
+        if isinstance(item, str):
+            counts.append(text_tokens(item, chars_per_token))
+            exact = False
+        elif _is_ids(item):
+            counts.append(len(item))
+    return counts, exact
+
+
+def message_text(content: Any) -> str:
+    """A chat message's text: a string, or its ``text`` parts joined (images and audio
+    parts carry none the router can count)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def chat_tokens(
+    messages: Any,
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
+    overhead: int = MESSAGE_OVERHEAD_TOKENS,
+) -> int:
+    """A chat request's estimated prompt tokens: each message's content text ÷
+    ``chars_per_token`` (rounded up once, over the sum) plus ``overhead`` a message.
+
+    >>> chat_tokens([{"role": "user", "content": "x" * 40}], 4.0, 4)
+    14
+    """
+    if not isinstance(messages, list):
+        return 0
+    chars = 0
+    count = 0
+    for m in messages:
+        if isinstance(m, dict):
+            count += 1
+            chars += len(message_text(m.get("content")))
+    return math.ceil(chars / chars_per_token) + overhead * count
+
+
+def _budget(doc: dict[str, Any], chat: bool) -> int | None:
+    """The output budget the request gives; None: up to ``max_model_len − prompt``."""
+    for key in ("max_tokens", "max_completion_tokens") if chat else ("max_tokens",):
+        value = doc.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return max(value, 0)
+    if not chat and "max_tokens" not in doc:
+        return COMPLETIONS_DEFAULT_MAX_TOKENS
+    return None
+
+
+def _choices(doc: dict[str, Any]) -> int:
+    n = doc.get("n", 1)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
+
+def demand_of(
+    doc: dict[str, Any],
+    chat: bool,
+    max_model_len: int | None = None,
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
+) -> Demand:
+    """The demand of a parsed request body (``chat``: ``/v1/chat/completions``).
+
+    >>> demand_of({"prompt": [7] * 1800, "max_tokens": 200}, chat=False)
+    Demand(prompt=1800, output=200, exact=True)
+    >>> demand_of({"messages": [{"role": "user", "content": "x" * 40}]}, True, 2048).total
+    2048
+    """
+    budget = _budget(doc, chat)
+    n = _choices(doc)
+    if chat:
+        prompts, exact = [chat_tokens(doc.get("messages"), chars_per_token)], False
+    else:
+        prompts, exact = prompt_sequences(doc.get("prompt"), chars_per_token)
+    output = 0
+    for p in prompts:
+        if budget is not None:
+            output += n * budget
+        elif max_model_len is not None:
+            output += n * max(max_model_len - p, 0)
+    return Demand(sum(prompts), output, exact)
+
+
+def request_demand(
+    path: bytes,
+    body: bytes,
+    max_model_len: int | None = None,
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
+) -> Demand:
+    """The demand of a raw request (the proxy's path, query string included, and body):
+    :data:`NONE` for another route or a body that is not a JSON object (vLLM answers it)."""
+    route = path.partition(b"?")[0]
+    if route == COMPLETIONS:
+        chat = False
+    elif route == CHAT:
+        chat = True
+    else:
+        return NONE
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return NONE
+    if not isinstance(doc, dict):
+        return NONE
+    return demand_of(doc, chat, max_model_len, chars_per_token)
+
+
+def estimate_errors(estimated: Sequence[int], actual: Sequence[int]) -> list[float]:
+    """Relative errors ``(estimated − actual) ÷ actual`` (positive: the router over-counts);
+    pairs with ``actual`` 0 are skipped."""
+    return [(e - a) / a for e, a in zip(estimated, actual, strict=True) if a]
+
+
+class TokenDemand:
+    """The proxy's demand function, ``demand(path, body) -> tokens``, with the router's
+    settings: ``max_model_len`` (configured, or the largest an endpoint reported; None:
+    unknown) and ``chars_per_token``."""
+
+    __slots__ = ("chars_per_token", "max_model_len")
+
+    def __init__(
+        self, max_model_len: int | None = None, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
+    ) -> None:
+        if not chars_per_token > 0:
+            raise ValueError(f"--chars-per-token must be > 0, got {chars_per_token}")
+        self.max_model_len = max_model_len
+        self.chars_per_token = chars_per_token
+
+    def __call__(self, path: bytes, body: bytes) -> int:
+        return request_demand(path, body, self.max_model_len, self.chars_per_token).total
