@@ -33,7 +33,7 @@ from inflight.measure.openloop_report import build_comparison, comparison_markdo
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.slo import Outcome, slo_measures
 from inflight.planes.policies import Policy, parse_policies, resolve_policies
-from inflight.sim import outages, report
+from inflight.sim import kvcache, outages, report
 from inflight.sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 from inflight.workload.flags import concurrency_list
 from inflight.workload.plan import (
@@ -161,6 +161,7 @@ def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> di
             if plan.hold_deadline_s is None
             else plan.hold_deadline_s,
             "hold_deadline_peers": plan.hold_deadline_peers,
+            **kvcache.meta(a),  # --kv-blocks: the replicas' KV cache
         }
     )
     if plan.meta.get("seed") is not None:
@@ -183,7 +184,7 @@ def _run(a: argparse.Namespace) -> int:
         if policy.kind not in SCALER_POLICIES:
             raise UsageError(f"--scaler-metadata: --policy {a.policy} has no scaler trigger")
         policy = Policy(policy.name, policy.kind, policy.replicas, tuple(overrides.items()))
-    config = outages.apply(sim_config(plan, policy, seed), a)
+    config = kvcache.apply(outages.apply(sim_config(plan, policy, seed), a), a)
     out = new_out_dir(a.out_dir, "results", a.force)
     result = simulate_plan(config, plan)
     workload = {**plan.scenario_meta(), "source": "sim", "time_scale": TIME_SCALE}
@@ -270,7 +271,7 @@ def _compare(a: argparse.Namespace) -> int:
     names_asked = {p.name for p in policies}
     fleets = [] if getattr(a, "no_frontier", False) else parse_policies(",".join(fleet_names(hi)))
     configs = {
-        p.name: {s: outages.apply(sim_config(plans[s], p, s), a) for s in seeds}
+        p.name: {s: kvcache.apply(outages.apply(sim_config(plans[s], p, s), a), a) for s in seeds}
         for p in [*policies, *(f for f in fleets if f.name not in names_asked)]
     }
     out = new_out_dir(a.out_dir, "comparisons", a.force)
@@ -430,6 +431,7 @@ def register(subparsers: Any) -> None:
         help="KEY=VALUE,... overrides of the trigger metadata (e.g. targetSaturation=0.8)",
     )
     outages.add_flags(run)
+    kvcache.add_flags(run)
     run.set_defaults(func=_guarded(_run))
 
     cmp = sub.add_parser("compare", help="several policies on several seeds")
@@ -463,6 +465,7 @@ def register(subparsers: Any) -> None:
         "policy's frontier gap is measured against (inflight/measure/frontier.py)",
     )
     outages.add_flags(cmp)
+    kvcache.add_flags(cmp)
     cmp.set_defaults(func=_guarded(_compare))
 
     # Hooks: other modules of this package add their own subcommands when present.

@@ -24,7 +24,6 @@ still open then is ``unfinished``, as the live bench counts it.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -408,7 +407,6 @@ class Simulation:
         now = self.events.now_s
         for r in list(self.fleet.replicas.values()):
             self._wake(r, now)
-        ready = self.fleet.scraped()
         self.scrapes.scrape(
             now,
             {
@@ -416,10 +414,7 @@ class Simulation:
                 S.QUEUED: float(self.router.queued),
                 S.RECEIVED: float(self.router.received),
                 S.READY: float(self.router.ready_endpoints()),
-                S.VLLM_WAITING: float(sum(r.engine.num_waiting for r in ready))
-                if ready
-                else math.nan,
-                S.VLLM_RUNNING: float(sum(r.engine.num_running for r in ready)),
+                **self.fleet.vllm_sample(),  # queues and KV cache (docs/capacity.md)
             },
         )
         self.events.at(now + self.config.scrape_interval_s, self._scrape, _P_SCRAPE)
@@ -465,6 +460,11 @@ class Simulation:
         now = self.events.now_s
         res.dispatched_s = now
         replica = self.fleet.replica_of(ep)
+        if res.prompt_tokens + res.max_tokens > self.config.profile.max_model_len:
+            # Longer than the replica's context: vLLM (and the emulator's server) answer
+            # HTTP 400 at once; the slot comes back (an event: not inside the router's call).
+            self.events.at(now, partial(self._too_long, res, ep), _P_WORK)
+            return
         # Bring the replica to now first (its finished requests end, as the emulator's
         # server advances before it submits): submit's own advance would drop them.
         self._wake(replica, now)
@@ -472,6 +472,13 @@ class Simulation:
         self._by_seq[seq] = (res, ep)
         replica.engine.submit(seq, now)
         self._schedule_wake(replica)
+
+    def _too_long(self, res: RequestResult, ep: Endpoint) -> None:
+        replica = self.fleet.replica_of(ep)
+        self._account_l()
+        self.router.finish(ep)
+        self._end(res, ok=False, cause="http_400")
+        self.fleet.released(replica)
 
     def _schedule_wake(self, r: SimReplica) -> None:
         at_s = r.engine.next_finish_s()

@@ -19,12 +19,14 @@ lifecycle calls live: starting, ready, draining, stopping.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from inflight.control import lifecycle as lc
 from inflight.emulator.engine import Engine
 from inflight.emulator.profile import Profile
+from inflight.sim import scrapes as S
 from inflight.sim.events import EventQueue
 from inflight.sim.router import SimRouter
 from router.pool import Endpoint
@@ -176,6 +178,31 @@ class Fleet:
         """The replicas Prometheus scrapes: ready and draining ones (they serve)."""
         serving = (lc.ReplicaPhase.READY, lc.ReplicaPhase.DRAINING)
         return [self.replicas[s.id] for s in self.states if s.phase in serving]
+
+    def vllm_sample(self) -> dict[str, float]:
+        """What Prometheus reads from the scraped replicas' vLLM series, summed as the
+        queries sum them (``inflight.sim.scrapes``): waiting, running, KV usage (each
+        engine's ``vllm:kv_cache_usage_perc``), waiting for capacity (the emulator's:
+        every waiting request) and the cache size ``vllm:cache_config_info`` states. A sum
+        over no replica is no series: NaN (running reads 0 then, as it always has)."""
+        serving = self.scraped()
+        if not serving:
+            nan = math.nan
+            return {
+                S.VLLM_WAITING: nan,
+                S.VLLM_RUNNING: 0.0,
+                S.KV_USAGE: nan,
+                S.KV_WAITING: nan,
+                S.KV_CACHE_TOKENS: nan,
+            }
+        waiting = float(sum(r.engine.num_waiting for r in serving))
+        return {
+            S.VLLM_WAITING: waiting,
+            S.VLLM_RUNNING: float(sum(r.engine.num_running for r in serving)),
+            S.KV_USAGE: sum(r.engine.kv_cache_usage() for r in serving),
+            S.KV_WAITING: waiting,
+            S.KV_CACHE_TOKENS: float(self.profile.kv_cache_size_tokens),
+        }
 
     def replica_of(self, ep: Endpoint) -> SimReplica:
         return self.by_url[ep.url]

@@ -3,10 +3,13 @@
 Live, KEDA (``inflight.planes.scaler_client``) calls the scaler over gRPC; its servicer parses
 the trigger metadata (``external_scaler.metadata.parse_metadata``), asks Prometheus for the
 range query (``external_scaler.sources.promql.range_query``, bounds aligned to the step by
-``RangeQuery.bounds``), builds the window (``window_from_matrix``) and decides
-(``inflight.control.policy.evaluate``) at the aligned end. :class:`SimScaler` does exactly
-that on the simulated scrapes (``inflight.sim.scrapes``), and maps a refusal (SourceError,
-NoSamples: gRPC UNAVAILABLE live) to ``ScalerUnavailable``, as the gRPC client does, so
+``RangeQuery.bounds``), builds the window (``window_from_matrix``) and vLLM's KV series
+(``kv_from_matrix``) and decides (``external_scaler.decide.decide``: saturation as the
+maximum over request slots and KV tokens under ``capacity`` ``auto``, then
+``inflight.control.policy.evaluate``) at the aligned end. :class:`SimScaler` does exactly
+that on the simulated scrapes (``inflight.sim.scrapes``, whose replicas expose their
+engines' KV state), and maps a refusal (SourceError, NoSamples: gRPC UNAVAILABLE live) to
+``ScalerUnavailable``, as the gRPC client does, so
 ``inflight.planes.autoscaler.Autoscaler`` sees the same answers it sees live.
 """
 
@@ -14,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from external_scaler.decide import decide
 from external_scaler.errors import SourceError
 from external_scaler.metadata import ScalerSpec, parse_metadata
-from external_scaler.sources.prometheus import window_from_matrix
+from external_scaler.sources import Observed
+from external_scaler.sources.prometheus import kv_from_matrix, window_from_matrix
 from external_scaler.sources.promql import range_query
-from inflight.control.policy import Decision, NoSamples, evaluate
+from inflight.control.capacity import Dimension
+from inflight.control.policy import Decision, NoSamples
 from inflight.planes.scaler_client import MetricSpec, ScalerUnavailable
 from inflight.sim.scrapes import Scrapes
 
@@ -37,6 +43,7 @@ class SimScaler:
         # as the live source's cache and step alignment make it.
         self._cached: tuple[float, Decision | str] | None = None
         self.decisions: list[Decision] = []
+        self.bindings: list[Dimension] = []  # the dimension that bound, per decision
 
     def decide(self) -> Decision:
         start_s, end_s = self.query.bounds(self.clock())
@@ -46,8 +53,10 @@ class SimScaler:
             try:
                 data = self.scrapes.matrix(self.query, start_s, end_s)
                 window = window_from_matrix(data, self.query, start_s, end_s)
-                answer = evaluate(window, self.spec.policy, end_s)
+                decided = decide(self.spec, Observed(window, end_s, kv_from_matrix(data)))
+                answer = decided.decision
                 self.decisions.append(answer)
+                self.bindings.append(decided.dimension)
             except (SourceError, NoSamples) as exc:
                 answer = f"StatusCode.UNAVAILABLE: {exc}"
             self._cached = (end_s, answer)

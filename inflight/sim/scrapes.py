@@ -31,6 +31,16 @@ network partition, a pod scraped but not ready. Prometheus then does what it doe
 Every target is scraped at the same instant (live, Prometheus spreads them over the
 interval). Without a span, one target, never down, the counter never resets: the
 simulator as it was.
+
+vLLM's KV series (docs/capacity.md). Each scrape also records what the serving replicas'
+engines (``inflight.emulator.engine.Engine``, the emulator's vLLM KV-block model) expose:
+Σ ``vllm:kv_cache_usage_perc``, Σ ``vllm:num_requests_waiting_by_reason{reason="capacity"}``
+(the emulator defers nothing: every waiting request waits for capacity) and the cache size
+``vllm:cache_config_info`` states (``kv_cache_size_tokens``). When the scaler's range query
+asks for them (trigger ``capacity`` ``auto``), :meth:`Scrapes.matrix` answers its
+``kv_usage``, ``kv_running``, ``kv_waiting`` and ``kv_config`` series from them, as
+Prometheus would from the replicas' own scrapes, and the scaler decides on them as it does
+live (``external_scaler.decide``). A sum over no replica is no series (NaN here).
 """
 
 from __future__ import annotations
@@ -47,11 +57,16 @@ from external_scaler.sources.promql import (
     SIGNAL_ARRIVALS,
     SIGNAL_DOWN,
     SIGNAL_INFLIGHT,
+    SIGNAL_KV_CONFIG,
+    SIGNAL_KV_RUNNING,
+    SIGNAL_KV_USAGE,
+    SIGNAL_KV_WAITING,
     SIGNAL_LABEL,
     SIGNAL_READY,
     SIGNAL_SAMPLED,
     RangeQuery,
 )
+from inflight import names
 
 #: Prometheus' default ``--query.lookback-delta``: an instant vector selector finds a
 #: sample up to this old.
@@ -65,7 +80,12 @@ RECEIVED = "router_requests_received_total"
 READY = 'router_endpoints{state="ready"}'
 VLLM_WAITING = "sum(vllm:num_requests_waiting)"  # NaN when no replica is scraped
 VLLM_RUNNING = "sum(vllm:num_requests_running)"
-SERIES = (INFLIGHT, QUEUED, RECEIVED, READY, VLLM_WAITING, VLLM_RUNNING)
+#: vLLM's KV series (NaN when no replica is scraped; optional in :meth:`Scrapes.scrape`).
+KV_USAGE = "sum(vllm:kv_cache_usage_perc)"
+KV_WAITING = 'sum(vllm:num_requests_waiting_by_reason{reason="capacity"})'
+KV_CACHE_TOKENS = "max(vllm:cache_config_info{kv_cache_size_tokens})"  # the label, as a value
+KV_SERIES = (KV_USAGE, KV_WAITING, KV_CACHE_TOKENS)
+SERIES = (INFLIGHT, QUEUED, RECEIVED, READY, VLLM_WAITING, VLLM_RUNNING, *KV_SERIES)
 #: The router targets' series (the rest are the replicas'). Each target exposes its share
 #: of these, but of READY, which every router exposes whole (the query takes its max).
 ROUTER_SERIES = frozenset({INFLIGHT, QUEUED, RECEIVED, READY})
@@ -119,12 +139,15 @@ class Scrapes:
         check_routers(self.routers, self.down)
 
     def scrape(self, t_s: float, sample: dict[str, float]) -> None:
-        """Record one scrape at ``t_s`` (every series of :data:`SERIES` in ``sample``)."""
+        """Record one scrape at ``t_s`` (every series of :data:`SERIES` in ``sample``; those
+        of :data:`KV_SERIES` may be left out: no KV series, as from a replica without them)."""
         if self.times_s and t_s <= self.times_s[-1]:
             raise ValueError(f"scrape at {t_s} is not after the last one ({self.times_s[-1]})")
         self.times_s.append(t_s)
         for name in SERIES:
-            self.values[name].append(sample[name])
+            self.values[name].append(
+                sample.get(name, math.nan) if name in KV_SERIES else sample[name]
+            )
         up = tuple(not any(d.covers(k, t_s) for d in self.down) for k in range(self.routers))
         before = self.last_up_s[-1] if self.last_up_s else (None,) * self.routers
         self.up.append(up)
@@ -238,7 +261,54 @@ class Scrapes:
                     result.append({"metric": labels, "values": values})
         if sampled:
             result.append({"metric": {SIGNAL_LABEL: SIGNAL_SAMPLED}, "values": sampled})
+        if _asks_kv(query):
+            result.extend(self._kv_matrix(query, start_s, steps))
         return {"resultType": "matrix", "result": result}
+
+    def _kv_matrix(self, query: RangeQuery, start_s: float, steps: int) -> list[dict[str, Any]]:
+        """The range query's KV series (trigger ``capacity`` ``auto``): at each step the
+        replicas' newest scrape in the lookback, where any replica was scraped (a sum over
+        no series is no sample). ``kv_config``: one series (the replicas are alike), its
+        ``kv_cache_size_tokens`` label the cache size, its value 1 as vLLM's info metric."""
+        series: dict[str, list[list[float]]] = {
+            SIGNAL_KV_USAGE: [],
+            SIGNAL_KV_RUNNING: [],
+            SIGNAL_KV_WAITING: [],
+        }
+        config: list[list[float]] = []
+        tokens = math.nan
+        for k in range(steps):
+            t = round(start_s + k * query.step_s, 3)
+            i = self._index_at(t)
+            if i is None or math.isnan(self.values[KV_USAGE][i]):
+                continue
+            series[SIGNAL_KV_USAGE].append([t, self.values[KV_USAGE][i]])
+            series[SIGNAL_KV_RUNNING].append([t, self.values[VLLM_RUNNING][i]])
+            waiting = self.values[KV_WAITING][i]
+            if not math.isnan(waiting):
+                series[SIGNAL_KV_WAITING].append([t, waiting])
+            size = self.values[KV_CACHE_TOKENS][i]
+            if not math.isnan(size):
+                config.append([t, 1.0])
+                tokens = size
+        out = [
+            {"metric": {SIGNAL_LABEL: signal}, "values": values}
+            for signal, values in series.items()
+            if values
+        ]
+        if config:
+            labels = {
+                SIGNAL_LABEL: SIGNAL_KV_CONFIG,
+                names.VLLM_CACHE_SIZE_TOKENS_LABEL: f"{tokens:.0f}",
+            }
+            out.append({"metric": labels, "values": config})
+        return out
+
+
+def _asks_kv(query: RangeQuery) -> bool:
+    """Whether the range query has the KV series (``external_scaler.sources.promql``
+    adds them, each under its ``signal`` label, when the trigger's ``capacity`` is auto)."""
+    return f'"{SIGNAL_LABEL}", "{SIGNAL_KV_USAGE}"' in query.expr
 
 
 def _extrapolated_rate(
