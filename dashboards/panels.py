@@ -197,10 +197,21 @@ def stat(
     )
 
 
+#: ``state_timeline``'s default states: the scaler's active flag.
+ACTIVE_STATES: Final = {0: ("idle", "blue"), 1: ("active", "green")}
+
+
 def state_timeline(
-    panel_id: int, title: str, description: str, queries: list[Query], *, width: int = 12
+    panel_id: int,
+    title: str,
+    description: str,
+    queries: list[Query],
+    *,
+    width: int = 12,
+    states: Mapping[int, tuple[str, str]] = ACTIVE_STATES,
 ) -> timeline_b.Panel:
-    """On/off over time (e.g. the scaler's active flag), 0 = idle, 1 = active."""
+    """On/off over time: ``states`` maps each value to (text, colour); by default the
+    scaler's active flag, 0 = idle, 1 = active."""
     return (
         timeline_b.Panel()
         .id(panel_id)
@@ -214,8 +225,8 @@ def state_timeline(
             [
                 dash_m.ValueMap(
                     options={
-                        "0": dash_m.ValueMappingResult(text="idle", color="blue"),
-                        "1": dash_m.ValueMappingResult(text="active", color="green"),
+                        str(value): dash_m.ValueMappingResult(text=text, color=color)
+                        for value, (text, color) in states.items()
                     }
                 )
             ]

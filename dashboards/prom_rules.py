@@ -14,7 +14,12 @@ Why these ``for:`` durations (production, 1.0 time-scale):
 * imbalance and Little's Law drift are slow, ticket-level faults (15 m);
 * scaler errors turn into KEDA's fallback replica count at once, so 5 m;
 * no ready endpoint while requests arrive is an outage; 5 m covers a scale-from-zero
-  start of the reference model.
+  start of the reference model;
+* the KV cache binding instead of the slots is a sizing fact, not an outage (the scaler
+  adds replicas for it under ``capacity: auto``): 15 m of it is a ticket; the same at a
+  ceiling (the scaler asking for more than are ready) pages like
+  InflightSaturatedAtMaxReplicas, which cannot see it (L ÷ slots reads 1.0 while half the
+  requests wait for KV in vLLM).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any, Final
 
 from dashboards import signals as s
 from inflight import names as n
+from inflight.control.capacity import DIMENSION_KV
 
 RUNBOOK_PATH: Final = "docs/runbook.md"
 GROUP_RECORDING: Final = "inflight.recording"
@@ -91,6 +97,15 @@ _SOURCE_KINDS_RE = "|".join(sorted(SOURCE_FAILURE_KINDS))
 PARTIAL_DATA_KINDS: Final = (n.SCALER_ERROR_SOURCE_PARTIAL, n.SCALER_ERROR_SOURCE_STALE)
 _PARTIAL_KINDS_RE = "|".join(sorted(PARTIAL_DATA_KINDS))
 
+# The scaler's binding gauge says the KV dimension sets its value (docs/capacity.md).
+_KV_BINDS = (
+    f"max by (namespace, job, metric_name) "
+    f'({n.SCALER_CAPACITY_BINDING}{{dimension="{DIMENSION_KV}"}}) == 1'
+)
+_SCALER_WHERE = (
+    "Scaler {{ $labels.namespace }}/{{ $labels.job }} (trigger {{ $labels.metric_name }})"
+)
+
 ALERTS: Final = (
     Alert(
         name="InflightSustainedQueueing",
@@ -126,6 +141,47 @@ ALERTS: Final = (
             "while the replica count the HPA derives (tolerance included) is above the ready "
             "count: the deployment is at its maxReplicaCount or new replicas cannot start "
             "(no GPU, image pull, quota)."
+        ),
+    ),
+    # The scaler's series only: its value (the KV-equivalent L while kv_tokens binds), per
+    # trigger (metric_name), while its binding gauge says kv_tokens.
+    Alert(
+        name="InflightKvCapacityBinding",
+        expr=(
+            f"max by (namespace, job, metric_name) ({n.SCALER_METRIC_VALUE})\n"
+            f"and on (namespace, job, metric_name)\n"
+            f"({_KV_BINDS})"
+        ),
+        for_s=900,
+        severity="warning",
+        summary="The replicas' KV cache, not their request slots, has sized the fleet for 15 m",
+        description=(
+            f"{_SCALER_WHERE}: the {DIMENSION_KV} capacity dimension has bound for 15 "
+            "minutes (value {{ $value | humanize }}, the in-flight count that would fill the "
+            "replicas' KV caches): long requests fill a replica's cache before its "
+            "slotsPerReplica slots, so vLLM runs fewer than --max-num-seqs at once and "
+            "queues the rest itself. The scaler adds replicas for it (capacity: auto); "
+            "check the prompt lengths, the KV cache size and --max-num-seqs."
+        ),
+    ),
+    Alert(
+        name="InflightKvSaturatedAtMaxReplicas",
+        expr=(
+            f"(max by (namespace, job, metric_name) ({n.SCALER_DESIRED_REPLICAS})\n"
+            f" > on (namespace) group_left\n"
+            f" max by (namespace) ({n.REC_READY}))\n"
+            f"and on (namespace, job, metric_name)\n"
+            f"({_KV_BINDS})"
+        ),
+        for_s=900,
+        severity="critical",
+        summary="KV-bound and not scaling: the scaler asks for replicas that do not arrive",
+        description=(
+            f"{_SCALER_WHERE} has asked for {{{{ $value }}}} replicas, more than are ready, "
+            f"for 15 minutes with the {DIMENSION_KV} dimension binding: requests wait for KV "
+            "blocks in vLLM while the router's saturation (L ÷ slots) may read 1.0, so "
+            "InflightSaturatedAtMaxReplicas stays quiet. The deployment is at its "
+            "maxReplicaCount or new replicas cannot start."
         ),
     ),
     Alert(

@@ -1,9 +1,11 @@
 """The "Scaler" dashboard: is the external scaler doing its job for KEDA?
 
 What it returned (value and target, so the HPA's ceil(value ÷ target) can be read off),
-the replica count that implies, whether it reports the workload active, how long its
-Prometheus queries take, and its errors by kind (most make KEDA fall back; ``source_partial``
-and ``source_stale`` are answered with a raise or a hold, never a drop).
+the replica count that implies, whether it reports the workload active, which capacity
+dimension binds (request slots or the replicas' KV cache, docs/capacity.md) beside vLLM's
+KV series, how long its Prometheus queries take, and its errors by kind (most make KEDA
+fall back; ``source_partial`` and ``source_stale`` are answered with a raise or a hold,
+never a drop).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Final
 from grafana_foundation_sdk.builders import dashboard as dash_b
 
 from dashboards import panels as p
+from dashboards import signals as s
 from inflight import names as n
 
 UID: Final = "inflight-scaler"
@@ -23,6 +26,10 @@ VARIABLES: Final = {
     "job": "Prometheus job of the scaler",
     "metric_name": "ScaledObject trigger metricName",
 }
+#: The vLLM replicas' job (the trigger's ``capacitySelector``), listed from vLLM's KV series.
+VLLM_JOB_VARIABLE: Final = "vllm_job"
+#: The binding panel's states.
+BINDING_STATES: Final = {0: ("not binding", "transparent"), 1: ("binds", "orange")}
 
 
 def build() -> dash_b.Dashboard:
@@ -38,7 +45,15 @@ def build() -> dash_b.Dashboard:
         ["inflight", "keda", "autoscaling"],
         n.SCALER_METRIC_VALUE,
         VARIABLES,
+    ).with_variable(
+        p.label_variable(
+            VLLM_JOB_VARIABLE,
+            n.VLLM_KV_CACHE_USAGE,
+            "job",
+            "Prometheus job of the vLLM replicas (the trigger's capacitySelector)",
+        )
     )
+    vllm_sel = f'namespace=~"$namespace",job=~"${VLLM_JOB_VARIABLE}"'
     board = (
         board.with_row(dash_b.Row("What KEDA is told").id(100))
         .with_panel(
@@ -88,6 +103,41 @@ def build() -> dash_b.Dashboard:
                     )
                 ],
                 unit="short",
+            )
+        )
+    )
+    board = (
+        board.with_row(dash_b.Row("Capacity: which dimension binds").id(102))
+        .with_panel(
+            p.state_timeline(
+                8,
+                "Binding capacity dimension",
+                "Which capacity dimension sets the value at the scaler's latest decision: "
+                "requests (L on slotsPerReplica × replicas) or kv_tokens (the L that would "
+                "fill the replicas' KV caches: L × a running request's share of a cache × "
+                "slots, docs/capacity.md). kv_tokens binds when long requests fill the cache "
+                "before the slots; with trigger metadata capacity: requests it never does.",
+                [q(s.capacity_binding_expr(sel), "{{metric_name}} {{dimension}}")],
+                states=BINDING_STATES,
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                9,
+                "KV cache: use, a request's share, requests waiting for KV",
+                "vLLM's series on the replicas (job: the vllm_job variable, the trigger's "
+                "capacitySelector). Mean KV cache use of a replica; the share of a replica's "
+                "cache one running request holds (Σ use ÷ Σ running): the KV dimension binds "
+                "above 1 ÷ slotsPerReplica (0.25 at 4 slots); right axis: requests vLLM "
+                "holds for capacity (no KV blocks or no slot), which the router's L counts "
+                "as in flight.",
+                [
+                    q(s.kv_usage_mean_expr(vllm_sel), "mean KV use"),
+                    q(s.kv_share_expr(vllm_sel), "a running request's share"),
+                    q(s.kv_waiting_expr(vllm_sel), "waiting for capacity in vLLM"),
+                ],
+                unit="percentunit",
+                right_axis={"C": "short"},
             )
         )
     )

@@ -130,6 +130,29 @@ def qps_desired_expr(sel: str) -> str:
     )
 
 
+def capacity_binding_expr(sel: str) -> str:
+    """1 for the capacity dimension (requests, kv_tokens) that binds the scaler's saturation
+    at its latest decision, 0 for the others, per trigger (``metric_name``)."""
+    return f"max by (metric_name, dimension) ({n.SCALER_CAPACITY_BINDING}{{{sel}}})"
+
+
+def kv_usage_mean_expr(sel: str) -> str:
+    """vLLM's KV cache in use, averaged over the replicas (0-1)."""
+    return f"avg({n.VLLM_KV_CACHE_USAGE}{{{sel}}})"
+
+
+def kv_share_expr(sel: str) -> str:
+    """The share of a replica's KV cache one running request holds: Σ KV use ÷ Σ running
+    (``U ÷ R`` of docs/capacity.md, the scaler's own PromQL). The KV dimension binds when it
+    exceeds 1 ÷ slots. Example: 2 running on 30 of 39 blocks → 0.38 > 1 ÷ 4."""
+    return f"({n.promql(n.PROMQL_KV_USAGE, sel)}) / ({n.promql(n.PROMQL_KV_RUNNING, sel)})"
+
+
+def kv_waiting_expr(sel: str) -> str:
+    """Requests vLLM holds for capacity (no slot or no KV blocks), summed over replicas."""
+    return n.promql(n.PROMQL_KV_WAITING, sel)
+
+
 def routers_missing_expr(sel: str) -> str:
     """Router targets down now (last scrape failed) among those that exposed L in the last
     hour: while above 0, every sum of L is partial and the scaler answers UNAVAILABLE."""

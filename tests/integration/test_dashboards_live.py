@@ -32,7 +32,9 @@ TIME_SCALE = "0.05"  # a reference request takes 4.5 s × 0.05 ≈ 0.23 s
 MODEL = "m"
 WORKERS = 12  # closed loop on 2 replicas × 4 slots: L ≈ 12, saturation ≈ 1.5
 READY_TIMEOUT_S = 60.0  # generous: a 2-core machine shared with other test runs
-VARIABLES = {"$namespace": ".*", "$job": ".*", "$metric_name": ".*", "$model": ".*"}
+VARIABLES = {
+    "$namespace": ".*", "$job": ".*", "$metric_name": ".*", "$model": ".*", "$vllm_job": ".*",
+}  # fmt: skip
 
 
 def _dashboard_queries() -> list[tuple[str, str, bool]]:
@@ -181,7 +183,12 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
         ready_timeout_s=READY_TIMEOUT_S,
     )  # fmt: skip
     prom_server = prometheus_factory(
-        jobs={"router": [f"127.0.0.1:{router.port}"], "scaler": []},
+        # The emulators as vLLM's job: the KV panels read vLLM's series.
+        jobs={
+            "router": [f"127.0.0.1:{router.port}"],
+            "scaler": [],
+            "vllm": [u.removeprefix("http://") for u in urls],
+        },
         rule_files=[ROOT / b.RULES_FILE],
     )
     scaler = procs.start_inflight(

@@ -165,6 +165,28 @@ def test_scaler_dashboard_has_the_panels_the_issue_asks_for() -> None:
         _panel(board, title)
 
 
+def test_scaler_dashboard_says_which_capacity_dimension_binds() -> None:
+    """Issue 23: the binding gauge by dimension, and vLLM's KV share beside it, read from
+    the replicas' job (a variable of its own: the trigger's capacitySelector)."""
+    board = json.loads((ROOT / b.DASHBOARD_DIR / "scaler.json").read_text())
+    binding = _panel(board, "Binding capacity dimension")
+    assert binding["type"] == "state-timeline"
+    [target] = binding["targets"]
+    assert target["expr"].startswith("max by (metric_name, dimension) (")
+    assert n.SCALER_CAPACITY_BINDING in target["expr"]
+    assert "{{dimension}}" in target["legendFormat"]
+    [mapping] = binding["fieldConfig"]["defaults"]["mappings"]
+    assert mapping["options"]["1"]["text"] == "binds"
+    kv = _panel(board, "KV cache")
+    exprs = [t["expr"] for t in kv["targets"]]
+    sel = 'namespace=~"$namespace",job=~"$vllm_job"'
+    share = f"({n.promql(n.PROMQL_KV_USAGE, sel)}) / ({n.promql(n.PROMQL_KV_RUNNING, sel)})"
+    assert share in exprs  # the scaler's own PromQL for U and R
+    assert n.promql(n.PROMQL_KV_WAITING, sel) in exprs
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["vllm_job"]["query"] == f"label_values({n.VLLM_KV_CACHE_USAGE}, job)"
+
+
 # --- rules -----------------------------------------------------------------------------
 
 
@@ -193,6 +215,8 @@ def test_every_alert_has_summary_description_with_value_severity_and_for() -> No
         "InflightScalerSourceUnavailable",
         "InflightScalerOnPartialData",
         "InflightNoReadyEndpoints",
+        "InflightKvCapacityBinding",
+        "InflightKvSaturatedAtMaxReplicas",
     }
     for a in alerts:
         ann = a["annotations"]
