@@ -196,15 +196,17 @@ class DirectSource:
                 f"({self._last_error})"
             )
         partial = []
+        # Judged over the decision's span, not the floor's longer memory (policy.py).
+        span_s = spec.policy.decision_span_s + self.poll_interval_s
         missed = sorted(
-            {url for t_s, urls in self._missed if start_s <= t_s <= now_s for url in urls}
+            {url for t_s, urls in self._missed if now_s - span_s <= t_s <= now_s for url in urls}
         )
         if missed:
             partial.append(
                 Partial(
                     names.SCALER_ERROR_SOURCE_PARTIAL,
-                    f"{len(missed)} router(s) missed a poll in the window, so L missed their "
-                    f"share: {', '.join(missed)}",
+                    f"{len(missed)} router(s) missed a poll in the last {span_s:g} s, so L "
+                    f"missed their share: {', '.join(missed)}",
                 )
             )
         # Decide as of the newest poll while it is fresh: its sample is the L in effect now,

@@ -254,7 +254,9 @@ def window_from_matrix(
     Refused only when there is no sample of L at all. What makes L a lower bound is
     returned with the window (``Window.partial``), for the policy to answer with a raise or
     a hold, never a drop (``inflight.control.policy.guard``): a target that feeds L down at
-    *any* step of the window (the sum missed its share there, perhaps at the peak); L's
+    any step of the decision's span, the window's last ``query.partial_span_s`` (the sum
+    missed its share there, perhaps at the peak; a target down only before that span,
+    within the floor's longer memory, leaves the window whole); L's
     newest step long before ``end_s`` (its series were marked stale); the newest *sample*
     of L older than ``query.max_sample_age_s`` (a frozen series that Prometheus fills steps
     from for up to 5 minutes; those steps are dropped).
@@ -283,21 +285,29 @@ def window_from_matrix(
         )
     partial: list[Partial] = []
     at_end = end_s - query.step_s / 2  # a step's timestamp is end_s up to float noise
+    # Down at a step the decision rests on; a step's timestamp may sit a float's noise
+    # below the span's start.
+    span_start = end_s - query.partial_span_s - query.step_s / 2
     down = sorted(
         (_target(labels), samples[-1].t_s)
         for labels, samples in series.get(SIGNAL_DOWN, [])
-        if samples
+        if samples and samples[-1].t_s >= span_start
     )
     if down:
         named = ", ".join(
             f"{target} ({'now' if t_s >= at_end else f'until {end_s - t_s:.1f} s ago'})"
             for target, t_s in down
         )
-        log.warning("L is partial: targets down in the window: %s", named)
+        within = (
+            "the window"
+            if math.isinf(query.partial_span_s)
+            else f"the last {query.partial_span_s:g} s"
+        )
+        log.warning("L is partial: targets down in %s: %s", within, named)
         partial.append(
             Partial(
                 names.SCALER_ERROR_SOURCE_PARTIAL,
-                f"{len(down)} target(s) feeding L were down in the window, so L missed "
+                f"{len(down)} target(s) feeding L were down in {within}, so L missed "
                 f"their share: {named}",
             )
         )

@@ -46,12 +46,18 @@ MIN_STEP_S, MAX_STEP_S = 0.05, 15.0
 
 @dataclass(frozen=True)
 class RangeQuery:
-    """``expr`` evaluated every ``step_s`` over the last ``lookback_s`` seconds."""
+    """``expr`` evaluated every ``step_s`` over the last ``lookback_s`` seconds.
+
+    ``partial_span_s``: the last seconds of it whose partial data (a target feeding L
+    down) the decision rests on (``PolicySpec.decision_span_s``); a target down only
+    before them leaves the window whole (the floor's longer memory does not extend it).
+    """
 
     expr: str
     lookback_s: float
     step_s: float
     max_sample_age_s: float = math.inf
+    partial_span_s: float = math.inf
 
     def bounds(self, now_s: float) -> tuple[float, float]:
         """(start, end) in unix seconds, ``end`` aligned down to a multiple of the step.
@@ -147,4 +153,5 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
         lookback_s=spec.policy.lookback_s,
         step_s=step_for(spec),
         max_sample_age_s=MAX_SAMPLE_AGE_SCRAPES * spec.scrape_interval_s,
+        partial_span_s=spec.policy.decision_span_s,
     )

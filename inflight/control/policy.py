@@ -32,9 +32,11 @@ Two policies:
   example, target 4, at most 8 replicas: a 60 s burst reads L 20 at t = 160 s, then L 2;
   at 300 s the 60 s maximum is 2 but the floor is 0.6 × 20 = 12 → 3 replicas, until
   t ≈ 1060 s, when the burst leaves the 900 s window (→ 1 replica). A burst that read L 100
-  is remembered as 32 (8 × 4): floor 19.2 → 5 replicas. Gaps are judged over the
-  scale-down window only: a gap older than that can only leave the floor lower, as
-  without it.
+  is remembered as 32 (8 × 4): floor 19.2 → 5 replicas. Partial data (gaps, a target
+  down) is judged over the decision's span only (``PolicySpec.decision_span_s``: the
+  scale-down + scale-up windows), not the floor's memory: the floor remembers the peaks
+  of the data it has, and a peak missed by older partial data can only leave it lower, as
+  without the floor. So a router blip keeps the count from falling for 70 s, not 15 min.
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,
@@ -46,8 +48,9 @@ Two policies:
 emulator at time-scale 0.1 sees the seed's dynamics ten times faster.
 
 **Partial data** (:func:`guard`, for both policies). A window that may understate L — a
-router down at some step of it, samples missing for a stretch (a gap, a history shorter
-than the window, a frozen or stale series) — can only read L low. So its answer may raise
+router down at some step of its decision span (``PolicySpec.decision_span_s``), samples
+missing for a stretch of it (a gap, a history shorter than the window, a frozen or stale
+series) — can only read L low. So its answer may raise
 the replica count or keep it, never lower it: when the count KEDA and the HPA would settle
 on (``minReplicaCount``/``maxReplicaCount`` applied) is below the ready count, the answer
 is ``ready × target`` instead, which the HPA reads as "keep the current count". Only
@@ -153,12 +156,25 @@ class PolicySpec:
 
     @property
     def lookback_s(self) -> float:
-        """How far back (wall seconds) samples are needed for any policy."""
-        growth_s = 2 * self.growth_window_s if self.growth_horizon_s > 0 else 0.0
+        """How far back (wall seconds) samples are needed for any policy: the decision's
+        span, and the floor's memory when the floor is on."""
         floor_s = self.floor_window_s + self.scale_up_window_s if self.floor_on else 0.0
-        return max(
-            self.scale_down_window_s + self.scale_up_window_s, self.qps_window_s, growth_s, floor_s
-        )
+        return max(self.decision_span_s, floor_s)
+
+    @property
+    def decision_span_s(self) -> float:
+        """The span (wall seconds back from now) whose L, arrivals and gaps the count rests
+        on: the scale-down maximum of the scale-up means, the qps window, the growth's two
+        windows. Partial data is judged over it (a target down, a gap), not over the
+        floor's longer memory: the floor only remembers the peaks it saw, and a peak
+        missed in a stretch of partial data older than this span can only leave the floor
+        lower, as it would be without the floor (:func:`guard`, the sources).
+
+        Worked example: scale-down 60 s, scale-up 10 s, floor 900 s → span 70 s (lookback
+        910 s): a router down 100 s ago no longer keeps the count from falling.
+        """
+        growth_s = 2 * self.growth_window_s if self.growth_horizon_s > 0 else 0.0
+        return max(self.scale_down_window_s + self.scale_up_window_s, self.qps_window_s, growth_s)
 
     @property
     def qps_window_s(self) -> float:
