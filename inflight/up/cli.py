@@ -601,7 +601,7 @@ def _check_emulator_args(args: list[str]) -> None:
 
     parser = argparse.ArgumentParser(prog="inflight emulator", add_help=False)
     add_settings_flags(parser, EmulatorSettings)
-    parser.error = error  # type: ignore[method-assign,assignment]
+    parser.error = error  # type: ignore[method-assign]
     try:
         load(EmulatorSettings, parser.parse_args(args))
     except ConfigError as exc:

@@ -1,0 +1,67 @@
+"""``inflight up --capacity`` end to end with the emulator KV-bound (issue 23's done-when,
+emulator variant), through ``python -m inflight.bench.capacity_live``: the real stack
+(router, Prometheus scraping the replicas under the job the trigger's ``capacitySelector``
+names, the scaler process, the local KEDA + HPA loop), one replica of 4 slots and 40 KV
+blocks of 128 tokens, 4 clients of 1,800 + 200-token requests through the router with the
+OpenAI SDK: 2 run, 2 wait for KV in the replica, L = 4.
+
+``--capacity auto`` asks for a second replica, with ``kv_tokens`` binding; ``--capacity
+requests`` answers L = 4 → 1 replica at every HPA sync under the same load. The run stops
+everything it started and says so (``stop.clean``). tests/integration/test_scaler_capacity_live.py
+checks the scaler alone; this one checks what ``inflight up`` wires around it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SLOTS = 4
+# Seconds of load at most: the auto run ends at its first scale-up (the first HPA sync, every
+# 15 s, after the scaler's window has the KV-bound steps); the requests run sees 2+ syncs.
+WINDOW_S = {"auto": 120, "requests": 40}
+
+
+def _run(tmp_path: Path, capacity: str) -> tuple[int, dict[str, Any], str]:
+    out = tmp_path / capacity
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "inflight.bench.capacity_live", "--engine", "emulator",
+         "--capacity", capacity, "--out-dir", str(out), "--state-root", str(tmp_path / "state"),
+         "--within-s", str(WINDOW_S[capacity]), "--startup-timeout-s", "120"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    return done.returncode, summary, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("capacity", ["auto", "requests"])
+def test_up_asks_for_a_second_replica_on_kv_only_with_capacity_auto(
+    tmp_path: Path, capacity: str
+) -> None:
+    code, summary, output = _run(tmp_path, capacity)
+    assert summary["stop"]["clean"], summary["stop"]
+    assert summary["requests_failed"] == 0, output
+    # The replica was KV-bound: two requests waited for KV blocks while L was 4.
+    assert summary["max_waiting_kv"] == 2, summary
+    decisions = [
+        json.loads(line)
+        for line in (tmp_path / capacity / "decisions.jsonl").read_text().splitlines()
+    ]
+    assert code == 0, output  # the verdict: as expected for the mode
+    if capacity == "auto":
+        asked = summary["asked"]
+        assert asked["desired"] == 2 and asked["binding"] == "kv_tokens", asked
+        # The KV-equivalent L, above the 4 slots' target (4 x (30/39)/2 x 4 = 6.15 when
+        # every step of the window is KV-bound).
+        assert asked["value"] > SLOTS == asked["target"], asked
+    else:
+        assert summary["asked"] is None
+        under_load = [d for d in decisions if d["value"] is not None and d["t_s"] > 0]
+        assert len(under_load) >= 2, decisions
+        assert all(d["desired"] == 1 and d["value"] <= SLOTS for d in under_load), decisions
+        assert summary["bindings_seen"] == ["requests"], summary
