@@ -228,6 +228,8 @@ class SimResult:
     l_integral: float
     inflight_samples: list[tuple[float, float]]  # L as Prometheus scraped it, from t = 0
     warmup: list[RequestResult] = field(default_factory=list)  # the warm-up's, unmeasured
+    # The scaler's binding dimension per fresh decision (docs/capacity.md; scaler policies)
+    capacity_bindings: list[str] = field(default_factory=list)
 
     def points(self, key: str) -> list[tuple[float, int]]:
         return [(p["t"], int(p[key])) for p in self.timeline]
@@ -573,6 +575,7 @@ class Simulation:
             finished_s=finished_s,
             l_integral=self._l_integral - carried,
             warmup=self.warmup,
+            capacity_bindings=list(self.scaler.bindings) if self.autoscaler is not None else [],
             inflight_samples=[
                 (t, v)
                 for t, v in zip(self.scrapes.times_s, self.scrapes.values[S.INFLIGHT], strict=True)

@@ -63,6 +63,17 @@ def littles_law(result: SimResult) -> dict[str, float | None]:
     }
 
 
+def capacity_bindings(result: SimResult) -> dict[str, Any] | None:
+    """How often each capacity dimension bound the scaler's decisions (docs/capacity.md):
+    ``decisions`` (fresh ones: a range query evaluated) and the share where the KV cache
+    (``kv_tokens``) bound; None for a policy without the scaler (fixed fleets, peers)."""
+    bindings = result.capacity_bindings
+    if not bindings:
+        return None
+    kv = sum(1 for b in bindings if b == "kv_tokens")
+    return {"decisions": len(bindings), "kv_tokens": kv, "kv_share": round(kv / len(bindings), 4)}
+
+
 def measures(result: SimResult, slo: SloSpec) -> dict[str, Any]:
     """``inflight.measure.slo.run_measures`` on this run, plus Little's Law."""
     figures = run_measures(
@@ -74,6 +85,7 @@ def measures(result: SimResult, slo: SloSpec) -> dict[str, Any]:
         result.end_s,
     )
     figures["littles_law"] = littles_law(result)
+    figures["capacity"] = capacity_bindings(result)
     plan = result.config.hold_plan
     if plan is not None:  # --priority-class: attainment a class
         names = [c.name for c in plan.classes]

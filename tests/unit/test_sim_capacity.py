@@ -15,7 +15,8 @@ import pytest
 
 from external_scaler.sources.prometheus import kv_from_matrix
 from inflight.emulator.profile import Profile
-from inflight.sim import kvcache
+from inflight.measure.slo import DEFAULT_SLO
+from inflight.sim import kvcache, report
 from inflight.sim import scrapes as S
 from inflight.sim.cli import main as sim_main
 from inflight.sim.core import SimConfig, Simulation, simulate
@@ -80,7 +81,7 @@ def test_kv_bound_load_scales_to_two_under_auto_and_stays_at_one_on_slots() -> N
     """Bursts of four 1,800 + 200-token requests every 6 s (L never above 4 = the slots):
     the default sees the KV cache and asks for a second replica; slots alone never do."""
     plan = [PlannedRequest(i * 6.0, 1800, 200) for i in range(50) for _ in range(4)]
-    peaks = {}
+    peaks, shares = {}, {}
     for capacity in ("auto", "requests"):
         config = SimConfig(
             policy="saturation",
@@ -92,7 +93,11 @@ def test_kv_bound_load_scales_to_two_under_auto_and_stays_at_one_on_slots() -> N
         assert max(v for _, v in result.inflight_samples) == 4.0
         assert all(r.ok for r in result.requests)
         peaks[capacity] = max(p["desired"] for p in result.timeline)
+        shares[capacity] = report.capacity_bindings(result)["kv_share"]  # type: ignore[index]
     assert peaks == {"auto": 2, "requests": 1}
+    assert shares["auto"] > 0 and shares["requests"] == 0  # the run's measures say why
+    fixed = simulate(SimConfig(policy="fixed:1", profile=KV_BOUND), plan[:8])
+    assert report.measures(fixed, DEFAULT_SLO)["capacity"] is None  # no scaler, no figure
 
 
 def test_a_cache_that_never_binds_changes_nothing() -> None:
@@ -140,7 +145,7 @@ def test_kv_flags_build_the_profile_and_name_what_is_wrong(tmp_path: Path) -> No
     assert kvcache.meta(ns(kv_blocks=40))["kv_cache_size_tokens"] == 5120
     with pytest.raises(ValueError, match="--kv-blocks must be ≥ 2"):
         kvcache.profile(ns(kv_blocks=1))
-    with pytest.raises(ValueError, match="--max-model-len 8000.*fewer than one sequence"):
+    with pytest.raises(ValueError, match=r"--max-model-len 8000.*fewer than one sequence"):
         kvcache.profile(ns(kv_blocks=40, max_model_len=8000))
     # through the command line: the run's profile, and a bad value exits 2
     out = tmp_path / "run"
