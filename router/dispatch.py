@@ -41,7 +41,7 @@ waits for room). A request larger than a whole endpoint's capacity is admitted b
 endpoint with nothing in flight (vLLM then runs it alone, or rejects it): it waits for an
 empty endpoint, never forever. The tokens an endpoint has in flight are the demand its
 admitted requests were charged, given back with their slot. Without token capacity none
-of this runs: the demand is 0 and never computed.
+of this runs: the demand is 0 and never computed, and no tokens are counted.
 """
 
 from __future__ import annotations
@@ -239,7 +239,8 @@ class Dispatcher:
         return self.pool.choose(below_slots=True, fits=lambda ep: self.fits(ep, tokens))
 
     def _charge(self, ep: Endpoint, tokens: int) -> None:
-        self._tokens[ep.url] = self._tokens.get(ep.url, 0) + tokens
+        if tokens:
+            self._tokens[ep.url] = self._tokens.get(ep.url, 0) + tokens
 
     # --- slots -------------------------------------------------------------------------------
     def try_acquire(self, tokens: int = 0) -> Endpoint | None:
@@ -250,15 +251,20 @@ class Dispatcher:
         """
         if not self._held:
             if self.token_aware:
-                ep = self._choose(tokens)
-            else:
-                ep = self.pool.choose(below_slots=self.hold_when_full)
+                return self._try_tokens(tokens)
+            ep = self.pool.choose(below_slots=self.hold_when_full)
             if ep is not None:
                 self.pool.acquire(ep)
-                if tokens:
-                    self._charge(ep, tokens)
                 return ep
         return None
+
+    def _try_tokens(self, tokens: int) -> Endpoint | None:
+        """:meth:`try_acquire` with token admission (nothing held)."""
+        ep = self._choose(tokens)
+        if ep is not None:
+            self.pool.acquire(ep)
+            self._charge(ep, tokens)
+        return ep
 
     async def acquire(
         self, cls: int = 0, held_at: float | None = None, again: bool = False, tokens: int = 0
@@ -396,7 +402,7 @@ class Dispatcher:
         """Give back a slot taken by ``acquire`` (call exactly once, in a ``finally``), and
         the ``tokens`` it was taken with."""
         self.pool.release(ep)
-        if tokens:
+        if tokens and self.token_aware:
             left = self._tokens[ep.url] - tokens
             if left or not ep.removed:
                 self._tokens[ep.url] = left
@@ -417,13 +423,11 @@ class Dispatcher:
                 if self._timed and not self.pool.has_ready():
                     self._no_ready = True
                 return
-            lane, held_at, fut, tokens = self._next_waiter()
+            lane, held_at, fut, _ = self._next_waiter()
             if fut.done():  # cancelled while waiting
                 continue
             self._served(lane, held_at)
             self.pool.acquire(ep)
-            if tokens:
-                self._charge(ep, tokens)
             fut.set_result(ep)
 
     def _pump_tokens(self) -> None:
@@ -446,8 +450,7 @@ class Dispatcher:
                 return
             self._served(lane, held_at)
             self.pool.acquire(ep)
-            if tokens:
-                self._charge(ep, tokens)
+            self._charge(ep, tokens)
             fut.set_result(ep)
 
     def _served(self, lane: int, held_at: float) -> None:
