@@ -29,6 +29,7 @@ from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
 from router.models import ModelFront, ModelPools
 from router.proxy import Proxy, Receive, Scope, Send
+from router.server import FAST_ROUTES
 from router.status import RouterStatus, router_status
 from router.upstream import Upstream
 
@@ -101,6 +102,10 @@ class RouterApp:
             )
             registry.register(models.collector())
             self._v1 = ModelFront(models, max_body_bytes)
+        else:
+            # router.server's fast path: the table's exact work routes go to the proxy
+            # without ASGI (a request there it cannot take at once comes back this way).
+            setattr(self, FAST_ROUTES, self.proxy.fast_routes())
         self.rest = self._admin()
 
     def session(self) -> aiohttp.ClientSession:

@@ -38,6 +38,7 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
+from types import MappingProxyType
 from typing import Any
 
 from router.dispatch import Admission, Dispatcher
@@ -54,14 +55,24 @@ from router.errors import (
 from router.metrics import NO_ENDPOINT, RouterMetrics
 from router.pool import Endpoint
 from router.routes import OPENAI_ROUTES, RouteTable
-from router.server import BODY_FOLLOWS, CYCLE, DISCONNECT_HOOKS, Cycle, Hooks
+from router.server import (
+    BODY_FOLLOWS,
+    CYCLE,
+    DISCONNECT_HOOKS,
+    Cycle,
+    HookedHttpToolsProtocol,
+    Hooks,
+)
 from router.upstream import (
     BodyError,
     HeaderTimeout,
+    HttpToolsUpstream,
     Malformed,
     RequestHeaders,
     Upstream,
+    UpstreamFailure,
     UpstreamResponse,
+    _Response,
 )
 
 Scope = MutableMapping[str, Any]
@@ -267,11 +278,37 @@ class Proxy:
                 return
         tokens = self._demand(path, body) if self._demand is not None else 0
         admission = Admission(self.dispatcher, request.open, self._on_not_delivered, cls, tokens)
+        try:
+            await self._run(admission, request, send, t0, cycle)
+        finally:
+            if hooks is not None:
+                hooks.discard(lost)
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _run(
+        self,
+        admission: Admission[UpstreamResponse],
+        request: _Watch | _Fast,
+        send: Send,
+        t0: float,
+        cycle: Cycle | None,
+        first: BaseException | None = None,
+        entered: bool = False,
+    ) -> None:
+        """A work request from its admission to its end: enter (``entered``: entered
+        already, by the fast path, whose first send failed with ``first`` or whose
+        response is ``admission.response``), relay, leave, count."""
         code = 0
         try:
             try:
-                await admission.enter()
+                if not entered:
+                    await admission.enter()
+                elif first is not None:
+                    assert isinstance(request, _Fast)
+                    await self._recover(admission, request, first)
             except RouterError as exc:  # no slot held any more
+                admission.leave()
                 code = exc.status
                 await self._reply_error(send, exc.status, exc.kind, str(exc), exc.retry_after_s)
                 self.metrics.ttfb.observe(self.clock() - t0)
@@ -283,25 +320,42 @@ class Proxy:
                 finally:
                     admission.leave()
         except asyncio.CancelledError:  # the client left, even while told of an error
-            if not request.disconnected:
+            if not request.gone:
                 raise
-            task.uncancel()
+            assert request.task is not None
+            request.task.uncancel()
             # A response relayed to its end (an SSE stream up to ``data: [DONE]``) is not a
             # client that left, even if the client closed before the upstream's last bytes.
             code = request.finished or _CLIENT_CLOSED
         except _ClientGone:
             code = request.finished or _CLIENT_CLOSED
         finally:
-            if hooks is not None:
-                hooks.discard(lost)
-            if watcher is not None:
-                watcher.cancel()
+            admission.leave()  # (once: entering, or the relay's end, may have left)
             if admission.retried:
                 self.metrics.retries.inc()
             if code:
                 ep = admission.ep
                 self.metrics.duration.observe(self.clock() - t0)
                 self.metrics.finished(ep.label if ep is not None else NO_ENDPOINT, code)
+
+    async def _recover(
+        self, admission: Admission[UpstreamResponse], request: _Fast, first: BaseException
+    ) -> None:
+        """The fast path's first send failed with ``first`` before the response headers:
+        what ``enter`` does when its opener raises that (the client's own resend on a new
+        connection, then the admission's retry elsewhere)."""
+        ep = admission.ep
+        assert ep is not None and request.resp is not None
+        client = self._client()
+        assert isinstance(client, HttpToolsUpstream)
+        try:
+            try:
+                admission.response = await client.resend(request.resp, first)
+            except (HeaderTimeout, Malformed) as exc:
+                raise self._open_failed(ep, exc) from exc
+        except NotDelivered as exc:
+            assert isinstance(admission, _FastAdmission)
+            await admission.retry(exc)
 
     async def _open(
         self,
@@ -320,12 +374,56 @@ class Proxy:
         """
         try:
             return await self._client().open(ep.url, method, path, headers, body)
-        except HeaderTimeout as exc:
+        except (HeaderTimeout, Malformed) as exc:
+            raise self._open_failed(ep, exc) from exc
+
+    async def _resume(self, request: _Fast, first: BaseException | None) -> None:
+        """A fast request on in its task (:meth:`_Fast._continue`)."""
+        admission = request.adm
+        assert admission is not None
+        try:
+            send: Send = request.send  # type: ignore[assignment]
+            await self._run(admission, request, send, request.t0, request, first, True)
+        finally:
+            request._state = _OVER
+            request._drop()
+
+    def _open_failed(self, ep: Endpoint, exc: HeaderTimeout | Malformed) -> RouterError:
+        """What a failure to open the upstream request becomes (counted)."""
+        if isinstance(exc, HeaderTimeout):
             self.metrics.upstream_error(ep.label, "timeout")
-            raise UpstreamTimeout(f"upstream {ep.label} sent no response headers in time") from exc
-        except Malformed as exc:
-            self.metrics.upstream_error(ep.label, "broken")
-            raise UpstreamUnavailable(f"upstream {ep.label} failed: {exc}") from exc
+            return UpstreamTimeout(f"upstream {ep.label} sent no response headers in time")
+        self.metrics.upstream_error(ep.label, "broken")
+        return UpstreamUnavailable(f"upstream {ep.label} failed: {exc}")
+
+    # --- the fast path (router.server's FAST_ROUTES): no ASGI, no task -------------------
+    def fast_routes(self) -> dict[bytes, dict[bytes, Proxy]]:
+        """router.server's ``FAST_ROUTES`` for this proxy: the table's exact paths and
+        their work methods (metadata ones stay on the ASGI way)."""
+        out: dict[bytes, dict[bytes, Proxy]] = {}
+        for path, methods in self._exact_routes.items():
+            work = {m.encode("ascii"): self for m in methods if m not in _METADATA_METHODS}
+            if work:
+                out[path] = work
+        return out
+
+    def fast_request(
+        self,
+        protocol: HookedHttpToolsProtocol,
+        method: bytes,
+        path: bytes,
+        headers: list[tuple[bytes, bytes]],
+        http_version: str,
+        keep_alive: bool,
+    ) -> _Fast | None:
+        """A work request on a route of the table (router.server calls this when its
+        headers are in): a :class:`_Fast`, or None for the ASGI way (a chunked body or one
+        declared over ``--max-body-bytes``: answered there as ever; another upstream
+        client)."""
+        forward, declared, chunked = _forward_headers(headers)
+        if chunked or declared > self.max_body_bytes:
+            return None
+        return _Fast(protocol, self, method, path, headers, forward, http_version, keep_alive)
 
     def _not_delivered(self, ep: Endpoint, exc: NotDelivered) -> None:
         """An endpoint did not take the request: count it, and send nothing there until a
@@ -339,7 +437,7 @@ class Proxy:
         resp: UpstreamResponse,
         send: Send,
         t0: float | None,
-        watch: _Watch,
+        watch: _Watch | _Fast,
         cycle: Cycle | None = None,
     ) -> int:
         """Pass the upstream response through; end it cleanly if the upstream breaks.
@@ -438,7 +536,7 @@ class Proxy:
         resp: UpstreamResponse,
         cycle: Cycle,
         t0: float | None,
-        watch: _Watch,
+        watch: _Watch | _Fast,
         status: int,
         is_sse: bool,
     ) -> int:
@@ -541,11 +639,11 @@ class Proxy:
 class _Watch:
     """Shared between a request and whatever tells it the client left."""
 
-    __slots__ = ("_task", "disconnected", "done", "finished")
+    __slots__ = ("done", "finished", "gone", "task")
 
     def __init__(self, task: asyncio.Task[Any] | None = None) -> None:
-        self._task = task  # None: nothing to cancel (metadata calls)
-        self.disconnected = False
+        self.task = task  # None: nothing to cancel (metadata calls)
+        self.gone = False  # the client left and the request was cancelled
         self.done = False  # the final body message is being sent: nothing left to cancel
         # The status, once the client has had the whole response as the API defines it
         # (an SSE stream's ``data: [DONE]``): a disconnect after it is not a 499.
@@ -553,9 +651,9 @@ class _Watch:
 
     def lost(self) -> None:
         """The client connection is gone: cancel the request (once), unless it is ending."""
-        if not self.done and not self.disconnected and self._task is not None:
-            self.disconnected = True
-            self._task.cancel()
+        if not self.done and not self.gone and self.task is not None:
+            self.gone = True
+            self.task.cancel()
 
 
 class _Request(_Watch):
@@ -582,6 +680,343 @@ class _Request(_Watch):
     def open(self, ep: Endpoint) -> Awaitable[UpstreamResponse]:
         """The admission's opener: send this request to ``ep``."""
         return self._proxy._open(ep, self._method, self._path, self._headers, self._body)
+
+
+class _FastAdmission(Admission[UpstreamResponse]):
+    """An admission the fast path enters without a coroutine when it can be at once."""
+
+    __slots__ = ()
+
+    def enter_now(self) -> Endpoint | None:
+        """``enter``'s steps up to the opener when they need no wait: count in L and take
+        a slot at once (the endpoint), else None, having changed nothing (``enter``)."""
+        d = self._d
+        ep = d.try_acquire(self.tokens)
+        if ep is None:
+            return None
+        d.inflight += 1
+        self.ep = ep
+        self._holding = True
+        return ep
+
+    async def retry(self, first: NotDelivered) -> None:
+        """``enter``'s when its opener raised ``first``: once more elsewhere."""
+        assert self.ep is not None
+        await self._retry(self.ep, first)
+
+
+class _NoEvent:
+    """A fast request's ``message_event``: nobody waits on it."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+    def is_set(self) -> bool:
+        return True
+
+
+_NO_EVENT: Any = _NoEvent()
+# A fast request's ``scope`` (what Cycle's methods read of it: the method).
+_FAST_SCOPES: dict[bytes, Any] = {}
+
+# Where a fast request is.
+_WAITING = 0  # for its body or its turn
+_UPSTREAM = 1  # sent upstream, told by the upstream client (no task)
+_TASK = 2  # in a task (streaming, or recovering from a failed send)
+_OVER = 3  # answered, or handed to the ASGI way
+
+
+def _fast_scope(method: bytes) -> Any:
+    scope = _FAST_SCOPES.get(method)
+    if scope is None:
+        scope = _FAST_SCOPES[method] = MappingProxyType({"method": method.decode("ascii")})
+    return scope
+
+
+class _Fast(Cycle):
+    """A work request on the fast path (router.server's ``FAST_ROUTES``): its cycle (the
+    client side), its watch, and the upstream client's listener, in one object.
+
+    Its body in and its turn come (:meth:`activate`, :meth:`complete`), it enters its
+    admission and sends upstream without a coroutine when a slot is free and a pooled
+    connection idle (else it goes the ASGI way, :meth:`HookedHttpToolsProtocol.as_asgi`,
+    as if it had never been here); an ordinary response (a Content-Length up to
+    ``_ONE_SHOT_MAX_BYTES``, not SSE) is written when whole, the slot given back and the
+    request counted, all in the upstream client's callback. Anything else (a stream, a
+    send that failed before the response headers) continues in a task, through
+    :meth:`Proxy._run` as a request of the ASGI way would. Accounting as ``_work``'s:
+    the same metrics, L and slot through the same admission."""
+
+    is_fast = True
+    message_event = _NO_EVENT
+    access_log = False
+    gone = False
+    done = False
+    finished = 0
+    ep: Endpoint | None = None
+    resp: _Response | None = None
+    adm: _FastAdmission | None = None
+    _state = _WAITING
+    _active = False
+    _body_in = False
+    _parts: list[bytes] | None = None
+    _payload = b""
+
+    def __init__(
+        self,
+        protocol: HookedHttpToolsProtocol,
+        proxy: Proxy,
+        method: bytes,
+        path: bytes,
+        raw_headers: list[tuple[bytes, bytes]],
+        headers: RequestHeaders,
+        http_version: str,
+        keep_alive: bool,
+    ) -> None:
+        # Not Cycle's __init__: what its write methods read, set directly.
+        scope = _FAST_SCOPES.get(method)
+        self.scope = scope if scope is not None else _fast_scope(method)
+        self.transport = protocol.transport
+        self.flow = protocol.flow
+        self.logger = protocol.logger
+        self.access_logger = protocol.access_logger
+        self.default_headers = protocol.server_state.default_headers
+        self.on_response = protocol.on_response_complete
+        self.keep_alive = keep_alive
+        self.waiting_for_100_continue = False
+        self._proto = protocol
+        self._proxy = proxy
+        self._method = method
+        self._path = path
+        self._raw = raw_headers
+        self._headers = headers
+        self._version = http_version
+        self.t0 = proxy.clock()
+
+    # --- router.server's FastRequest ------------------------------------------------------
+    def feed(self, body: bytes) -> None:
+        if not self._payload:
+            self._payload = body
+        elif self._parts is None:
+            self._parts = [self._payload, body]
+        else:
+            self._parts.append(body)
+
+    def complete(self) -> None:
+        self._body_in = True
+        if self._parts is not None:
+            self._payload = b"".join(self._parts)
+            self._parts = None
+        if self._active:
+            self._begin()
+
+    def activate(self) -> None:
+        self._active = True
+        if self._body_in:
+            self._begin()
+
+    def lost(self) -> None:
+        if self.response_complete:
+            return
+        self.disconnected = True  # (Cycle's: nothing more is written)
+        state = self._state
+        if state == _TASK:  # as _Watch.lost: cancel the task, unless the response is ending
+            if not self.done and not self.gone and self.task is not None:
+                self.gone = True
+                self.task.cancel()
+            return
+        proxy = self._proxy
+        if state == _WAITING:
+            # Left before its body was all in: received and finished, as the ASGI way
+            # counts a client that leaves while its body is read.
+            self._state = _OVER
+            proxy.metrics.received.inc()
+            proxy.metrics.duration.observe(proxy.clock() - self.t0)
+            proxy.metrics.finished(NO_ENDPOINT, _CLIENT_CLOSED)
+            self._drop()
+        elif state == _UPSTREAM:
+            # Waiting for the upstream: closing its connection is what cancelling the
+            # request's task does (the upstream sees the client leave).
+            self._state = _OVER
+            resp, adm, ep = self.resp, self.adm, self.ep
+            assert resp is not None and adm is not None and ep is not None
+            resp.listener = None
+            resp.close()
+            adm.leave()
+            proxy.metrics.duration.observe(proxy.clock() - self.t0)
+            proxy.metrics.finished(ep.label, _CLIENT_CLOSED)
+            self._drop()
+
+    # --- the start -----------------------------------------------------------------------
+    def _begin(self) -> None:
+        if self._state != _WAITING:
+            return
+        proxy = self._proxy
+        client = proxy._client()
+        if type(client) is not HttpToolsUpstream:  # (aiohttp) the ASGI way
+            self._asgi()
+            return
+        body = self._payload
+        cls = 0
+        class_of = proxy._class_of
+        if class_of is not None:
+            try:
+                cls = class_of(request_priority(self._headers, body))
+            except BadPriority:
+                self._asgi()  # answered (400) and counted there
+                return
+        demand = proxy._demand
+        adm = _FastAdmission(
+            proxy.dispatcher,
+            self.open,
+            proxy._on_not_delivered,
+            cls,
+            demand(self._path, body) if demand is not None else 0,
+        )
+        ep = adm.enter_now()
+        if ep is None:  # held, or no endpoint: the ASGI way
+            self._asgi()
+            return
+        resp = client.send_pooled(ep.url, self._method, self._path, self._headers, body, self)
+        if resp is None:  # no idle pooled connection: the ASGI way, slot given back
+            adm.leave()
+            self._asgi()
+            return
+        proxy.metrics.received.inc()
+        if class_of is not None:
+            proxy.dispatcher.classes[cls].received += 1
+        self._state = _UPSTREAM
+        adm.response = resp
+        self.adm = adm
+        self.ep = ep
+        self.resp = resp
+
+    def open(self, ep: Endpoint) -> Awaitable[UpstreamResponse]:
+        """The admission's opener (its retry): send this request to ``ep``."""
+        return self._proxy._open(ep, self._method, self._path, self._headers, self._payload)
+
+    def _asgi(self) -> None:
+        self._state = _OVER
+        proto = self._proto
+        self._drop()
+        proto.as_asgi(self, self._method, self._path, self._raw, self._version, self._payload)
+
+    def _drop(self) -> None:
+        """Let go of what refers back to this request (no reference cycle to collect)."""
+        self.adm = None
+        self.resp = None
+        self.on_response = _no_response
+        self._proto = None  # type: ignore[assignment]
+
+    # --- router.upstream's Listener ---------------------------------------------------------
+    def upstream_headers(self, response: _Response) -> None:
+        length = response.content_length
+        if length is None or length > _ONE_SHOT_MAX_BYTES or response.is_sse:  # a stream
+            response.listener = None
+            self._continue(None)
+
+    def upstream_done(self, response: _Response) -> None:
+        length = response.content_length
+        if length is None or length > _ONE_SHOT_MAX_BYTES or response.is_sse:  # a stream
+            self._continue(None)
+            return
+        self._state = _OVER
+        self.done = True
+        data = response.take()
+        status = response.status
+        if not self.disconnected:
+            self.write_whole(status, _response_block(response.raw_headers), data)
+        self._end(response, True, status)
+
+    def upstream_failed(self, response: _Response, exc: UpstreamFailure) -> None:
+        if not response.has_headers:
+            self._continue(exc)
+            return
+        # An ordinary response broke before it was whole: nothing sent yet, so a 502 of
+        # ours (as _relay).
+        ep = self.ep
+        assert ep is not None
+        self._state = _OVER
+        self._proxy.metrics.upstream_error(ep.label, exc.reason)
+        self.done = True
+        body = error_body(502, "upstream_broken", f"upstream {ep.label} failed mid-response")
+        if not self.disconnected:
+            self.write_whole(502, _error_block(body), body)
+        self._end(response, False, 502)
+
+    def _end(self, response: _Response, clean: bool, code: int) -> None:
+        """After the response was written: the upstream connection back to its pool
+        (``clean``) or closed, the slot given back, the request counted (as ``_work``),
+        then the connection's next request."""
+        proxy, adm, ep = self._proxy, self.adm, self.ep
+        assert adm is not None and ep is not None
+        metrics = proxy.metrics
+        now = proxy.clock()
+        metrics.ttfb.observe(now - self.t0)
+        if clean:
+            response.release()
+        else:
+            response.close()
+        adm.leave()
+        metrics.duration.observe(now - self.t0)
+        metrics.finished(ep.label, code)
+        on_response = self.on_response
+        self._drop()
+        if not self.disconnected:
+            on_response()
+
+    def _continue(self, first: BaseException | None) -> None:
+        """On in a task: relay a stream, or recover from a send that failed (``first``)."""
+        self._state = _TASK
+        proto = self._proto
+        self.task = task = proto.loop.create_task(self._proxy._resume(self, first))
+        task.add_done_callback(proto.tasks.discard)
+        proto.tasks.add(task)
+
+
+def _no_response() -> None:
+    """A finished fast request's ``on_response``."""
+
+
+def _error_block(body: bytes) -> bytes:
+    """The header block of an error answered by the router (as :meth:`_reply_error`)."""
+    return b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body)
+
+
+def _forward_headers(
+    headers: list[tuple[bytes, bytes]],
+) -> tuple[RequestHeaders, int, bool]:
+    """:func:`_request_headers` of headers whose names are lowercase already (uvicorn's),
+    and whether the body is chunked (a Transfer-Encoding)."""
+    out = []
+    declared = 0
+    chunked = False
+    extra: set[bytes] | None = None
+    for item in headers:
+        name = item[0]
+        if name in HOP_BY_HOP:
+            if name == b"content-length":
+                try:
+                    length = int(item[1])
+                except ValueError:
+                    length = 0
+                if length > declared:
+                    declared = length
+            elif name == b"transfer-encoding":
+                chunked = True
+            elif name == b"connection":
+                extra = extra or set()
+                extra.update(v.strip().lower() for v in item[1].split(b","))
+            continue
+        out.append(item)
+    if extra:
+        out = [item for item in out if item[0] not in extra]
+    return out, declared, chunked
 
 
 _PRIORITY_HEADER = b"x-request-priority"

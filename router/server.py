@@ -34,10 +34,11 @@ from __future__ import annotations
 import asyncio
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import httptools
 from uvicorn._types import ASGI3Application, ASGIReceiveEvent, ASGISendEvent
+from uvicorn.logging import TRACE_LOG_LEVEL
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import (
     HEADER_RE,
@@ -60,30 +61,196 @@ BODY_FOLLOWS = "inflight.body_follows"
 # without a message dict or a coroutine each. Absent with another server: plain ASGI.
 CYCLE = "inflight.cycle"
 
+# The app attribute naming its fast routes: raw path -> method -> FastHandler.
+FAST_ROUTES = "inflight_fast_routes"
+
 Hooks = set[Callable[[], None]]
+
+
+def _prefix(client: tuple[str, int] | None) -> str:
+    return f"{client[0]}:{client[1]} - " if client else ""
 
 
 def _nothing() -> None:
     """A finished cycle's ``on_response``."""
 
 
+class FastRequest(Protocol):
+    """A request the app serves without ASGI (:data:`FAST_ROUTES`), as the protocol sees
+    it: a cycle (``response_complete``, ``keep_alive``, ``disconnected``) fed its body."""
+
+    response_complete: bool
+    keep_alive: bool
+    disconnected: bool
+    is_fast: bool  # True
+
+    def feed(self, body: bytes) -> None:
+        """A part of the request body (in order)."""
+
+    def complete(self) -> None:
+        """The whole body is in."""
+
+    def activate(self) -> None:
+        """Its turn on the connection (at once, or after the pipelined ones before it)."""
+
+    def lost(self) -> None:
+        """The client connection was lost while this request was the one served."""
+
+
+class FastHandler(Protocol):
+    """What an app's :data:`FAST_ROUTES` map to: builds a :class:`FastRequest`, or None
+    when the request must go the ASGI way (the protocol then builds its scope)."""
+
+    def fast_request(
+        self,
+        protocol: HookedHttpToolsProtocol,
+        method: bytes,
+        path: bytes,
+        headers: list[tuple[bytes, bytes]],
+        http_version: str,
+        keep_alive: bool,
+    ) -> FastRequest | None: ...
+
+
 class HookedHttpToolsProtocol(HttpToolsProtocol):
-    """``uvicorn.run(app, http=HookedHttpToolsProtocol)``."""
+    """``uvicorn.run(app, http=HookedHttpToolsProtocol)``.
+
+    The fast path: an app with a :data:`FAST_ROUTES` attribute (raw path → methods →
+    handler) has those requests (exact path, no query string, no upgrade, no
+    ``Expect: 100-continue``) handed over without an ASGI scope, a task or a message dict
+    (:class:`FastHandler`); everything else is uvicorn's, its scope built when the
+    headers are in rather than at the request's first byte (nothing reads it before).
+    The keep-alive timeout is armed once per idle period, not made and cancelled for each
+    request: a connection busy when it fires is left alone.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._disconnect_hooks: Hooks = set()
+        routes: dict[bytes, dict[bytes, FastHandler]] | None = getattr(self.app, FAST_ROUTES, None)
+        if (
+            self.root_path
+            or self.limit_concurrency is not None
+            or getattr(self.config, "reset_contextvars", False)
+        ):
+            routes = None
+        self._fast_routes = routes
+        self._fast: FastRequest | None = None  # the fast request being served, if any
+        self._connection_header = False  # the request being parsed has one
+        self._idle_at: float | None = None  # loop time the connection went idle; None: busy
+        self._keep_alive_timer: asyncio.TimerHandle | None = None
 
+    # --- keep-alive: one timer an idle period -------------------------------------------
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_at = None
+
+    def _arm_keep_alive(self) -> None:
+        self._idle_at = self.loop.time()
+        if self._keep_alive_timer is None:
+            self._keep_alive_timer = self.loop.call_later(
+                self.timeout_keep_alive, self._keep_alive_check
+            )
+
+    def _keep_alive_check(self) -> None:
+        self._keep_alive_timer = None
+        idle_at = self._idle_at
+        if idle_at is None:
+            return  # busy: the next response arms it again
+        left = idle_at + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self._keep_alive_timer = self.loop.call_later(left, self._keep_alive_check)
+        else:
+            self.timeout_keep_alive_handler()
+
+    def data_received(self, data: bytes) -> None:
+        self._idle_at = None
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            if isinstance(exc, httptools.parser.errors.HttpParserCallbackError):
+                # One of our callbacks raised (a bug, not the client's request): say which.
+                self.logger.error("Exception in a parser callback", exc_info=exc.__context__)
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)
+            self.send_400_response(msg)
+            return
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+
+    # --- parser callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
-        super().on_message_begin()
-        scope: dict[str, Any] = self.scope  # type: ignore[assignment]
-        scope[DISCONNECT_HOOKS] = self._disconnect_hooks
+        self.url = b""
+        self.expect_100_continue = False
+        self._connection_header = False
+        self.headers = []
+        self.scope = None  # type: ignore[assignment]  # built with the headers (_scope)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """uvicorn's, noting a Connection header."""
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        elif name == b"connection":
+            self._connection_header = True
+        self.headers.append((name, value))
+
+    def _scope(self) -> dict[str, Any]:
+        """uvicorn's scope of the request being parsed (its on_message_begin's)."""
+        scope: dict[str, Any] = {
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "root_path": self.root_path,
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+            DISCONNECT_HOOKS: self._disconnect_hooks,
+        }
+        self.scope = scope  # type: ignore[assignment]
+        return scope
 
     def on_headers_complete(self) -> None:
-        """uvicorn's, building a :class:`Cycle`."""
+        """uvicorn's, building a :class:`Cycle`, or the fast path's request."""
         parser = self.parser
+        routes = self._fast_routes
+        if routes is not None and not self.access_log:  # (uvicorn's send logs a response)
+            methods = routes.get(self.url)
+            if methods is not None:
+                handler = methods.get(parser.get_method())
+                if (
+                    handler is not None
+                    and not self.expect_100_continue
+                    and not parser.should_upgrade()
+                ):
+                    # HTTP/1.0 keeps the connection only when a Connection header asks
+                    # (llhttp): with none, keep-alive means 1.1 (get_http_version formats
+                    # a string: ~2,000 instructions).
+                    keep_alive = parser.should_keep_alive()
+                    if keep_alive and not self._connection_header:
+                        version = "1.1"
+                    else:
+                        version = parser.get_http_version()
+                        keep_alive = keep_alive and version != "1.0"
+                    request = handler.fast_request(
+                        self, parser.get_method(), self.url, self.headers, version, keep_alive
+                    )
+                    if request is not None:
+                        existing = self.cycle
+                        self.cycle = request  # type: ignore[assignment]
+                        if existing is None or existing.response_complete:
+                            self._fast = request
+                            request.activate()
+                        else:  # pipelined: its turn comes in on_response_complete
+                            self.flow.pause_reading()
+                            self.pipeline.appendleft((request, None))  # type: ignore[arg-type]
+                        return
         http_version = parser.get_http_version()
-        scope: dict[str, Any] = self.scope  # type: ignore[assignment]
+        scope = self._scope()
         scope["method"] = parser.get_method().decode("ascii")
         if http_version != "1.1":
             scope["http_version"] = http_version
@@ -116,11 +283,81 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         )
         scope[CYCLE] = cycle
         if existing_cycle is None or existing_cycle.response_complete:
+            self._fast = None
             self._start_asgi_task(cycle, app)
         else:
             # Pipelined HTTP requests need to be queued up.
             self.flow.pause_reading()
             self.pipeline.appendleft((cycle, app))
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self.cycle
+        if cycle.is_fast:  # type: ignore[attr-defined]
+            fast: FastRequest = cycle  # type: ignore[assignment]
+            fast.feed(body)
+            return
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        cycle = self.cycle
+        if cycle.is_fast:  # type: ignore[attr-defined]
+            fast: FastRequest = cycle  # type: ignore[assignment]
+            fast.complete()
+            return
+        super().on_message_complete()
+
+    def as_asgi(
+        self,
+        request: FastRequest,
+        method: bytes,
+        path: bytes,
+        headers: list[tuple[bytes, bytes]],
+        http_version: str,
+        body: bytes,
+    ) -> None:
+        """Serve a fast request, its turn come and its body in, the ASGI way after all
+        (the handler could not at once: no slot, no pooled connection): the scope and
+        cycle uvicorn would have built, the body already received."""
+        saved = self.scope, self.headers
+        self.headers = headers
+        scope = self._scope()
+        self.scope, self.headers = saved
+        scope["method"] = method.decode("ascii")
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        scope["path"] = path.decode("ascii")  # a table path: no escape, no query string
+        scope["raw_path"] = path
+        scope["query_string"] = b""
+        cycle = Cycle(self, request.keep_alive, scope)
+        cycle.body = bytearray(body)
+        cycle.more_body = False
+        cycle.message_event.set()
+        scope[CYCLE] = cycle
+        if self.cycle is request:
+            self.cycle = cycle
+        if self._fast is request:
+            self._fast = None
+        self._start_asgi_task(cycle, self.app)
+
+    def on_response_complete(self) -> None:
+        """uvicorn's: the next pipelined request, else the keep-alive timeout."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._idle_at = None
+        if self.flow.read_paused:
+            self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            if app is None:  # a fast request
+                request: FastRequest = cycle
+                self._fast = request
+                request.activate()
+            else:
+                self._fast = None
+                self._start_asgi_task(cycle, app)
+        else:
+            self._arm_keep_alive()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         """uvicorn's, telling a :class:`Cycle` its task (the proxy cancels it when the
@@ -134,7 +371,27 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         self.tasks.add(task)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
+        self.connections.discard(self)
+        if self.logger.level <= TRACE_LOG_LEVEL:
+            self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection lost", _prefix(self.client))
+        cycle = self.cycle
+        if isinstance(cycle, Cycle):
+            if not cycle.response_complete:
+                cycle.disconnected = True
+            cycle.message_event.set()
+        if self.flow is not None:
+            self.flow.resume_writing()
+        if exc is None:
+            self.transport.close()
+        self._idle_at = None
+        if self._keep_alive_timer is not None:
+            self._keep_alive_timer.cancel()
+            self._keep_alive_timer = None
+        self.parser = None  # type: ignore[assignment]
+        fast = self._fast
+        if fast is not None:
+            self._fast = None
+            fast.lost()
         hooks = list(self._disconnect_hooks)
         self._disconnect_hooks.clear()
         for hook in hooks:
@@ -145,9 +402,14 @@ class Cycle(RequestResponseCycle):
     """uvicorn's ``RequestResponseCycle`` (same attributes, same ASGI behaviour), lighter,
     and writing a response start marked :data:`BODY_FOLLOWS` with its body."""
 
-    def __init__(self, protocol: HookedHttpToolsProtocol, keep_alive: bool) -> None:
+    def __init__(
+        self,
+        protocol: HookedHttpToolsProtocol,
+        keep_alive: bool,
+        scope: dict[str, Any] | None = None,
+    ) -> None:
         # Not super().__init__: the same attributes, set from the protocol directly.
-        self.scope = protocol.scope
+        self.scope = protocol.scope if scope is None else scope  # type: ignore[assignment]
         self.transport = protocol.transport
         self.flow = protocol.flow
         self.logger = protocol.logger
@@ -163,6 +425,7 @@ class Cycle(RequestResponseCycle):
         # expected_content_length and _head start as the class's values below (an
         # instance attribute once set), which saves setting them for each request.
 
+    is_fast = False  # a FastRequest (router.proxy's) is a Cycle too, this True
     disconnected = False
     more_body = True
     response_started = False
@@ -245,6 +508,13 @@ class Cycle(RequestResponseCycle):
             return False
         if self.disconnected:
             return True
+        self.write_whole(status, headers, body)
+        self.on_response()
+        return True
+
+    def write_whole(self, status: int, headers: bytes, body: bytes) -> None:
+        """:meth:`respond`'s write, whatever the flow control says (a bounded body), and
+        without ``on_response`` (the caller calls it when done)."""
         self.response_started = True
         self.waiting_for_100_continue = False
         content = [STATUS_LINE[status]]
@@ -260,8 +530,6 @@ class Cycle(RequestResponseCycle):
         self.message_event.set()
         if not keep_alive:
             self.transport.close()
-        self.on_response()
-        return True
 
     def stream_start(self, status: int, headers: bytes) -> bool:
         """Start a chunked response (no Content-Length), as ``send`` writes a start

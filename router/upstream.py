@@ -112,6 +112,22 @@ class UpstreamResponse(Protocol):
         """Drop the connection (the upstream sees the client leave)."""
 
 
+class Listener(Protocol):
+    """Told, without a coroutine, what becomes of a request sent with
+    :meth:`HttpToolsUpstream.send_pooled` (the proxy's fast path), until it stops listening
+    (sets the response's ``listener`` to None) or is told it is done or failed."""
+
+    def upstream_headers(self, response: _Response) -> None:
+        """The headers are in (status, headers, length; the body is not all in yet)."""
+
+    def upstream_done(self, response: _Response) -> None:
+        """The whole response is in (``response.take()``)."""
+
+    def upstream_failed(self, response: _Response, exc: UpstreamFailure) -> None:
+        """Failed: before the headers (``exc`` as ``open`` would raise it; the rest is
+        :meth:`HttpToolsUpstream.resend`'s), or a :class:`BodyError` after them."""
+
+
 class Upstream(Protocol):
     async def open(
         self, base_url: str, method: bytes, path: bytes, headers: RequestHeaders, body: bytes
@@ -133,23 +149,46 @@ class _Response:
         "_conn",
         "_error",
         "_waiter",
+        "body",
         "complete",
         "content_length",
+        "failed",
+        "has_headers",
+        "head",
         "head_only",
         "headers_future",
         "is_sse",
+        "listener",
         "raw_headers",
         "status",
+        "told",
     )
 
-    def __init__(self, conn: _Connection, head_only: bool) -> None:
+    def __init__(
+        self,
+        conn: _Connection,
+        head_only: bool,
+        listener: Listener | None = None,
+        head: bytes = b"",
+        body: bytes = b"",
+    ) -> None:
         self._conn = conn
         self.head_only = head_only
         self.status = 0
         self.raw_headers: list[tuple[bytes, bytes]] = []
         self.content_length: int | None = None  # None: chunked or delimited by the close
         self.is_sse = False
-        self.headers_future: asyncio.Future[None] = conn.loop.create_future()
+        # Awaited by ``open``; a response sent with a listener (``send_pooled``) has none:
+        # its listener is told instead.
+        self.headers_future: asyncio.Future[None] | None = (
+            conn.loop.create_future() if listener is None else None
+        )
+        self.listener = listener
+        self.head = head  # the request, kept to send it again (``resend``)
+        self.body = body
+        self.has_headers = False
+        self.failed = False  # failed before the headers
+        self.told = False  # the listener was told of the headers
         self._buffer: deque[bytes] = deque()
         self._buffered = 0
         self._waiter: asyncio.Future[None] | None = None
@@ -163,11 +202,16 @@ class _Response:
             parts = [chunk async for chunk in self]
             return parts[0] if len(parts) == 1 else b"".join(parts)
         # Already whole (an ordinary completion, in one segment): no iteration.
+        return self.take()
+
+    def take(self) -> bytes:
+        """The whole body of a complete response (``read`` without a coroutine)."""
         buffer = self._buffer
         data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
         buffer.clear()
         self._buffered = 0
-        self._conn.resume()
+        if self._conn._paused:
+            self._conn.resume()
         return data
 
     def __aiter__(self) -> _Response:
@@ -199,31 +243,64 @@ class _Response:
 
     # --- fed by the connection -------------------------------------------------------
     def headers_in(self) -> None:
-        if not self.headers_future.done():
-            self.headers_future.set_result(None)
+        self.has_headers = True
+        future = self.headers_future
+        if future is not None and not future.done():
+            future.set_result(None)
 
     def feed(self, chunk: bytes) -> None:
         self._buffer.append(chunk)
         self._buffered += len(chunk)
         if self._buffered > _HIGH_WATER:
             self._conn.pause()
-        self._wake()
+        if self._waiter is not None:
+            self._wake()
 
     def done(self) -> None:
         self.complete = True
-        self._wake()
+        if self._waiter is not None:
+            self._wake()
 
     def fail(self, exc: UpstreamFailure) -> None:
-        """The connection failed: before the headers the opener raises ``exc``; after
-        them the body reader raises a :class:`BodyError`."""
-        if not self.headers_future.done():
-            self.headers_future.set_exception(exc)
+        """The connection failed: before the headers the opener raises ``exc`` (the
+        listener is told ``exc``); after them the body reader raises a :class:`BodyError`
+        (the listener, if still listening, is told that)."""
+        if not self.has_headers:
+            if self.failed:
+                return
+            self.failed = True
+            listener = self.listener
+            if listener is not None:
+                self.listener = None
+                listener.upstream_failed(self, exc)
+                return
+            future = self.headers_future
+            if future is not None and not future.done():
+                future.set_exception(exc)
             return
         if self.complete or self._error is not None:
             return
         reason = "timeout" if isinstance(exc, HeaderTimeout) else "broken"
         self._error = BodyError(str(exc) or "upstream closed mid-body", reason)
+        listener = self.listener
+        if listener is not None:
+            self.listener = None
+            listener.upstream_failed(self, self._error)
+            return
         self._wake()
+
+    def tell(self) -> None:
+        """After the parser's callbacks (not inside them, so the connection may go back to
+        its pool): tell the listener of the headers, or of the whole response."""
+        listener = self.listener
+        if listener is None or not self.has_headers:
+            return
+        if self.complete:
+            self.listener = None
+            listener.upstream_done(self)
+        elif not self.told:
+            self.told = True
+            listener.upstream_headers(self)
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -242,6 +319,7 @@ class _Connection(asyncio.Protocol):
         self.response: _Response | None = None
         self.closed = False
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.idle_at: float | None = None  # loop time it went back to the pool; None: in use
         self.deadline: asyncio.TimerHandle | None = None
         self._paused = False
         self._eof_body = False  # a body delimited by the connection closing
@@ -262,6 +340,9 @@ class _Connection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(Malformed(f"upstream sent a malformed response: {exc}"))
+            return
+        if self.response is not None and self.response.listener is not None:
+            self.response.tell()
 
     def eof_received(self) -> bool | None:
         return False  # close the transport: connection_lost follows
@@ -271,18 +352,20 @@ class _Connection(asyncio.Protocol):
         self.transport = None
         self.pool.forget(self)
         self._cancel_timers()
+        self._cancel_idle()
         response = self.response
         if response is None:
             return
         if (
             self._eof_body
             and exc is None  # a reset cuts such a body short; only a clean close ends it
-            and response.headers_future.done()
+            and response.has_headers
             and not response.complete
         ):
             response.done()  # the close is the end of this body
+            response.tell()
             return
-        if not response.headers_future.done():
+        if not response.has_headers:
             response.fail(Reset("connection closed before the response headers"))
         else:
             response.fail(BodyError("upstream closed the connection mid-body"))
@@ -349,16 +432,21 @@ class _Connection(asyncio.Protocol):
         response.done()
 
     # --- used by the response and the pool ---------------------------------------------
-    def send(self, head: bytes, body: bytes, head_only: bool) -> _Response:
+    def send(
+        self, head: bytes, body: bytes, head_only: bool, listener: Listener | None = None
+    ) -> _Response:
         assert self.transport is not None
         self.got_bytes = False
-        self.response = _Response(self, head_only)
+        if listener is None:
+            response = self.response = _Response(self, head_only)
+        else:
+            response = self.response = _Response(self, head_only, listener, head, body)
         if len(body) < 65536:
             self.transport.write(head + body)  # one segment for an ordinary request
         else:
             self.transport.write(head)
             self.transport.write(body)
-        return self.response
+        return response
 
     def start_deadline(self, timeout_s: float | None) -> None:
         if timeout_s:
@@ -372,7 +460,8 @@ class _Connection(asyncio.Protocol):
         """The proxy is done with the response: back to the pool, or closed."""
         self._cancel_timers()
         self.response = None
-        self.resume()
+        if self._paused:
+            self.resume()
         if reusable and self.keep_alive and not self.closed:
             self.pool.put(self)
         else:
@@ -397,6 +486,7 @@ class _Connection(asyncio.Protocol):
 
     def _abort(self) -> None:
         self._cancel_timers()
+        self._cancel_idle()
         if not self.closed:
             self.closed = True
             self.pool.forget(self)
@@ -407,9 +497,28 @@ class _Connection(asyncio.Protocol):
         if self.deadline is not None:
             self.deadline.cancel()
             self.deadline = None
+
+    def _cancel_idle(self) -> None:
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
+
+    def idle_check(self) -> None:
+        """The idle timer: close the connection once it has been idle ``keepalive_s``.
+
+        Armed when the connection goes back to the pool with none armed, and left armed
+        while it is in use (no timer made and cancelled a request): a connection in use
+        when it fires is left alone (the next ``put`` arms it again), one idle for less
+        than ``keepalive_s`` gets a timer for the rest."""
+        self.idle_timer = None
+        idle_at = self.idle_at
+        if idle_at is None or self.closed:
+            return
+        left = idle_at + self.pool.keepalive_s - self.loop.time()
+        if left > 0:
+            self.idle_timer = self.loop.call_later(left, self.idle_check)
+        else:
+            self._abort()
 
 
 class _EndpointPool:
@@ -432,7 +541,7 @@ class _EndpointPool:
         while self.idle:
             conn = self.idle.pop()
             if not conn.closed:
-                conn._cancel_timers()  # its idle timer
+                conn.idle_at = None  # in use (its idle timer, if armed, leaves it alone)
                 return conn
         return None
 
@@ -453,7 +562,9 @@ class _EndpointPool:
         return conn
 
     def put(self, conn: _Connection) -> None:
-        conn.idle_timer = self.loop.call_later(self.keepalive_s, conn._abort)
+        conn.idle_at = self.loop.time()
+        if conn.idle_timer is None:
+            conn.idle_timer = self.loop.call_later(self.keepalive_s, conn.idle_check)
         self.idle.append(conn)
 
     def forget(self, conn: _Connection) -> None:
@@ -464,6 +575,19 @@ class _EndpointPool:
         for conn in list(self.idle):
             conn._abort()
         self.idle.clear()
+
+
+def _head(
+    pool: _EndpointPool, method: bytes, path: bytes, headers: RequestHeaders, body: bytes
+) -> bytes:
+    """The request line and headers sent to the endpoint of ``pool``."""
+    lines = [method, b" ", path, b" HTTP/1.1\r\nhost: ", pool.authority, b"\r\n"]
+    for name, value in headers:
+        lines += (name, b": ", value, b"\r\n")
+    if body or method in _BODY_METHODS:
+        lines += (b"content-length: ", str(len(body)).encode(), b"\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines)
 
 
 class HttpToolsUpstream:
@@ -495,19 +619,50 @@ class HttpToolsUpstream:
             )
         return pool
 
+    def send_pooled(
+        self,
+        base_url: str,
+        method: bytes,
+        path: bytes,
+        headers: RequestHeaders,
+        body: bytes,
+        listener: Listener,
+    ) -> _Response | None:
+        """``open`` without a coroutine, on an idle pooled connection: the request is sent
+        and ``listener`` told what becomes of it (:class:`Listener`). None, having sent
+        nothing, when no connection to ``base_url`` is idle (then ``open``)."""
+        pool = self._pools.get(base_url)
+        if pool is None or pool.tls:
+            return None
+        conn = pool.take_idle()
+        if conn is None:
+            return None
+        response = conn.send(
+            _head(pool, method, path, headers, body), body, method == b"HEAD", listener
+        )
+        if self.total_timeout_s:
+            conn.start_deadline(self.total_timeout_s)
+        return response
+
+    async def resend(self, failed: _Response, exc: BaseException) -> _Response:
+        """What ``open`` does when the pooled connection of ``failed`` (sent by
+        :meth:`send_pooled`) failed with ``exc`` before the response headers: the request
+        goes once more on a new connection to the same endpoint when that connection
+        answered nothing (its keep-alive ran out as the request went); else ``exc``."""
+        conn = failed._conn
+        conn.finished(reusable=False)
+        if not isinstance(exc, Reset) or conn.got_bytes:
+            raise exc
+        new = await conn.pool.connect(self.connect_timeout_s, self._ssl)
+        return await self._exchange(new, failed.head, failed.body, failed.head_only)
+
     async def open(
         self, base_url: str, method: bytes, path: bytes, headers: RequestHeaders, body: bytes
     ) -> _Response:
         pool = self._pool(base_url)
         if pool.tls and self._ssl is None:
             self._ssl = ssl.create_default_context()
-        lines = [method, b" ", path, b" HTTP/1.1\r\nhost: ", pool.authority, b"\r\n"]
-        for name, value in headers:
-            lines += (name, b": ", value, b"\r\n")
-        if body or method in _BODY_METHODS:
-            lines += (b"content-length: ", str(len(body)).encode(), b"\r\n")
-        lines.append(b"\r\n")
-        head = b"".join(lines)
+        head = _head(pool, method, path, headers, body)
         head_only = method == b"HEAD"
         conn = pool.take_idle()
         if conn is not None:
@@ -515,7 +670,7 @@ class HttpToolsUpstream:
             response = conn.send(head, body, head_only)
             conn.start_deadline(self.total_timeout_s)
             try:
-                await response.headers_future
+                await response.headers_future  # type: ignore[misc]
                 return response
             except Reset:
                 conn.finished(reusable=False)
@@ -537,7 +692,7 @@ class HttpToolsUpstream:
         response = conn.send(head, body, head_only)
         conn.start_deadline(self.total_timeout_s)
         try:
-            await response.headers_future
+            await response.headers_future  # type: ignore[misc]
         except BaseException:
             conn.finished(reusable=False)
             raise
