@@ -392,3 +392,28 @@ def test_token_flags_reach_the_wiring() -> None:
 def test_bad_token_flags_are_named(argv: tuple[str, ...], flag: str) -> None:
     with pytest.raises(ConfigError, match=flag):
         settings_from_args(parse("--endpoints", "", *argv))
+
+
+# --- the estimate's measurement (inflight/bench/token_estimate.py) ------------------------
+def test_the_fitted_ratio_is_scored_only_on_the_other_half() -> None:
+    from inflight.bench import token_estimate as te
+
+    rows = [
+        {"kind": "completion", "source": "prose", "chars": 300, "messages": 0,
+         "engine": 100, "request": {"prompt": "x" * 300}},
+        {"kind": "completion", "source": "prose", "chars": 200, "messages": 0,
+         "engine": 100, "request": {"prompt": "x" * 200}},
+        {"kind": "chat", "source": "code", "chars": 300, "messages": 2,
+         "engine": 108, "request": {"messages": [{"role": "user", "content": "x" * 300},
+                                                 {"role": "system", "content": ""}]}},
+        {"kind": "chat", "source": "code", "chars": 200, "messages": 2,
+         "engine": 108, "request": {"messages": [{"role": "user", "content": "x" * 200},
+                                                 {"role": "system", "content": ""}]}},
+    ]  # fmt: skip
+    assert te.fitted_ratio(rows, MESSAGE_OVERHEAD_TOKENS) == 1000 / 400
+    summary = te.summarize(rows, 4.0)
+    # even rows (300 chars each: 3.0 a token) score the odd ones (2.0) and the reverse
+    assert summary["fitted_chars_per_token"] == [2.0, 3.0]
+    assert [r["estimate_fitted"] for r in rows] == [150, 67, 158, 75]
+    assert [r["estimate"] for r in rows] == [75, 50, 83, 58]
+    assert summary["error"]["all"]["n"] == 4
