@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import random
 import shutil
 import sys
@@ -79,7 +80,7 @@ def up_args(args: argparse.Namespace) -> list[str]:
     """Everything but the policy's flags (``Policy.up_args``) and the state dir."""
     argv = ["--engine", args.engine, "--capacity", args.capacity, *engine_args(args)]
     if args.engine == "vllm-cpu":
-        argv += ["--engine-model", args.engine_model]
+        argv += ["--engine-model", args.engine_model, "--engine-home", str(args.engine_home)]
     else:
         argv += ["--startup-s", "0"]
     return [*argv, "--startup-timeout-s", str(args.startup_timeout_s), "--log-level", "info"]
@@ -148,8 +149,8 @@ def scaler_gauges(metrics_url: str) -> dict[str, Any]:
     }
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
-            if sample.name in wanted:
-                out[wanted[sample.name]] = sample.value
+            if sample.name in wanted:  # NaN (saturation unknown) as null: strict JSON
+                out[wanted[sample.name]] = None if math.isnan(sample.value) else sample.value
             elif sample.name == names.SCALER_CAPACITY_BINDING and sample.value == 1:
                 out["binding"] = sample.labels.get("dimension")
     return out
@@ -415,6 +416,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, required=True, help="refused if it exists")
     p.add_argument(
         "--engine-model", default="llama-8m", help="vllm-cpu's local model (make vllm-cpu)"
+    )
+    p.add_argument(
+        "--engine-home", default=vllm_cpu.DEFAULT_HOME, help="where make vllm-cpu set it up"
     )
     p.add_argument("--blocks", type=int, default=40, help="KV blocks a replica")
     p.add_argument("--block-size", type=int, default=128, help="tokens a block (the emulator)")
