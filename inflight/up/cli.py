@@ -60,7 +60,6 @@ _METADATA_FROM_FLAGS = {
     names.META_POLICY: "--policy",
     names.META_MIN_REPLICA_COUNT: "--min-replicas",
     names.META_MAX_REPLICA_COUNT: "--max-replicas",
-    names.META_CAPACITY: "--capacity",
 }
 #: Emulator flags ``inflight up`` sets itself from its own (``--engine-arg`` may not).
 _EMULATOR_FLAGS_FROM_UP = {
@@ -565,6 +564,13 @@ class UpSettings(Settings):
         except ValueError as exc:
             raise FieldError("scaler_metadata", str(exc)) from None
         for key, _ in pairs:
+            # ``capacity`` also comes from --scaler-metadata (``bench compare``'s
+            # ``saturation[capacity=requests]`` variants), but not from both.
+            if key == names.META_CAPACITY and "capacity" in self.model_fields_set:
+                raise FieldError(
+                    "scaler_metadata",
+                    f"key {key!r} is also given by {self.named('capacity')}; give one of them",
+                )
             if key in _METADATA_FROM_FLAGS:
                 raise FieldError(
                     "scaler_metadata",

@@ -44,6 +44,12 @@ def test_each_model_reads_its_own_replicas_kv_series() -> None:
         assert kv_selector(spec) == f'job="{REPLICAS_JOB}",model_name="{model}"'
 
 
+def test_capacity_from_scaler_metadata_as_bench_compare_variants_give_it() -> None:
+    # saturation[capacity=requests] reaches inflight up as --scaler-metadata.
+    meta = settings("--scaler-metadata", "capacity=requests").trigger_metadata
+    assert meta[names.META_CAPACITY] == "requests"
+
+
 def test_a_capacity_selector_override_wins() -> None:
     meta = settings("--scaler-metadata", 'capacitySelector=job="vllm"').trigger_metadata
     assert meta[names.META_CAPACITY_SELECTOR] == 'job="vllm"'
@@ -52,7 +58,11 @@ def test_a_capacity_selector_override_wins() -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--scaler-metadata", "capacity=requests"], r"'capacity' is set by .* --capacity"),
+        (
+            ["--capacity", "auto", "--scaler-metadata", "capacity=requests"],
+            r"--scaler-metadata.*'capacity' is also given by --capacity",
+        ),
+        (["--scaler-metadata", "capacity=tokens"], r"--scaler-metadata.*capacity"),
         (["--engine-arg=--num-gpu-blocks=x"], r"--engine-arg.*--num-gpu-blocks: must be an int"),
         (["--engine-arg=--no-such-flag=1"], r"--engine-arg.*unrecognized arguments: --no-such"),
         # 40 blocks cannot hold one sequence of the emulator's default --max-model-len.
