@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from types import MappingProxyType
@@ -727,8 +728,9 @@ _FAST_SCOPES: dict[bytes, Any] = {}
 # Where a fast request is.
 _WAITING = 0  # for its body or its turn
 _UPSTREAM = 1  # sent upstream, told by the upstream client (no task)
-_TASK = 2  # in a task (streaming, or recovering from a failed send)
+_TASK = 2  # in a task (a large sized body, or recovering from a failed send)
 _OVER = 3  # answered, or handed to the ASGI way
+_STREAM = 4  # relaying a stream (no Content-Length), told by the upstream client
 
 
 def _fast_scope(method: bytes) -> Any:
@@ -755,6 +757,10 @@ class _Fast(Cycle):
     is_fast = True
     message_event = _NO_EVENT
     access_log = False
+    waiting_for_100_continue = False
+    # uvicorn's loggers (the same for every protocol): read by Cycle's error paths only.
+    logger = logging.getLogger("uvicorn.error")
+    access_logger = logging.getLogger("uvicorn.access")
     gone = False
     done = False
     finished = 0
@@ -765,6 +771,7 @@ class _Fast(Cycle):
     _active = False
     _body_in = False
     _parts: list[bytes] | None = None
+    _sse = False  # relaying an SSE stream (its [DONE] is looked for)
     _payload = b""
 
     def __init__(
@@ -783,12 +790,9 @@ class _Fast(Cycle):
         self.scope = scope if scope is not None else _fast_scope(method)
         self.transport = protocol.transport
         self.flow = protocol.flow
-        self.logger = protocol.logger
-        self.access_logger = protocol.access_logger
         self.default_headers = protocol.server_state.default_headers
         self.on_response = protocol.on_response_complete
         self.keep_alive = keep_alive
-        self.waiting_for_100_continue = False
         self._proto = protocol
         self._proxy = proxy
         self._method = method
@@ -839,9 +843,10 @@ class _Fast(Cycle):
             proxy.metrics.duration.observe(proxy.clock() - self.t0)
             proxy.metrics.finished(NO_ENDPOINT, _CLIENT_CLOSED)
             self._drop()
-        elif state == _UPSTREAM:
-            # Waiting for the upstream: closing its connection is what cancelling the
-            # request's task does (the upstream sees the client leave).
+        elif state in (_UPSTREAM, _STREAM):
+            # Waiting for the upstream, or relaying its stream: closing its connection is
+            # what cancelling the request's task does (the upstream sees the client leave).
+            # A stream relayed up to its ``data: [DONE]`` is not a client that left.
             self._state = _OVER
             resp, adm, ep = self.resp, self.adm, self.ep
             assert resp is not None and adm is not None and ep is not None
@@ -849,7 +854,7 @@ class _Fast(Cycle):
             resp.close()
             adm.leave()
             proxy.metrics.duration.observe(proxy.clock() - self.t0)
-            proxy.metrics.finished(ep.label, _CLIENT_CLOSED)
+            proxy.metrics.finished(ep.label, self.finished or _CLIENT_CLOSED)
             self._drop()
 
     # --- the start -----------------------------------------------------------------------
@@ -916,13 +921,55 @@ class _Fast(Cycle):
     # --- router.upstream's Listener ---------------------------------------------------------
     def upstream_headers(self, response: _Response) -> None:
         length = response.content_length
-        if length is None or length > _ONE_SHOT_MAX_BYTES or response.is_sse:  # a stream
+        if length is None:  # a stream: relayed as it comes
+            self._stream_start(response)
+            self.upstream_data(response)
+        elif length > _ONE_SHOT_MAX_BYTES or response.is_sse:  # streamed in a task
             response.listener = None
             self._continue(None)
 
+    def upstream_data(self, response: _Response) -> None:
+        """A stream's chunks so far, relayed (as :meth:`Proxy._stream`): each written at
+        once, the upstream no longer read while the client's buffer is full."""
+        chunks = response.drain()
+        if self._sse:
+            for chunk in chunks:
+                self.stream_chunk(chunk)
+                if chunk.endswith(_SSE_DONE) or chunk.endswith(_SSE_DONE_CRLF):
+                    # The OpenAI stream's last event is relayed: whatever happens to the
+                    # client now, this response reached its end.
+                    self.finished = response.status
+        else:
+            for chunk in chunks:
+                self.stream_chunk(chunk)
+        if self.flow.write_paused and not self.disconnected:
+            response.pause()  # until the client's buffer drains (writable)
+
+    def writable(self) -> None:
+        resp = self.resp
+        if self._state == _STREAM and resp is not None:
+            resp.resume()
+
+    def _stream_start(self, response: _Response) -> None:
+        self._state = _STREAM
+        self._sse = response.is_sse
+        if not self.disconnected:
+            self.write_stream_head(response.status, _response_block(response.raw_headers))
+        self._proxy.metrics.ttfb.observe(self._proxy.clock() - self.t0)
+
     def upstream_done(self, response: _Response) -> None:
         length = response.content_length
-        if length is None or length > _ONE_SHOT_MAX_BYTES or response.is_sse:  # a stream
+        if length is None:  # a stream's end (its start too, if it came at once)
+            if self._state != _STREAM:
+                self._stream_start(response)
+            self.upstream_data(response)
+            self._state = _OVER
+            self.done = True
+            if not self.disconnected:
+                self.write_stream_end(b"")
+            self._end(response, True, response.status, ttfb=False)
+            return
+        if length > _ONE_SHOT_MAX_BYTES or response.is_sse:  # streamed in a task
             self._continue(None)
             return
         self._state = _OVER
@@ -937,6 +984,21 @@ class _Fast(Cycle):
         if not response.has_headers:
             self._continue(exc)
             return
+        if self._state == _STREAM:
+            # The upstream broke after we sent bytes: the chunks in before it are relayed,
+            # then the stream ends cleanly (an SSE error event), as Proxy._stream ends it.
+            self.upstream_data(response)
+            ep = self.ep
+            assert ep is not None
+            self._state = _OVER
+            self._proxy.metrics.upstream_error(ep.label, exc.reason)
+            self.done = True
+            message = f"upstream {ep.label} failed mid-response"
+            if not self.disconnected:
+                tail = sse_error_event("upstream_broken", message) if self._sse else b""
+                self.write_stream_end(tail)
+            self._end(response, False, 502, ttfb=False)
+            return
         # An ordinary response broke before it was whole: nothing sent yet, so a 502 of
         # ours (as _relay).
         ep = self.ep
@@ -949,15 +1011,16 @@ class _Fast(Cycle):
             self.write_whole(502, _error_block(body), body)
         self._end(response, False, 502)
 
-    def _end(self, response: _Response, clean: bool, code: int) -> None:
+    def _end(self, response: _Response, clean: bool, code: int, ttfb: bool = True) -> None:
         """After the response was written: the upstream connection back to its pool
-        (``clean``) or closed, the slot given back, the request counted (as ``_work``),
-        then the connection's next request."""
+        (``clean``) or closed, the slot given back, the request counted (as ``_work``;
+        ``ttfb``: its first byte is now), then the connection's next request."""
         proxy, adm, ep = self._proxy, self.adm, self.ep
         assert adm is not None and ep is not None
         metrics = proxy.metrics
         now = proxy.clock()
-        metrics.ttfb.observe(now - self.t0)
+        if ttfb:
+            metrics.ttfb.observe(now - self.t0)
         if clean:
             response.release()
         else:

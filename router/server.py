@@ -96,6 +96,9 @@ class FastRequest(Protocol):
     def lost(self) -> None:
         """The client connection was lost while this request was the one served."""
 
+    def writable(self) -> None:
+        """The client's connection takes writes again (its buffer drained)."""
+
 
 class FastHandler(Protocol):
     """What an app's :data:`FAST_ROUTES` map to: builds a :class:`FastRequest`, or None
@@ -143,13 +146,6 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
     # --- keep-alive: one timer an idle period -------------------------------------------
     def _unset_keepalive_if_required(self) -> None:
         self._idle_at = None
-
-    def _arm_keep_alive(self) -> None:
-        self._idle_at = self.loop.time()
-        if self._keep_alive_timer is None:
-            self._keep_alive_timer = self.loop.call_later(
-                self.timeout_keep_alive, self._keep_alive_check
-            )
 
     def _keep_alive_check(self) -> None:
         self._keep_alive_timer = None
@@ -344,7 +340,6 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
-        self._idle_at = None
         if self.flow.read_paused:
             self.flow.resume_reading()
         if self.pipeline:
@@ -356,8 +351,12 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
             else:
                 self._fast = None
                 self._start_asgi_task(cycle, app)
-        else:
-            self._arm_keep_alive()
+        else:  # the keep-alive timeout, armed once an idle period
+            self._idle_at = self.loop.time()
+            if self._keep_alive_timer is None:
+                self._keep_alive_timer = self.loop.call_later(
+                    self.timeout_keep_alive, self._keep_alive_check
+                )
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         """uvicorn's, telling a :class:`Cycle` its task (the proxy cancels it when the
@@ -369,6 +368,14 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         cycle.task = task = self.loop.create_task(cycle.run_asgi(app))
         task.add_done_callback(self.tasks.discard)
         self.tasks.add(task)
+
+    def resume_writing(self) -> None:
+        """uvicorn's; and the fast request being served is told (it stopped reading its
+        upstream while the client's buffer was full)."""
+        self.flow.resume_writing()
+        fast = self._fast
+        if fast is not None:
+            fast.writable()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
@@ -546,6 +553,11 @@ class Cycle(RequestResponseCycle):
             return False
         if self.disconnected:  # as send: nothing written, nothing changed
             return True
+        self.write_stream_head(status, headers)
+        return True
+
+    def write_stream_head(self, status: int, headers: bytes) -> None:
+        """:meth:`stream_start`'s write, whatever the flow control says."""
         self.response_started = True
         self.waiting_for_100_continue = False
         self.chunked_encoding = True
@@ -557,7 +569,6 @@ class Cycle(RequestResponseCycle):
             content.append(b"connection: close\r\n")
         content.append(b"transfer-encoding: chunked\r\n\r\n")
         self.transport.write(b"".join(content))
-        return True
 
     def stream_chunk(self, chunk: bytes) -> None:
         """One chunk of a response begun with :meth:`stream_start` (the caller waits on
@@ -569,13 +580,17 @@ class Cycle(RequestResponseCycle):
         """The last chunk (``tail``, may be empty) and the end of the response."""
         if self.disconnected or self.response_complete:  # as send
             return
+        self.write_stream_end(tail)
+        self.on_response()
+
+    def write_stream_end(self, tail: bytes) -> None:
+        """:meth:`stream_end`'s write, without ``on_response`` (the caller calls it)."""
         last = b"%x\r\n%b\r\n0\r\n\r\n" % (len(tail), tail) if tail else b"0\r\n\r\n"
         self.transport.write(last)
         self.response_complete = True
         self.message_event.set()
         if not self.keep_alive:
             self.transport.close()
-        self.on_response()
 
     async def receive(self) -> ASGIReceiveEvent:
         if self.waiting_for_100_continue and not self.transport.is_closing():

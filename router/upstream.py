@@ -120,6 +120,9 @@ class Listener(Protocol):
     def upstream_headers(self, response: _Response) -> None:
         """The headers are in (status, headers, length; the body is not all in yet)."""
 
+    def upstream_data(self, response: _Response) -> None:
+        """More body is in (``response.drain()``), the headers told already, not whole."""
+
     def upstream_done(self, response: _Response) -> None:
         """The whole response is in (``response.take()``)."""
 
@@ -242,12 +245,6 @@ class _Response:
         self._conn.finished(reusable=False)
 
     # --- fed by the connection -------------------------------------------------------
-    def headers_in(self) -> None:
-        self.has_headers = True
-        future = self.headers_future
-        if future is not None and not future.done():
-            future.set_result(None)
-
     def feed(self, chunk: bytes) -> None:
         self._buffer.append(chunk)
         self._buffered += len(chunk)
@@ -301,6 +298,22 @@ class _Response:
         elif not self.told:
             self.told = True
             listener.upstream_headers(self)
+        elif self._buffer:
+            listener.upstream_data(self)
+
+    def drain(self) -> list[bytes]:
+        """The body chunks in so far, taken (a listener relaying a stream)."""
+        chunks = list(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
+        return chunks
+
+    def pause(self) -> None:
+        """Stop reading the upstream (the client reads slower): until :meth:`resume`."""
+        self._conn.pause()
+
+    def resume(self) -> None:
+        self._conn.resume()
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -341,8 +354,9 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(Malformed(f"upstream sent a malformed response: {exc}"))
             return
-        if self.response is not None and self.response.listener is not None:
-            self.response.tell()
+        response = self.response
+        if response is not None and response.listener is not None and response.has_headers:
+            response.tell()
 
     def eof_received(self) -> bool | None:
         return False  # close the transport: connection_lost follows
@@ -371,28 +385,25 @@ class _Connection(asyncio.Protocol):
             response.fail(BodyError("upstream closed the connection mid-body"))
 
     # --- httptools callbacks -------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        response = self.response
-        if response is None:
-            return
-        if response.status:
-            # A second response to one request: the upstream broke protocol.
-            self.keep_alive = False
-            return
-        response.raw_headers = []  # after a 1xx, the real response's headers start over
-
     def on_header(self, name: bytes, value: bytes) -> None:
         response = self.response
         if response is not None and not response.complete:
             response.raw_headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        # (No on_message_begin: one Python call fewer a response; what it would do is here.)
         response = self.response
-        if response is None or response.complete:
-            return  # (a second response to one request changes nothing of the first)
+        if response is None:
+            return
+        if response.complete:
+            # A second response to one request: the upstream broke protocol (it changes
+            # nothing of the first; the connection is not reused).
+            self.keep_alive = False
+            return
         status = self.parser.get_status_code()
         if status < 200:
-            return  # 1xx: informational, the real response follows
+            response.raw_headers = []  # 1xx: informational, the real response's start over
+            return
         response.status = status
         length: bytes | None = None
         chunked = False
@@ -410,7 +421,10 @@ class _Connection(asyncio.Protocol):
             except ValueError:
                 response.content_length = None
         self._eof_body = length is None and not chunked and status not in (204, 304)
-        response.headers_in()
+        response.has_headers = True
+        future = response.headers_future
+        if future is not None and not future.done():
+            future.set_result(None)
         if response.head_only:
             # llhttp cannot be told this answers a HEAD: the body it would wait for never
             # comes. The response ends here, and the connection is not reused.

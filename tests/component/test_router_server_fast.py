@@ -33,7 +33,7 @@ from tests.support import until
 
 GUARD_S = 10.0
 ROUTES = ("POST:/v1/echo", "POST:/v1/broken-body", "POST:/v1/garbage", "POST:/v1/slow",
-          "POST:/v1/sse", "POST:/v1/stale")  # fmt: skip
+          "POST:/v1/sse", "POST:/v1/stale", "POST:/v1/sse-broken")  # fmt: skip
 
 
 @dataclass
@@ -43,6 +43,7 @@ class Upstream:
     url: str = ""
     requests: list[str] = field(default_factory=list)
     slow_closed: asyncio.Event = field(default_factory=asyncio.Event)
+    sse_closed: asyncio.Event = field(default_factory=asyncio.Event)
     sse_release: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -87,13 +88,29 @@ class Upstream:
                 await reader.read()  # until the router closes the connection
             self.slow_closed.set()
             return False
-        if path == "/v1/sse":
+        if path in ("/v1/sse", "/v1/sse-broken"):
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")  # fmt: skip
             writer.write(_chunk(b'data: {"n": 1}\n\n'))
             await writer.drain()
-            await self.sse_release.wait()
-            writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            if path == "/v1/sse-broken":
+                writer.transport.abort()  # the replica dies mid-stream
+                return False
+            if b"done-first" in body:  # [DONE] now, the body's end later (as vLLM's)
+                writer.write(_chunk(b"data: [DONE]\n\n"))
+                await writer.drain()
+            # until released, or the router closes the connection (the client left)
+            closed = asyncio.ensure_future(reader.read())
+            release = asyncio.ensure_future(self.sse_release.wait())
+            await asyncio.wait([closed, release], return_when=asyncio.FIRST_COMPLETED)
+            release.cancel()
+            if closed.done():
+                self.sse_closed.set()
+                return False
+            closed.cancel()
+            if b"done-first" not in body:
+                writer.write(_chunk(b"data: [DONE]\n\n"))
+            writer.write(b"0\r\n\r\n")
             await writer.drain()
             return True
         out = json.dumps({"path": path, "body_len": len(body)}).encode()
@@ -351,3 +368,48 @@ async def test_http_1_0_gets_its_answer_and_the_connection_closes(router: Router
     assert status == 200 and b"connection: close\r\n" in head
     assert await asyncio.wait_for(reader.read(), GUARD_S) == b""  # closed by the router
     writer.close()
+
+
+async def test_an_upstream_breaking_mid_stream_ends_it_with_an_sse_error_event(
+    router: Router,
+) -> None:
+    reader, writer = await warm(router)
+    writer.write(post("/v1/sse-broken", b'{"stream": true}'))
+    data = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), GUARD_S)
+    assert fast_cycle(router) == "_Fast"
+    events = [e for e in re.split(rb"\r\n[0-9a-f]+\r\n", data.split(b"\r\n\r\n", 1)[1]) if e]
+    assert events[0].endswith(b'data: {"n": 1}\n\n')
+    assert b'"type": "upstream_broken"' in data
+    assert router.finished("502") == 1.0
+    assert router.sample(names.ROUTER_UPSTREAM_ERRORS, endpoint=router.label,
+                         reason="broken") == 1.0  # fmt: skip
+    assert router.idle()
+    writer.close()
+
+
+async def test_a_client_that_leaves_mid_stream_is_a_499_and_the_upstream_is_told(
+    router: Router,
+) -> None:
+    reader, writer = await warm(router)
+    writer.write(post("/v1/sse", b'{"stream": true}'))
+    await asyncio.wait_for(reader.readuntil(b'data: {"n": 1}\n\n'), GUARD_S)
+    assert fast_cycle(router) == "_Fast"
+    writer.close()
+    await until(lambda: router.finished("499") == 1.0, "the stream to be counted as left")
+    await asyncio.wait_for(router.upstream.sse_closed.wait(), GUARD_S)
+    assert router.idle()
+
+
+async def test_a_stream_read_to_done_is_finished_even_if_the_client_leaves_at_once(
+    router: Router,
+) -> None:
+    reader, writer = await warm(router)
+    writer.write(post("/v1/sse", b'{"stream": true, "done-first": 1}'))
+    await asyncio.wait_for(reader.readuntil(b"data: [DONE]\n\n"), GUARD_S)
+    assert fast_cycle(router) == "_Fast"
+    writer.close()  # what a client that breaks out of its loop on [DONE] does
+    await until(lambda: router.finished("200") == 2.0 or router.finished("499") > 0,
+                "the stream to be counted")  # fmt: skip
+    assert router.finished("499") == 0.0
+    await asyncio.wait_for(router.upstream.sse_closed.wait(), GUARD_S)
+    assert router.idle()
