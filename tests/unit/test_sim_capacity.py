@@ -156,3 +156,22 @@ def test_kv_flags_build_the_profile_and_name_what_is_wrong(tmp_path: Path) -> No
     assert body["config"]["profile"]["num_gpu_blocks"] == 40
     assert body["config"]["profile"]["max_model_len"] == 4992
     assert sim_main([*argv, "--kv-blocks", "1", "--out-dir", str(tmp_path / "bad")]) == 2
+
+
+def test_steps_without_a_scraped_replica_have_no_kv_sample() -> None:
+    """A sum over no replica is no series: the steps where no replica was scraped (NaN, or
+    a scrape that left the KV series out, as from a replica without them) carry no KV
+    sample, and L alone decides there."""
+    s = S.Scrapes()
+    base = {S.INFLIGHT: 2.0, S.QUEUED: 0.0, S.RECEIVED: 0.0, S.READY: 1.0}
+    s.scrape(0.0, {**base, S.VLLM_WAITING: 0.0, S.VLLM_RUNNING: 0.0})  # no KV series
+    replica = {S.VLLM_WAITING: 0.0, S.VLLM_RUNNING: 2.0, S.KV_USAGE: 0.5, S.KV_WAITING: 0.0}
+    s.scrape(5.0, {**base, **replica, S.KV_CACHE_TOKENS: 5120.0})
+    scaler = SimScaler({"slotsPerReplica": "4", "policy": "saturation"}, s, lambda: 9.0)
+    start_s, end_s = scaler.query.bounds(9.0)
+    data = s.matrix(scaler.query, start_s, end_s)
+    usage = [r["values"] for r in data["result"] if r["metric"]["signal"] == "kv_usage"]
+    assert usage == [[[t, 0.5] for t in (5.0, 6.0, 7.0, 8.0, 9.0)]]  # no sample at 0..4
+    kv = kv_from_matrix(data)
+    assert {x.value for x in kv.running} == {2.0}
+    assert kv.tokens_per_replica == 5120
