@@ -248,6 +248,8 @@ def _compare(a: argparse.Namespace) -> int:
     if a.scenario in CLOSED_LOOP_SCENARIOS:
         if a.router_down or a.routers != 1:
             raise UsageError("--routers, --router-down: open-loop workloads only")
+        if kvcache.meta(a):  # the sweep's replicas keep the default cache
+            raise UsageError("--kv-blocks, --block-size, --max-model-len: open-loop workloads only")
         from inflight.sim.sweep_compare import main as sweep_main
 
         return sweep_main(a)

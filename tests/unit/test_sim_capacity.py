@@ -156,6 +156,10 @@ def test_kv_flags_build_the_profile_and_name_what_is_wrong(tmp_path: Path) -> No
     assert body["config"]["profile"]["num_gpu_blocks"] == 40
     assert body["config"]["profile"]["max_model_len"] == 4992
     assert sim_main([*argv, "--kv-blocks", "1", "--out-dir", str(tmp_path / "bad")]) == 2
+    # the closed-loop sweep keeps the default cache: the flag is refused, not ignored
+    sweep = ["sim", "compare", "--scenario", "sweep", "--kv-blocks", "40"]
+    assert sim_main([*sweep, "--out-dir", str(tmp_path / "sweep")]) == 2
+    assert not (tmp_path / "sweep").exists()
 
 
 def test_steps_without_a_scraped_replica_have_no_kv_sample() -> None:
