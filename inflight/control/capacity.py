@@ -118,7 +118,7 @@ def effective_window(
     """``window`` with L at each step replaced by the maximum over the dimensions.
 
     ``requests`` mode, or no KV series (the router's metrics alone, the direct source,
-    the simulator, a ``capacitySelector`` that misses vLLM): the window as it is, and the
+    a ``capacitySelector`` that misses vLLM): the window as it is, and the
     note says why the KV dimension is absent. Otherwise each sample of L is paired with
     the KV samples of the same step; a step without them keeps L.
     """
