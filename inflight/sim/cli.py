@@ -33,7 +33,7 @@ from inflight.measure.openloop_report import build_comparison, comparison_markdo
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.slo import Outcome, slo_measures
 from inflight.planes.policies import Policy, parse_policies, resolve_policies
-from inflight.sim import kvcache, outages, report
+from inflight.sim import kvcache, outages, report, token_admission
 from inflight.sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 from inflight.workload.flags import concurrency_list
 from inflight.workload.plan import (
@@ -162,6 +162,7 @@ def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> di
             else plan.hold_deadline_s,
             "hold_deadline_peers": plan.hold_deadline_peers,
             **kvcache.meta(a),  # --kv-blocks: the replicas' KV cache
+            **token_admission.meta(a),  # --discover-kv-tokens: the router's
         }
     )
     if plan.meta.get("seed") is not None:
@@ -185,6 +186,7 @@ def _run(a: argparse.Namespace) -> int:
             raise UsageError(f"--scaler-metadata: --policy {a.policy} has no scaler trigger")
         policy = Policy(policy.name, policy.kind, policy.replicas, tuple(overrides.items()))
     config = kvcache.apply(outages.apply(sim_config(plan, policy, seed), a), a)
+    config = token_admission.apply(config, a)
     out = new_out_dir(a.out_dir, "results", a.force)
     result = simulate_plan(config, plan)
     workload = {**plan.scenario_meta(), "source": "sim", "time_scale": TIME_SCALE}
@@ -273,7 +275,12 @@ def _compare(a: argparse.Namespace) -> int:
     names_asked = {p.name for p in policies}
     fleets = [] if getattr(a, "no_frontier", False) else parse_policies(",".join(fleet_names(hi)))
     configs = {
-        p.name: {s: kvcache.apply(outages.apply(sim_config(plans[s], p, s), a), a) for s in seeds}
+        p.name: {
+            s: token_admission.apply(
+                kvcache.apply(outages.apply(sim_config(plans[s], p, s), a), a), a
+            )
+            for s in seeds
+        }
         for p in [*policies, *(f for f in fleets if f.name not in names_asked)]
     }
     out = new_out_dir(a.out_dir, "comparisons", a.force)
@@ -434,6 +441,7 @@ def register(subparsers: Any) -> None:
     )
     outages.add_flags(run)
     kvcache.add_flags(run)
+    token_admission.add_flags(run)
     run.set_defaults(func=_guarded(_run))
 
     cmp = sub.add_parser("compare", help="several policies on several seeds")
@@ -468,6 +476,7 @@ def register(subparsers: Any) -> None:
     )
     outages.add_flags(cmp)
     kvcache.add_flags(cmp)
+    token_admission.add_flags(cmp)
     cmp.set_defaults(func=_guarded(_compare))
 
     # Hooks: other modules of this package add their own subcommands when present.

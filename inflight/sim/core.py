@@ -49,7 +49,7 @@ from inflight.sim import peers
 from inflight.sim import scrapes as S
 from inflight.sim.events import EventQueue
 from inflight.sim.fleet import Fleet, SimReplica
-from inflight.sim.router import MAX_QUEUE, QUEUE_TIMEOUT_S, Held, SimRouter
+from inflight.sim.router import MAX_QUEUE, QUEUE_TIMEOUT_S, Held, SimRouter, discovered_capacity
 from inflight.sim.scaler import SimScaler
 from inflight.statedir import DecisionRecord
 from router.errors import NoEndpoint, QueueFull, QueueTimeout, Shed
@@ -126,6 +126,9 @@ class SimConfig:
     # which one of them fails its scrapes (inflight.sim.scrapes; --routers, --router-down).
     routers: int = 1
     router_down: tuple[S.RouterDown, ...] = ()
+    # inflight router --discover-kv-tokens under inflight's own runs (not the peers'):
+    # token admission, inflight.sim.router.
+    discover_kv_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0:
@@ -269,6 +272,9 @@ class Simulation:
             clock=lambda: self.events.now_s,
             max_late_s=config.max_late_s or None,
             plan=self.plan,
+            kv_tokens=discovered_capacity(config.profile)
+            if config.discover_kv_tokens and self.peer is None
+            else None,
         )
         self.scrapes = S.Scrapes(config.routers, config.router_down)
         self.fleet = Fleet(config.replica_profile, self.events, self.router, self._changed)
@@ -445,7 +451,9 @@ class Simulation:
 
         cls = self.plan.class_of(res.priority) if self.plan is not None else 0
         try:
-            held = self.router.arrive(on_slot, on_refused, cls)
+            held = self.router.arrive(
+                on_slot, on_refused, cls, self.router.demand(res.prompt_tokens, res.max_tokens)
+            )
         except (QueueFull, NoEndpoint, Shed) as exc:
             self._end(res, ok=False, cause=f"http_{exc.status}")
             return
@@ -478,7 +486,7 @@ class Simulation:
     def _too_long(self, res: RequestResult, ep: Endpoint) -> None:
         replica = self.fleet.replica_of(ep)
         self._account_l()
-        self.router.finish(ep)
+        self.router.finish(ep, self.router.demand(res.prompt_tokens, res.max_tokens))
         self._end(res, ok=False, cause="http_400")
         self.fleet.released(replica)
 
@@ -505,7 +513,7 @@ class Simulation:
             res, ep = self._by_seq.pop(seq)
             res.first_s = seq.first_token_s
             res.output_tokens = seq.tokens
-            self.router.finish(ep)
+            self.router.finish(ep, self.router.demand(res.prompt_tokens, res.max_tokens))
             self._end(res, ok=True, cause=None, end_s=seq.finished_s)
             self.fleet.released(r)
         self._schedule_wake(r)

@@ -11,18 +11,34 @@ layer does around them: count the request in L and in the received counter when 
 arrives, and take it out of L when its response ends or it is refused
 (``router.dispatch.Admission`` does that live; it is an ``async with`` and cannot run
 without an event loop).
+
+**Token admission** (``inflight sim run|compare --discover-kv-tokens``, the router's
+``--discover-kv-tokens``; docs/capacity.md, "Token demand at the router"): the dispatcher
+admits on KV tokens as well as slots, by its own rule. Each replica's capacity is what the
+live router reads from it: its ``vllm:cache_config_info`` line as the emulator writes it
+(:func:`discovered_capacity`, parsed by ``router.kv_discovery.capacity_from_metrics``), set
+before the replica takes work (live, a new endpoint is bounded by slots only until the
+next discovery round, up to ``--discover-interval-s``; not modelled). Each request's demand
+is ``router.tokens.demand_of`` on the body the live bench sends (token ids: exact prompt,
+plus ``max_tokens``; :func:`demand`).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
+from inflight import names
 from inflight.control.hold_order import HoldPlan, single_plan
+from inflight.emulator.metrics import cache_config_info
+from inflight.emulator.profile import Profile
 from router.dispatch import Dispatcher
 from router.errors import NoEndpoint, QueueFull, Shed
+from router.kv_discovery import capacity_from_metrics
 from router.pool import READY, Endpoint, Pool
 from router.sources import apply
+from router.tokens import demand_of
 
 # Defaults of ``inflight router`` (router/config.py), which ``inflight up`` keeps.
 MAX_QUEUE = 1024
@@ -31,6 +47,33 @@ QUEUE_TIMEOUT_S = 300.0
 
 def _no_clock() -> float:
     raise AssertionError("the router read a clock it was not given")
+
+
+def discovered_capacity(profile: Profile) -> int | None:
+    """The KV capacity in tokens the live router's ``--discover-kv-tokens`` reads from a
+    replica of ``profile``: its ``/metrics``' ``vllm:cache_config_info`` line, as the
+    emulator's server writes it, parsed by the router's own function.
+
+    >>> discovered_capacity(Profile(num_gpu_blocks=40, block_size=128, max_model_len=2048))
+    5120
+    """
+    labels = cache_config_info(
+        profile.block_size, profile.kv_blocks, profile.max_model_len, profile.num_gpu_blocks != 0
+    )
+    text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return capacity_from_metrics(f"{names.VLLM_CACHE_CONFIG_INFO}{{{text}}} 1.0")
+
+
+@lru_cache(maxsize=4096)
+def demand(prompt_tokens: int, max_tokens: int) -> int:
+    """A simulated request's demand in KV tokens, as the router counts the live bench's
+    body (``inflight.bench.openloop.sender.completion_body``: the prompt as token ids, so
+    exact, and ``max_tokens``): ``router.tokens.demand_of``.
+
+    >>> demand(1800, 200)
+    2000
+    """
+    return demand_of({"prompt": [0] * prompt_tokens, "max_tokens": max_tokens}, chat=False).total
 
 
 class Held:
@@ -87,7 +130,10 @@ class SimRouter:
         clock: Callable[[], float] | None = None,
         max_late_s: float | None = None,
         plan: HoldPlan | None = None,
+        kv_tokens: int | None = None,
     ) -> None:
+        """``kv_tokens``: token admission, each replica's capacity as discovered from it
+        (:func:`discovered_capacity`); None: slots only."""
         if (hold_deadline_s is not None or (plan is not None and plan.timed)) and clock is None:
             raise ValueError("a hold deadline needs the simulation's clock")
         self.pool = Pool(slots, rng=rng)
@@ -104,7 +150,9 @@ class SimRouter:
             queue_timeout_s=queue_timeout_s,
             plan=plan,
             clock=clock if clock is not None else _no_clock,
+            discover_kv_tokens=kv_tokens is not None,
         )
+        self.kv_tokens = kv_tokens
         self.received = 0  # router_requests_received_total
 
     @property
@@ -118,20 +166,33 @@ class SimRouter:
     def ready_endpoints(self) -> int:
         return self.pool.count_by_state()[READY]
 
+    def demand(self, prompt_tokens: int, max_tokens: int) -> int:
+        """A request's demand in KV tokens with token admission (:func:`demand`), else 0
+        (the live router does not compute it then)."""
+        return demand(prompt_tokens, max_tokens) if self.kv_tokens is not None else 0
+
     def set_endpoints(self, urls: Sequence[str]) -> None:
-        """The endpoint file changed: the router applies it and pumps held requests."""
-        apply(self.dispatcher, urls)
+        """The endpoint file changed: the router applies it and pumps held requests (with
+        token admission, a new replica's capacity is known before it takes work)."""
+        d = self.dispatcher
+        if self.kv_tokens is not None:
+            for url in urls:
+                if d.kv_capacity(url) is None:
+                    d.set_kv_capacity(url, self.kv_tokens)
+        apply(d, urls)
 
     def arrive(
         self,
         on_slot: Callable[[Endpoint], None],
         on_refused: Callable[[BaseException], None] | None = None,
         cls: int = 0,
+        tokens: int = 0,
     ) -> Held | None:
         """A work request arrives: into L; a slot at once (``on_slot`` called now) or held
         (later a slot, or refused by the lateness bound: ``on_refused``, out of L).
 
-        ``cls``: its priority class (the plan's index). Returns the :class:`Held` ticket
+        ``cls``: its priority class (the plan's index); ``tokens``: its demand
+        (:meth:`demand`; give the same to :meth:`finish`). Returns the :class:`Held` ticket
         when held; raises Shed (429) for a sheddable class with no free slot, QueueFull
         (503) when the FIFO is full, NoEndpoint (503) when not holding and no replica is
         ready: either way the request is already out of L again.
@@ -139,7 +200,7 @@ class SimRouter:
         d = self.dispatcher
         self.received += 1
         d.inflight += 1
-        ep = d.try_acquire()
+        ep = d.try_acquire(tokens)
         if ep is not None:
             on_slot(ep)
             return None
@@ -148,7 +209,7 @@ class SimRouter:
             raise NoEndpoint("no ready endpoint")
         held = Held(on_slot, on_refused, self)
         try:
-            d.hold(held, cls)
+            d.hold(held, cls, tokens=tokens)
         except (QueueFull, Shed):
             d.inflight -= 1
             raise
@@ -163,7 +224,8 @@ class SimRouter:
         self.dispatcher.inflight -= 1
         return True
 
-    def finish(self, ep: Endpoint) -> None:
-        """A response ended: the slot goes back (held requests take it), out of L."""
-        self.dispatcher.release(ep)
+    def finish(self, ep: Endpoint, tokens: int = 0) -> None:
+        """A response ended: the slot (and its ``tokens``) go back, held requests take
+        them; out of L."""
+        self.dispatcher.release(ep, tokens)
         self.dispatcher.inflight -= 1
