@@ -153,16 +153,16 @@ class Router:
         return proto
 
 
-@pytest.fixture
-async def router() -> AsyncIterator[Router]:
+@contextlib.asynccontextmanager
+async def serving(slots: int = 4, hold_when_full: bool = False) -> AsyncIterator[Router]:
     upstream = Upstream()
     up = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
     upstream.url = f"http://127.0.0.1:{up.sockets[0].getsockname()[1]}"
-    pool = Pool(4)
+    pool = Pool(slots)
     pool.set_endpoints([upstream.url])
     registry = CollectorRegistry()
     app = RouterApp(
-        Dispatcher(pool),
+        Dispatcher(pool, hold_when_full=hold_when_full),
         registry,
         max_body_bytes=1000,
         unhealthy_backoff_s=60.0,
@@ -186,6 +186,12 @@ async def router() -> AsyncIterator[Router]:
             await task
         up.close()
         await up.wait_closed()
+
+
+@pytest.fixture
+async def router() -> AsyncIterator[Router]:
+    async with serving() as r:
+        yield r
 
 
 def post(path: str, body: bytes = b"{}", http: bytes = b"HTTP/1.1") -> bytes:
@@ -413,3 +419,24 @@ async def test_a_stream_read_to_done_is_finished_even_if_the_client_leaves_at_on
     assert router.finished("499") == 0.0
     await asyncio.wait_for(router.upstream.sse_closed.wait(), GUARD_S)
     assert router.idle()
+
+
+async def test_no_free_slot_goes_the_asgi_way_held_until_one_frees() -> None:
+    """With --hold-when-full and the only slot taken (a fast request waiting upstream),
+    the next request cannot enter at once: it goes the ASGI way and is held; the first
+    client leaving frees the slot at once, and the held request gets it."""
+    async with serving(slots=1, hold_when_full=True) as router:
+        _reader_a, writer_a = await warm(router)
+        writer_a.write(post("/v1/slow"))
+        await until(lambda: "/v1/slow" in router.upstream.requests, "the upstream to get A")
+        assert fast_cycle(router) == "_Fast"
+        reader_b, writer_b = await connect(router)
+        writer_b.write(post("/v1/echo", b"b" * 7))
+        await until(lambda: router.app.dispatcher.queued == 1, "B to be held")
+        assert router.app.dispatcher.inflight == 2
+        writer_a.close()
+        status, _, body = await response(reader_b)
+        assert status == 200 and json.loads(body)["body_len"] == 7
+        assert router.finished("499") == 1.0 and router.finished("200") == 2.0
+        await until(lambda: router.idle(), "B to end")
+        writer_b.close()
