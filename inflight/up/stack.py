@@ -100,7 +100,8 @@ def autoscale_config(cfg: UpSettings) -> AutoscaleConfig:
 
 def router_args(cfg: UpSettings, endpoints_file: Path) -> list[str]:
     """``inflight router``'s arguments under ``cfg``: holding (our policies, and the
-    peers that hold) and the order of held requests (``inflight.control.hold_order``)."""
+    peers that hold), the order of held requests (``inflight.control.hold_order``) and
+    token admission (``--token-admission``)."""
     argv = [
         "router",
         "--host",
@@ -119,6 +120,7 @@ def router_args(cfg: UpSettings, endpoints_file: Path) -> list[str]:
         if deadline is not None and not cfg.priority_class:  # the classes have their own
             argv += ["--hold-deadline-s", f"{deadline:.6g}"]
         argv += cfg.router_priority_args  # --priority-class, --max-late-s (real seconds)
+        argv += cfg.router_token_args  # --token-admission: --discover-kv-tokens, …
     return argv
 
 

@@ -1,7 +1,11 @@
-"""``inflight up --capacity`` and the emulator's ``--engine-arg``: what the scaler's trigger
-and each replica are given, and the refusals (docs/capacity.md)."""
+"""``inflight up --capacity``, ``--token-admission`` and the emulator's ``--engine-arg``:
+what the scaler's trigger, the router and each replica are given, and the refusals
+(docs/capacity.md)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -9,10 +13,12 @@ from external_scaler.metadata import parse_metadata
 from external_scaler.sources.promql import kv_selector
 from inflight import names
 from inflight.cli import build_parser
-from inflight.config import ConfigError
-from inflight.up.cli import UpSettings, settings_from_args
+from inflight.config import ConfigError, load
+from inflight.emulator.cli import EmulatorSettings
+from inflight.engines import vllm_cpu
+from inflight.up.cli import UpSettings, _vllm_max_model_len, settings_from_args
 from inflight.up.models import ModelsStack
-from inflight.up.stack import REPLICAS_JOB
+from inflight.up.stack import REPLICAS_JOB, router_args
 
 
 def settings(*flags: str) -> UpSettings:
@@ -90,3 +96,82 @@ def test_the_emulator_takes_engine_args_after_inflights_own() -> None:
     # Each model's replicas too (--model).
     two = settings("--model", "a", "--model", "b", *KV_BOUND)
     assert two.replica_command_for("b")[-2:] == ("--num-gpu-blocks=40", "--max-model-len=2048")
+
+
+# --- --token-admission: the router admits on KV tokens too (docs/capacity.md) -------------
+
+
+def router_config(config: UpSettings) -> Any:
+    """The router's own reading of the arguments inflight up gives it."""
+    from router.config import RouterSettings
+
+    argv = router_args(config, Path("/state/endpoints.json"))
+    return load(RouterSettings, build_parser().parse_args(argv))
+
+
+def test_token_admission_is_off_by_default() -> None:
+    argv = router_args(settings(), Path("/state/endpoints.json"))
+    assert "--discover-kv-tokens" not in argv and "--max-model-len" not in argv
+    assert not router_config(settings()).token_admission
+
+
+@pytest.mark.parametrize(
+    ("flags", "max_model_len"),
+    [
+        ((), EmulatorSettings().max_model_len),  # the emulator's own default
+        (KV_BOUND, 2048),  # as the emulator reads its --engine-arg
+        (("--model", "a", "--model", "b", *KV_BOUND), 2048),  # every pool's dispatcher
+    ],
+)
+def test_token_admission_discovers_each_replicas_kv_with_the_known_max_model_len(
+    flags: tuple[str, ...], max_model_len: int
+) -> None:
+    config = settings("--token-admission", *flags)
+    router = router_config(config)
+    assert router.hold_when_full and router.discover_kv_tokens and router.token_admission
+    assert router.max_model_len == max_model_len
+    assert router.kv_tokens == 0  # discovered, never assumed
+    # The hold order is kept: the deadline (or classes) still reach the router.
+    assert router.hold_deadline_s > 0
+    if config.models:
+        assert router.model_pools  # one router: each pool's dispatcher is made alike
+
+
+def test_token_admission_with_a_replica_command_of_ones_own_discovers_max_model_len() -> None:
+    config = settings("--token-admission", "--replica-cmd", "vllm serve m --port {port}")
+    argv = router_args(config, Path("/state/endpoints.json"))
+    assert "--discover-kv-tokens" in argv and "--max-model-len" not in argv
+    assert router_config(config).max_model_len == 0  # read from /v1/models
+
+
+@pytest.mark.parametrize(
+    ("engine_args", "expected"),
+    [
+        ([], vllm_cpu.DEFAULT_MAX_MODEL_LEN),
+        (["--num-gpu-blocks-override=40"], vllm_cpu.DEFAULT_MAX_MODEL_LEN),
+        (["--max-model-len=2048"], 2048),
+        (["--max-model-len", "1024", "--dtype", "float32"], 1024),
+        (["--max-model-len=2048", "--max_model_len=512"], 512),  # vLLM takes the last
+        (["--max-model-len=4k"], None),  # a form vLLM reads and we do not: discovered
+        (["--max-model-len"], None),
+    ],
+)
+def test_vllm_cpus_max_model_len_is_its_last_engine_arg(engine_args, expected) -> None:
+    assert _vllm_max_model_len(engine_args) == expected
+
+
+@pytest.mark.parametrize("policy", ["vllm-waiting", "hpa-rps"])
+def test_token_admission_is_refused_where_the_router_holds_nothing(policy: str) -> None:
+    with pytest.raises(ConfigError, match=r"--token-admission.*router holds none"):
+        settings("--token-admission", "--policy", policy)
+
+
+@pytest.mark.parametrize("policy", ["qps", "kpa", "epp-queue"])
+def test_token_admission_goes_with_every_policy_whose_router_holds(policy: str) -> None:
+    argv = router_args(settings("--token-admission", "--policy", policy), Path("/e.json"))
+    assert "--hold-when-full" in argv and "--discover-kv-tokens" in argv
+
+
+def test_token_admission_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("INFLIGHT_UP_TOKEN_ADMISSION", "true")
+    assert settings().token_admission
