@@ -261,13 +261,13 @@ HPA_TOLERANCE: Final = 0.1
 DEFAULT_SCRAPE_INTERVAL_S: Final = 30
 DEFAULT_GROWTH_HORIZON_S: Final = 0  # off
 DEFAULT_GROWTH_WINDOW_S: Final = 60
-# Off by default. The setting chosen out of sample (results/2026-12-02-default-vs-frontier:
-# the best mean frontier gap on ramp, spike, bursty seed 1 and azure-code's first 20
-# minutes) is PROPOSED_FLOOR_WINDOW_S with DEFAULT_FLOOR_FRACTION. It is not the default yet:
-# the sources judge partial data over the whole lookback, so a 900 s memory would keep a
-# window partial (no scale-down) for 15 minutes after any router blip.
-DEFAULT_FLOOR_WINDOW_S: Final = 0  # off
-PROPOSED_FLOOR_WINDOW_S: Final = 900
+# The floor learned from recent peaks, on by default: chosen out of sample
+# (results/2026-12-02-default-vs-frontier: the best mean frontier gap on ramp, spike, bursty
+# seed 1 and azure-code's first 20 minutes) and judged on held-out traffic, trace windows
+# warmed up (results/2026-12-02-frontier-warm). Partial data is judged over the decision's
+# span (PolicySpec.decision_span_s), so its 900 s memory does not stretch a router blip.
+DEFAULT_FLOOR_WINDOW_S: Final = 900
+PROPOSED_FLOOR_WINDOW_S: Final = DEFAULT_FLOOR_WINDOW_S
 DEFAULT_FLOOR_FRACTION: Final = 0.6
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
 # assumption for a trigger that does not state them: a minimum of 0 treats every answer

@@ -22,9 +22,10 @@ Two policies:
   With ``growthHorizonSeconds`` set (off by default), each L in that maximum is padded
   with :func:`growth_headroom`: the L that the arrivals' current growth brings over the
   horizon (a replica's start-up and the loop's lag), for open-loop traffic.
-  **The floor learned from recent peaks** (off by default; ``floorWindowSeconds`` 900 and
-  ``floorFraction`` 0.6 are the setting chosen out of sample,
-  results/2026-12-02-default-vs-frontier): the value is at least the fraction × the highest
+  **The floor learned from recent peaks** (on by default: ``floorWindowSeconds`` 900 and
+  ``floorFraction`` 0.6, chosen out of sample in results/2026-12-02-default-vs-frontier,
+  judged with trace windows warmed up in results/2026-12-02-frontier-warm; a window of 0
+  turns it off): the value is at least the fraction × the highest
   smoothed L of the floor window, that peak capped at ``maxReplicaCount × target`` (L
   beyond the largest fleet is queue, not demand to remember). A burst shorter than a
   replica's start-up is over before the replicas it asks for are up; the floor keeps

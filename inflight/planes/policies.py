@@ -11,11 +11,17 @@ of its metadata (:func:`external_scaler.metadata.parse_metadata`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
-from inflight.names import META_POLICY, META_SLOTS_PER_REPLICA, META_TIME_SCALE, METADATA_DEFAULTS
+from inflight.names import (
+    META_FLOOR_WINDOW_S,
+    META_POLICY,
+    META_SLOTS_PER_REPLICA,
+    META_TIME_SCALE,
+    METADATA_DEFAULTS,
+)
 from inflight.planes.peers.catalog import POLICY_NAMES
 
 # The closed-loop comparison's policies (--scenario sweep|slowing) when --policies is not given.
@@ -123,6 +129,27 @@ def parse_policies(text: str, start_replicas: int = 1) -> list[Policy]:
     if len({p.slug for p in out}) != len(out):
         raise ValueError(f"--policies: two policies would share a file name in {text!r}")
     return out
+
+
+#: When the floor learned from recent peaks (``floorWindowSeconds``, ``floorFraction``)
+#: became the saturation policy's default (results/2026-12-02-frontier-warm). A live run
+#: recorded before it ran without the floor, and its runs name the policy only
+#: ("saturation"), not its metadata.
+FLOOR_DEFAULT_SINCE = "2026-12-02T10:00:00+00:00"
+
+
+def as_recorded(policy: Policy, created_at: str | None) -> Policy:
+    """``policy`` as a live run created at ``created_at`` (ISO 8601, UTC) ran it: a
+    saturation run from before :data:`FLOOR_DEFAULT_SINCE` without the floor, unless its
+    metadata names one (what ``inflight sim calibrate`` re-simulates). None: as today."""
+    if (
+        policy.kind != "saturation"
+        or created_at is None
+        or created_at >= FLOOR_DEFAULT_SINCE
+        or any(k == META_FLOOR_WINDOW_S for k, _ in policy.metadata)
+    ):
+        return policy
+    return replace(policy, metadata=(*policy.metadata, (META_FLOOR_WINDOW_S, "0")))
 
 
 def resolve_policies(text: str | None, max_replicas: int, start_replicas: int) -> list[Policy]:

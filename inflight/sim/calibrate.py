@@ -250,7 +250,7 @@ def calibrate_sweep(
 ) -> dict[str, Any]:
     """Simulate the live sweep once per policy and judge it against every live run."""
     from inflight.measure import repro
-    from inflight.planes.policies import parse_policies
+    from inflight.planes.policies import as_recorded, parse_policies
     from inflight.sim.closed_loop import SweepPlan
     from inflight.sim.sweep_compare import bench_compare_args, run_policy
 
@@ -281,7 +281,7 @@ def calibrate_sweep(
     sim_runs: dict[str, Doc] = {}
     for policy in parse_policies(",".join(names)):
         sim_runs[policy.name] = run_policy(
-            policy,
+            as_recorded(policy, first_body.get("created_at")),
             plan,
             max_replicas=2,
             startup_s=30.0,
@@ -348,7 +348,7 @@ def calibrate_openloop(
     ``phases`` > 1: each policy is also simulated with its scrapes at ``phases`` offsets
     spread over one scrape interval, and the row gets the spread (``phase_spread``) and
     whether the live figures lie within it, widened by the bars (``live_inside``)."""
-    from inflight.planes.policies import resolve_policies
+    from inflight.planes.policies import as_recorded, resolve_policies
     from inflight.sim import report
     from inflight.sim.cli import sim_config
     from inflight.sim.core import simulate
@@ -371,6 +371,7 @@ def calibrate_openloop(
     sim_runs: dict[str, dict[str, Any]] = {}
     spreads: dict[str, list[dict[str, Any]]] = {}
     for policy in resolve_policies(",".join(names), hi, max(1, lo)):
+        policy = as_recorded(policy, body.get("created_at"))  # the policy as it ran live
         config = replace(sim_config(plan, policy, seed), scrape_offset_s=scrape_offset_s)
         if startup_s is not None:
             config = replace(config, startup_s=startup_s)

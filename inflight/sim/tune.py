@@ -9,7 +9,8 @@ The search, and why it is not a full grid:
 * the knobs are ``targetSaturation``, ``scaleDownWindowSeconds``,
   ``growthHorizonSeconds`` (the start-up-aware headroom), ``scaleUpWindowSeconds``,
   ``floorFraction`` (the floor learned from recent peaks, over ``floorWindowSeconds``
-  900; off unless the space names fractions above 0) and, where ``minReplicaCount`` is 0,
+  900; only the default 0.6 unless the space names others, 0 for off) and, where
+  ``minReplicaCount`` is 0,
   ``activationInflight``;
 * for every combination of the other knobs, attainment falls (and cost falls) as
   ``targetSaturation`` rises, so the cheapest target that meets the attainment is found by
@@ -53,8 +54,8 @@ class Candidate:
     growth_horizon_s: float
     scale_up_window_s: float = 10.0
     activation_inflight: float = 0.0
-    floor_fraction: float = 0.0  # off
-    floor_window_s: float = float(names.PROPOSED_FLOOR_WINDOW_S)
+    floor_fraction: float = names.DEFAULT_FLOOR_FRACTION
+    floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
 
     def metadata(self) -> dict[str, str]:
         """The ScaledObject trigger metadata keys for this candidate (a floor window of 0
@@ -107,8 +108,9 @@ class SearchSpace:
     growth_horizons_s: tuple[float, ...] = (0.0,)
     up_windows_s: tuple[float, ...] = DEFAULT_UP_WINDOWS_S
     activations: tuple[float, ...] = (0.0,)
-    floor_fractions: tuple[float, ...] = (0.0,)  # off; --floor-fractions 0,0.6 tries it
-    floor_window_s: float = float(names.PROPOSED_FLOOR_WINDOW_S)
+    # the default only; --floor-fractions 0,0.6 also tries it off
+    floor_fractions: tuple[float, ...] = (names.DEFAULT_FLOOR_FRACTION,)
+    floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
 
     def __post_init__(self) -> None:
         for label, values in (

@@ -21,7 +21,10 @@ from inflight import names
 from inflight.control.policy import evaluate
 from tests.component.test_scaler_servicer import FakeRouter
 
-SPEC = parse_metadata({"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "60"})
+# The 60 s window is the subject: the floor (its 900 s memory) off.
+SPEC = parse_metadata(
+    {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "60", "floorWindowSeconds": "0"}
+)
 
 
 class Clock:

@@ -40,7 +40,8 @@ from inflight import names
 from inflight.control.policy import Window
 from tests.support import LoopbackHTTPServer, QuietHandler
 
-INSTANT = {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0"}
+# The value is L now: no windows, and no floor (its memory would hold 0.6 x the peak).
+INSTANT = {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0", "floorWindowSeconds": "0"}
 
 
 class FakeRouter:

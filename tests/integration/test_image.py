@@ -41,7 +41,8 @@ BUDGET_MB = 150.0  # what the image may add over its base
 MODEL = "image-test-model"
 READY_DIR = "/ready"  # where the bind-mounted directory appears in each container
 # time-scale 0.1: the value holds a scale-down of L for 6 s (60 seed s), not 60
-META = {"timeScale": "0.1", "slotsPerReplica": "4"}
+# The floor off: L's fall back to 0 is the check (its 900 s memory would hold 0.6 x the peak).
+META = {"timeScale": "0.1", "slotsPerReplica": "4", "floorWindowSeconds": "0"}
 CANNOT = "containers cannot run on this machine"
 
 

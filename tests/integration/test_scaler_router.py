@@ -29,7 +29,8 @@ MODEL = "scaler-test-model"
 BODY = {"model": MODEL, "prompt": "summarize the meeting", "max_tokens": 300}
 TIME_SCALE = "0.1"
 SCRAPE_S = 0.5
-META = {"timeScale": TIME_SCALE, "slotsPerReplica": "4"}  # scale-up 1 s, scale-down 6 s
+# scale-up 1 s, scale-down 6 s; the floor off (the value's fall after the window is checked)
+META = {"timeScale": TIME_SCALE, "slotsPerReplica": "4", "floorWindowSeconds": "0"}
 DOWN_S = 6.0
 WORKERS = 6
 

@@ -40,6 +40,7 @@ META = {
     "scaleUpWindowSeconds": "0",
     "scaleDownWindowSeconds": "0",  # the value is L at the newest step: nothing hides it
     "scrapeIntervalSeconds": str(SCRAPE_S),
+    "floorWindowSeconds": "0",  # nor the floor's memory of peaks
 }  # minReplicaCount, maxReplicaCount: KEDA's 0 and 100, which change nothing here
 
 

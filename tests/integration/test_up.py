@@ -113,7 +113,10 @@ def timeline(state_dir):
 
 def test_load_scales_up_to_two_then_back_to_one(procs, tmp_path):
     state = tmp_path / "state"
-    _, info = start_up(procs, state, "--time-scale", TS, "--max-replicas", "2")
+    # The floor off: the scale-down window is the subject (the floor's memory, 45 s at this
+    # time-scale, would keep 2 replicas past the timeout).
+    _, info = start_up(procs, state, "--time-scale", TS, "--max-replicas", "2",
+                       "--scaler-metadata", "floorWindowSeconds=0")  # fmt: skip
     assert info.prometheus_url, "prometheus is installed here; the stack should use it"
     with Load(info, 16) as load:
         wait_for(lambda: len(ready_endpoints(info)) == 2, timeout_s=60, what="2 ready endpoints")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from external_scaler.metadata import MetadataError, parse_metadata
@@ -61,10 +63,10 @@ def test_a_settled_closed_loop_is_not_padded() -> None:
 
 
 def test_lookback_covers_two_growth_windows() -> None:
-    assert GROWING.lookback_s == 120.0
-    assert PolicySpec().lookback_s == 70.0
-    # With the floor on, its memory (900 s) plus the smoothing is the longest.
-    assert PolicySpec(floor_window_s=900.0).lookback_s == 910.0
+    assert replace(GROWING, floor_window_s=0.0).lookback_s == 120.0
+    assert PolicySpec(floor_window_s=0.0).lookback_s == 70.0
+    # The floor (on by default): its memory (900 s) plus the smoothing is the longest.
+    assert GROWING.lookback_s == PolicySpec().lookback_s == 910.0
 
 
 def test_metadata_keys_scale_with_time_scale_and_are_checked() -> None:

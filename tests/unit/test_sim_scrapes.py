@@ -16,6 +16,9 @@ from inflight.planes.scaler_client import ScalerUnavailable
 from inflight.sim import scrapes as S
 from inflight.sim.scaler import SimScaler
 
+# The 70 s window these cases count steps in: the floor (on by default) looks back 910 s.
+NO_FLOOR = {names.META_FLOOR_WINDOW_S: "0"}
+
 
 def _scrapes(values: list[tuple[float, float]], ready: float | None = 2.0) -> S.Scrapes:
     """Scrapes at the given times with L = value, ready 2 (None: no such series, NaN as a
@@ -78,7 +81,7 @@ def test_range_matrix_gives_the_scalers_window() -> None:
     # L stepped every 5 s; the scaler's range query (step 1 s) sees the last sample at
     # every step, and the window it builds is the live one's.
     s = _scrapes([(float(t), float(t // 5)) for t in range(0, 101, 5)])
-    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation"))
+    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation", NO_FLOOR))
     query = range_query(spec)
     start, end = query.bounds(100.4)
     assert end == 100.0
@@ -171,7 +174,7 @@ def test_one_router_of_two_down_halves_l_and_the_arrivals() -> None:
 
 
 def _window(s: S.Scrapes, at_s: float):
-    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation"))
+    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation", NO_FLOOR))
     query = range_query(spec)
     start, end = query.bounds(at_s)
     return window_from_matrix(s.matrix(query, start, end), query, start, end)
@@ -196,7 +199,7 @@ def test_a_target_down_longer_than_the_target_memory_is_no_longer_known() -> Non
     s = S.Scrapes(1, (S.RouterDown(10.0, 10_000.0),))
     for t in range(0, 3700, 5):
         s.scrape(float(t), dict.fromkeys(S.SERIES, 1.0))
-    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation"))
+    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation", NO_FLOOR))
     query = range_query(spec)
     down = [
         r for r in s.matrix(query, *query.bounds(300.0))["result"]

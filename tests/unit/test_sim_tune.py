@@ -72,11 +72,11 @@ def test_metadata_uses_the_scaled_object_keys() -> None:
         "scaleDownWindowSeconds": "120",
         "growthHorizonSeconds": "100",
         "activationInflight": "0",
-        "floorWindowSeconds": "0",  # a candidate states its floor: off by default
-        "floorFraction": "0",
+        "floorWindowSeconds": "900",  # a candidate states its floor: the default's
+        "floorFraction": "0.6",
     }
-    on = Candidate(0.8, 120.0, 100.0, floor_fraction=0.6).metadata()
-    assert (on["floorWindowSeconds"], on["floorFraction"]) == ("900", "0.6")
+    off = Candidate(0.8, 120.0, 100.0, floor_fraction=0.0).metadata()
+    assert (off["floorWindowSeconds"], off["floorFraction"]) == ("0", "0")
 
 
 def test_bad_goals_and_spaces_are_refused() -> None:
