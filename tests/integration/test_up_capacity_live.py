@@ -6,8 +6,11 @@ blocks of 128 tokens, 4 clients of 1,800 + 200-token requests through the router
 OpenAI SDK: 2 run, 2 wait for KV in the replica, L = 4.
 
 ``--capacity auto`` asks for a second replica, with ``kv_tokens`` binding; ``--capacity
-requests`` answers L = 4 → 1 replica at every HPA sync under the same load. The run stops
-everything it started and says so (``stop.clean``). tests/integration/test_scaler_capacity_live.py
+requests`` answers L = 4 → 1 replica at every HPA sync under the same load. With ``inflight
+up --token-admission`` the two that do not fit wait at the router instead (it read the
+replica's 5,120 KV tokens from its ``vllm:cache_config_info``), none in the replica, and
+``auto`` still asks: L counts the held ones. The run stops everything it started and says
+so (``stop.clean``). tests/integration/test_scaler_capacity_live.py
 checks the scaler alone; this one checks what ``inflight up`` wires around it.
 """
 
@@ -27,27 +30,40 @@ SLOTS = 4
 WINDOW_S = {"auto": 120, "requests": 40}
 
 
-def _run(tmp_path: Path, capacity: str) -> tuple[int, dict[str, Any], str]:
+def _run(tmp_path: Path, capacity: str, admission: bool) -> tuple[int, dict[str, Any], str]:
     out = tmp_path / capacity
     done = subprocess.run(
         [sys.executable, "-P", "-m", "inflight.bench.capacity_live", "--engine", "emulator",
          "--capacity", capacity, "--out-dir", str(out), "--state-root", str(tmp_path / "state"),
-         "--within-s", str(WINDOW_S[capacity]), "--startup-timeout-s", "120"],
+         "--within-s", str(WINDOW_S[capacity]), "--startup-timeout-s", "120",
+         *(["--token-admission"] if admission else [])],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     return done.returncode, summary, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("capacity", ["auto", "requests"])
+@pytest.mark.parametrize(
+    ("capacity", "admission"),
+    [("auto", False), ("requests", False), ("auto", True)],
+    ids=["auto", "requests", "auto-token-admission"],
+)
 def test_up_asks_for_a_second_replica_on_kv_only_with_capacity_auto(
-    tmp_path: Path, capacity: str
+    tmp_path: Path, capacity: str, admission: bool
 ) -> None:
-    code, summary, output = _run(tmp_path, capacity)
+    code, summary, output = _run(tmp_path, capacity, admission)
     assert summary["stop"]["clean"], summary["stop"]
     assert summary["requests_failed"] == 0, output
-    # The replica was KV-bound: two requests waited for KV blocks while L was 4.
-    assert summary["max_waiting_kv"] == 2, summary
+    if admission:
+        # The router read the replica's capacity and held the two that did not fit (2,000
+        # tokens each), so none waited for KV in the replica; L is 4 all the same.
+        assert summary["kv_tokens_admitted_against"] == 5120, summary
+        assert summary["max_held"] == 2 and summary["max_tokens_held"] == 4000, summary
+        assert summary["max_waiting_kv"] == 0 and summary["max_running"] == 2, summary
+    else:
+        # The replica was KV-bound: two requests waited for KV blocks while L was 4.
+        assert summary["max_waiting_kv"] == 2, summary
+        assert summary["max_held"] == 0, summary
     decisions = [
         json.loads(line)
         for line in (tmp_path / capacity / "decisions.jsonl").read_text().splitlines()

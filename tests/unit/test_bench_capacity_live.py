@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import doctest
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,47 @@ def test_up_is_given_the_capacity_and_a_kv_bound_engine(engine, capacity) -> Non
         config = settings_from_args(build_parser().parse_args(["up", *argv]))
         assert config.trigger_metadata["capacity"] == capacity
         assert "--num-gpu-blocks=40" in config.replica_command
+
+
+@pytest.mark.parametrize("engine", ["emulator", "vllm-cpu"])
+def test_token_admission_reaches_inflight_up_only_when_asked(engine) -> None:
+    plain = cl.up_args(args("--engine", engine, "--capacity", "auto"))
+    admitting = cl.up_args(args("--engine", engine, "--capacity", "auto", "--token-admission"))
+    assert "--token-admission" not in plain
+    assert admitting.count("--token-admission") == 1
+    assert [a for a in admitting if a != "--token-admission"] == plain
+    if engine == "emulator":
+        # The router inflight up starts discovers each replica's KV capacity and costs a
+        # request's budget with the emulator's --max-model-len.
+        from inflight.up.stack import router_args
+
+        config = settings_from_args(build_parser().parse_args(["up", *admitting]))
+        argv = router_args(config, Path("/e.json"))
+        assert "--discover-kv-tokens" in argv
+        assert argv[argv.index("--max-model-len") + 1] == str(
+            cl.parser().get_default("max_model_len")
+        )
+
+
+def test_router_tokens_reads_the_routers_token_gauges(tmp_path) -> None:
+    page = (
+        "# TYPE router_endpoint_inflight_tokens gauge\n"
+        'router_endpoint_inflight_tokens{endpoint="http://a"} 4000.0\n'
+        'router_endpoint_inflight_tokens{endpoint="http://b"} 2000.0\n'
+        "# TYPE router_endpoint_kv_tokens gauge\n"
+        'router_endpoint_kv_tokens{endpoint="http://a"} 5120.0\n'
+        'router_endpoint_kv_tokens{endpoint="http://b"} 4992.0\n'
+        "# TYPE router_queued_tokens gauge\n"
+        "router_queued_tokens 4000.0\n"
+    )
+    (tmp_path / "metrics").write_text(page)
+    got = cl.router_tokens((tmp_path / "metrics").as_uri())
+    assert got == {
+        "tokens_in_engines": 6000,
+        "tokens_held": 4000,
+        "kv_tokens_admitted_against": 4992,
+    }
+    assert cl.router_tokens((tmp_path / "none").as_uri()) == {}
 
 
 def test_the_first_decision_above_one_replica_counts_with_the_binding_after_it() -> None:
