@@ -145,3 +145,18 @@ def test_sim_run_replays_the_warmup_and_its_header_says_so(tmp_path: Path) -> No
     timeline = [json.loads(x) for x in (tmp_path / "warm" / "timeline.jsonl").open()]
     assert value_at([(p["t"], p["ready"]) for p in timeline], 0.0) == 4
     assert warm["measures"]["replica_seconds"] > cold["measures"]["replica_seconds"]
+
+
+def test_sim_tunes_workers_replay_the_warmup(tmp_path: Path) -> None:
+    """``inflight sim tune`` rebuilds each seed's plan in its workers from the workload
+    flags: the warm-up flag is among them (without it a worker's window started cold)."""
+    from inflight.sim.tune_cli import WORKLOAD_KEYS, _seed_plan
+
+    trace = _busy_then_quiet(tmp_path / "t.jsonl")
+    values = dict.fromkeys(WORKLOAD_KEYS)
+    values.update(trace=str(trace), trace_start_s=600.0, max_replicas=4, startup_s=30.0,
+                  hold_deadline_peers=False)  # fmt: skip
+    warm = _seed_plan(tuple(values.items()), 1)
+    assert warm.warmup_s == 600.0 and len(warm.warmup) == 2400
+    values["trace_warmup_s"] = 0.0
+    assert _seed_plan(tuple(values.items()), 1).warmup == ()
