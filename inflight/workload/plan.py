@@ -200,7 +200,7 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
             description += f", {span} from {w['start_s']:g} s, rate × {w['rate_scale']:g}"
         description += warmup_words(loaded.meta)
         end_s = loaded.end_s
-        meta = {**loaded.meta, "trace_warmup_s": warmup_s}
+        meta = {**loaded.meta, **({"trace_warmup_s": warmup_s} if warmup_s else {})}
     else:
         scenario: Scenario | None = None
         if scenario_name:
