@@ -65,3 +65,5 @@ def test_a_windowed_public_trace_reaches_the_simulator(tmp_path: Path) -> None:
     assert sc["trace_format"] == "azure" and sc["duration_s"] == 10.0
     assert sc["trace_window"] == {"start_s": 29.0, "duration_s": 20.0, "rate_scale": 2.0}
     assert sc["seeds"] == [1]  # a trace: one run
+    # The live run sends only the window: the simulated fleets get no warm-up either.
+    assert "trace_warmup" not in sc and "no warm-up" in sc["description"]

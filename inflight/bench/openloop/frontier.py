@@ -61,6 +61,9 @@ def sim_command(
         value = getattr(args, attr, None)
         if value is not None:
             argv += [flag, str(value)]
+    if getattr(args, "trace", None) is not None:
+        # The live run sends only the window (no warm-up): the simulated fleets start as cold.
+        argv += ["--trace-warmup-s", repr(plan.warmup_s)]
     seed = plan.meta.get("seed")
     argv += ["--seeds", str(1 if seed is None else seed)]  # a trace: one run, seed 1
     if plan.startup_s is not None:
