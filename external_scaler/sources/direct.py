@@ -67,7 +67,8 @@ class DirectSource:
         metrics: ScalerMetrics,
         *,
         poll_interval_s: float = 0.5,
-        retention_s: float = 900.0,
+        # More than the default lookback: the floor's 900 s memory + the 10 s smoothing.
+        retention_s: float = 1200.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not router_urls:
