@@ -32,6 +32,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inflight import names
 from inflight.control import hpa
 from inflight.control.keda import KedaSpec
 from inflight.control.periodic import next_due
@@ -77,6 +78,9 @@ RESTART_POLICY = RestartPolicy()
 #: The local Prometheus' job of the ready replicas (their /metrics: vLLM's series, the KV
 #: dimension's among them); the trigger's ``capacitySelector`` names it.
 REPLICAS_JOB = "replicas"
+#: ``--token-admission``: how long the start waits for the router to read the first
+#: replicas' KV capacity (real seconds; the router reads every 5 s, --discover-interval-s).
+KV_DISCOVERY_WAIT_S = 15.0
 
 
 class StackError(RuntimeError):
@@ -215,6 +219,7 @@ class Stack:
             self._start_prometheus()
         self._start_scaler()
         self._wait_replicas(stop)
+        self._wait_kv_capacity(stop)
         self._wait_metric(stop)
         started = time.monotonic()
         if cfg.autoscale:
@@ -366,6 +371,54 @@ class Stack:
                 )
             self._step_processes()
             stop.wait(TICK_S)
+
+    def router_kv_capacities(self) -> dict[str, float] | None:
+        """The KV capacity in tokens the router admits against, by endpoint (its
+        ``router_endpoint_kv_tokens``; 0: not read yet); None when it does not answer."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            with urllib.request.urlopen(self.router_url + "/metrics", timeout=1.0) as resp:
+                text = resp.read().decode()
+        except (urllib.error.URLError, OSError, UnicodeDecodeError):
+            return None
+        return {
+            sample.labels.get("endpoint", ""): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == names.ROUTER_ENDPOINT_KV_TOKENS
+        }
+
+    def _wait_kv_capacity(self, stop: threading.Event) -> None:
+        """``--token-admission``: until the router has read every first replica's KV
+        capacity, so the load is admitted in tokens from its first request (the router reads
+        a new endpoint's at its next discovery round, up to 5 s after it routes to it:
+        meanwhile slots alone bound it). A replica that does not state it (a --replica-cmd
+        without ``vllm:cache_config_info``) stays bounded by slots: a warning, not an error."""
+        if not self.config.token_admission:
+            return
+        deadline = time.monotonic() + KV_DISCOVERY_WAIT_S
+        while True:
+            known = self.router_kv_capacities() or {}
+            unread = sorted(url for url, tokens in known.items() if not tokens)
+            if len(known) >= self.supervisor.ready and not unread:
+                log.info(
+                    "router: KV capacity read for every replica: %s",
+                    ", ".join(f"{url} {tokens:,.0f} tokens" for url, tokens in known.items()),
+                )
+                return
+            if stop.is_set():
+                raise StackError("stopped while the router read the replicas' KV capacity")
+            if time.monotonic() > deadline:
+                log.warning(
+                    "router: no KV capacity read after %.0f s for %s: admitted by slots only "
+                    "until the replica states it (vllm:cache_config_info)",
+                    KV_DISCOVERY_WAIT_S,
+                    ", ".join(unread) or "the replicas",
+                )
+                return
+            self._step_processes()
+            stop.wait(0.2)
 
     def _wait_metric(self, stop: threading.Event, timeout_s: float = 120.0) -> None:
         """Until the scaler answers GetMetrics: Prometheus needs a few scrapes first."""

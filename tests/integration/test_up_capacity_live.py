@@ -58,6 +58,9 @@ def test_up_asks_for_a_second_replica_on_kv_only_with_capacity_auto(
         # The router read the replica's capacity and held the two that did not fit (2,000
         # tokens each), so none waited for KV in the replica; L is 4 all the same.
         assert summary["kv_tokens_admitted_against"] == 5120, summary
+        # Read before inflight up said ready: the load is admitted in tokens from its start.
+        samples = (tmp_path / capacity / "timeline.jsonl").read_text().splitlines()
+        assert json.loads(samples[0])["kv_tokens_admitted_against"] == 5120, samples[0]
         assert summary["max_held"] == 2 and summary["max_tokens_held"] == 4000, summary
         assert summary["max_waiting_kv"] == 0 and summary["max_running"] == 2, summary
     else:
