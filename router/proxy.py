@@ -65,6 +65,7 @@ from router.server import (
     Hooks,
 )
 from router.upstream import (
+    RESPONSE_DROP,
     BodyError,
     HeaderTimeout,
     HttpToolsUpstream,
@@ -82,24 +83,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 # RFC 9110 §7.6.1 hop-by-hop headers, plus those the client library sets itself
-# (host, content-length) — never forwarded in either direction.
-HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"trailers",
-        b"transfer-encoding",
-        b"upgrade",
-        b"host",
-        b"content-length",
-    }
-)
-_RESPONSE_DROP = HOP_BY_HOP - {b"content-length"}
+# (host, content-length) — never forwarded in either direction (a response's
+# Content-Length is passed on with the body it measures).
+HOP_BY_HOP = RESPONSE_DROP | {b"content-length"}
+_RESPONSE_DROP = RESPONSE_DROP
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 # A response up to this size with a Content-Length is read whole and sent in one
 # message (fewer sends for ordinary completions); anything else is streamed.
@@ -954,7 +941,10 @@ class _Fast(Cycle):
         self._state = _STREAM
         self._sse = response.is_sse
         if not self.disconnected:
-            self.write_stream_head(response.status, _response_block(response.raw_headers))
+            block = response.block
+            if block is None:
+                block = _response_block(response.raw_headers)
+            self.write_stream_head(response.status, block)
         self._proxy.metrics.ttfb.observe(self._proxy.clock() - self.t0)
 
     def upstream_done(self, response: _Response) -> None:
@@ -977,7 +967,10 @@ class _Fast(Cycle):
         data = response.take()
         status = response.status
         if not self.disconnected:
-            self.write_whole(status, _response_block(response.raw_headers), data)
+            block = response.block
+            if block is None:
+                block = _response_block(response.raw_headers)
+            self.write_whole(status, block, data)
         self._end(response, True, status)
 
     def upstream_failed(self, response: _Response, exc: UpstreamFailure) -> None:

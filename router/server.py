@@ -217,7 +217,8 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         if routes is not None and not self.access_log:  # (uvicorn's send logs a response)
             methods = routes.get(self.url)
             if methods is not None:
-                handler = methods.get(parser.get_method())
+                method = parser.get_method()
+                handler = methods.get(method)
                 if (
                     handler is not None
                     and not self.expect_100_continue
@@ -233,7 +234,7 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
                         version = parser.get_http_version()
                         keep_alive = keep_alive and version != "1.0"
                     request = handler.fast_request(
-                        self, parser.get_method(), self.url, self.headers, version, keep_alive
+                        self, method, self.url, self.headers, version, keep_alive
                     )
                     if request is not None:
                         existing = self.cycle

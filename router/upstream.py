@@ -51,6 +51,25 @@ from router.errors import NotDelivered
 
 RequestHeaders = list[tuple[bytes, bytes]]
 
+# Response headers a proxy does not pass on (RFC 9110 §7.6.1 hop-by-hop ones, and host; a
+# Content-Length is passed on with the body it measures): left out of a response's
+# ``block``, the header block the proxy writes.
+RESPONSE_DROP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+    }
+)
+
 # Buffered body bytes at which reading from the upstream pauses until the proxy catches
 # up (the client is slower than the upstream), and at which it resumes.
 _HIGH_WATER = 256 * 1024
@@ -152,6 +171,7 @@ class _Response:
         "_conn",
         "_error",
         "_waiter",
+        "block",
         "body",
         "complete",
         "content_length",
@@ -181,6 +201,9 @@ class _Response:
         self.raw_headers: list[tuple[bytes, bytes]] = []
         self.content_length: int | None = None  # None: chunked or delimited by the close
         self.is_sse = False
+        # The headers as a block to pass on (``name: value\r\n`` lines, names lowercase,
+        # RESPONSE_DROP left out); None when a Connection header names more to leave out.
+        self.block: bytes | None = None
         # Awaited by ``open``; a response sent with a listener (``send_pooled``) has none:
         # its listener is told instead.
         self.headers_future: asyncio.Future[None] | None = (
@@ -407,14 +430,23 @@ class _Connection(asyncio.Protocol):
         response.status = status
         length: bytes | None = None
         chunked = False
+        block: list[bytes] | None = []
         for name, value in response.raw_headers:  # one pass, names in any case
             lname = name.lower()
+            if lname in RESPONSE_DROP:
+                if lname == b"transfer-encoding":
+                    chunked = True
+                elif lname == b"connection":
+                    block = None  # it may name others to leave out: the proxy sees to it
+                continue
             if lname == b"content-length":
                 length = value
-            elif lname == b"transfer-encoding":
-                chunked = True
             elif lname == b"content-type":
                 response.is_sse = value.split(b";", 1)[0].strip().lower() == b"text/event-stream"
+            if block is not None:
+                block += (lname, b": ", value, b"\r\n")
+        if block is not None:
+            response.block = b"".join(block)
         if length is not None and not chunked:
             try:
                 response.content_length = int(length)

@@ -33,7 +33,7 @@ from tests.support import until
 
 GUARD_S = 10.0
 ROUTES = ("POST:/v1/echo", "POST:/v1/broken-body", "POST:/v1/garbage", "POST:/v1/slow",
-          "POST:/v1/sse", "POST:/v1/stale", "POST:/v1/sse-broken")  # fmt: skip
+          "POST:/v1/sse", "POST:/v1/stale", "POST:/v1/sse-broken", "POST:/v1/hop")  # fmt: skip
 
 
 @dataclass
@@ -113,6 +113,13 @@ class Upstream:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
             return True
+        if path == "/v1/hop":  # hop-by-hop response headers, names in any case
+            named = b"Connection: X-Hop\r\nX-Hop: secret\r\n" if b"named" in body else b""
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nKeep-Alive: timeout=5\r\n"
+                         b"Proxy-Authenticate: Basic\r\nX-Kept: Yes\r\n%sTE: trailers\r\n"
+                         b"\r\nok" % named)  # fmt: skip
+            await writer.drain()
+            return True
         out = json.dumps({"path": path, "body_len": len(body)}).encode()
         head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-upstream: yes\r\n"
         writer.write(head + b"content-length: %d\r\n\r\n%s" % (len(out), out))
@@ -154,7 +161,9 @@ class Router:
 
 
 @contextlib.asynccontextmanager
-async def serving(slots: int = 4, hold_when_full: bool = False) -> AsyncIterator[Router]:
+async def serving(
+    slots: int = 4, hold_when_full: bool = False, keep_alive_s: int = 5
+) -> AsyncIterator[Router]:
     upstream = Upstream()
     up = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
     upstream.url = f"http://127.0.0.1:{up.sockets[0].getsockname()[1]}"
@@ -171,6 +180,8 @@ async def serving(slots: int = 4, hold_when_full: bool = False) -> AsyncIterator
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, http=HookedHttpToolsProtocol, interface="asgi3",
         lifespan="on", log_level="warning", access_log=False, proxy_headers=False,
+        server_header=False, date_header=False,  # as the router process
+        timeout_keep_alive=keep_alive_s,
     )  # fmt: skip
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -440,3 +451,31 @@ async def test_no_free_slot_goes_the_asgi_way_held_until_one_frees() -> None:
         assert router.finished("499") == 1.0 and router.finished("200") == 2.0
         await until(lambda: router.idle(), "B to end")
         writer_b.close()
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["plain", "connection-names-one"])
+async def test_hop_by_hop_response_headers_are_not_passed_on(router: Router, named: bool) -> None:
+    reader, writer = await warm(router)
+    writer.write(post("/v1/hop", b'{"named": 1}' if named else b"{}"))
+    status, head, body = await response(reader)
+    assert fast_cycle(router) == "_Fast"
+    assert status == 200 and body == b"ok"
+    lines = head.decode().lower().split("\r\n")[1:]
+    names_sent = sorted(line.split(":")[0] for line in lines if line)
+    assert names_sent == ["content-length", "x-kept"]
+    assert "x-kept: Yes\r\n" in head.decode()
+    writer.close()
+
+
+async def test_an_idle_connection_is_closed_after_the_keep_alive_timeout() -> None:
+    """The keep-alive timer is armed once an idle period (not made and cancelled for each
+    request): a connection that goes idle after fast requests is still closed."""
+    async with serving(keep_alive_s=1) as router:
+        reader, writer = await warm(router)
+        for n in range(3):
+            writer.write(post("/v1/echo", b"z" * n))
+            assert (await response(reader))[0] == 200
+        assert fast_cycle(router) == "_Fast"
+        assert await asyncio.wait_for(reader.read(), GUARD_S) == b""  # closed by the router
+        await until(lambda: not router.server.server_state.connections, "the close")
+        writer.close()
