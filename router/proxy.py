@@ -992,6 +992,12 @@ class _Fast(Cycle):
                 self.write_stream_end(tail)
             self._end(response, False, 502, ttfb=False)
             return
+        length = response.content_length
+        if length is None or length > _ONE_SHOT_MAX_BYTES or response.is_sse:
+            # Broke before the headers were told (in the same read): a stream, relayed in
+            # the task up to the break as Proxy._relay relays one.
+            self._continue(None)
+            return
         # An ordinary response broke before it was whole: nothing sent yet, so a 502 of
         # ours (as _relay).
         ep = self.ep

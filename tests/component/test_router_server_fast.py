@@ -33,7 +33,8 @@ from tests.support import until
 
 GUARD_S = 10.0
 ROUTES = ("POST:/v1/echo", "POST:/v1/broken-body", "POST:/v1/garbage", "POST:/v1/slow",
-          "POST:/v1/sse", "POST:/v1/stale", "POST:/v1/sse-broken", "POST:/v1/hop")  # fmt: skip
+          "POST:/v1/sse", "POST:/v1/stale", "POST:/v1/sse-broken", "POST:/v1/hop",
+          "POST:/v1/sse-malformed")  # fmt: skip
 
 
 @dataclass
@@ -87,6 +88,11 @@ class Upstream:
             with contextlib.suppress(ConnectionError):
                 await reader.read()  # until the router closes the connection
             self.slow_closed.set()
+            return False
+        if path == "/v1/sse-malformed":  # the head and a chunk that is not one, in one write
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"transfer-encoding: chunked\r\n\r\nZZZ\r\n")  # fmt: skip
+            await writer.drain()
             return False
         if path in ("/v1/sse", "/v1/sse-broken"):
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -479,3 +485,20 @@ async def test_an_idle_connection_is_closed_after_the_keep_alive_timeout() -> No
         assert await asyncio.wait_for(reader.read(), GUARD_S) == b""  # closed by the router
         await until(lambda: not router.server.server_state.connections, "the close")
         writer.close()
+
+
+async def test_a_stream_broken_in_the_read_of_its_head_ends_as_the_asgi_way_ends_it(
+    router: Router,
+) -> None:
+    """Headers and a malformed chunk in one read: the stream is started and ended with
+    the SSE error event (as Proxy._relay), counted 502 and an upstream error."""
+    reader, writer = await warm(router)
+    writer.write(post("/v1/sse-malformed", b'{"stream": true}'))
+    data = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), GUARD_S)
+    assert fast_cycle(router) == "_Fast"
+    assert data.startswith(b"HTTP/1.1 200") and b'"type": "upstream_broken"' in data
+    await until(lambda: router.finished("502") == 1.0, "the stream to be counted")
+    assert router.sample(names.ROUTER_UPSTREAM_ERRORS, endpoint=router.label,
+                         reason="broken") == 1.0  # fmt: skip
+    assert router.idle()
+    writer.close()
