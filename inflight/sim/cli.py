@@ -162,7 +162,7 @@ def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> di
             else plan.hold_deadline_s,
             "hold_deadline_peers": plan.hold_deadline_peers,
             **kvcache.meta(a),  # --kv-blocks: the replicas' KV cache
-            **token_admission.meta(a),  # --discover-kv-tokens: the router's
+            **token_admission.meta(a),  # --token-admission: the router's
         }
     )
     if plan.meta.get("seed") is not None:

@@ -126,9 +126,9 @@ class SimConfig:
     # which one of them fails its scrapes (inflight.sim.scrapes; --routers, --router-down).
     routers: int = 1
     router_down: tuple[S.RouterDown, ...] = ()
-    # inflight router --discover-kv-tokens under inflight's own runs (not the peers'):
+    # inflight up --token-admission (the router's --discover-kv-tokens), inflight's runs only:
     # token admission, inflight.sim.router.
-    discover_kv_tokens: bool = False
+    token_admission: bool = False
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0:
@@ -273,7 +273,7 @@ class Simulation:
             max_late_s=config.max_late_s or None,
             plan=self.plan,
             kv_tokens=discovered_capacity(config.profile)
-            if config.discover_kv_tokens and self.peer is None
+            if config.token_admission and self.peer is None
             else None,
         )
         self.scrapes = S.Scrapes(config.routers, config.router_down)

@@ -12,9 +12,10 @@ arrives, and take it out of L when its response ends or it is refused
 (``router.dispatch.Admission`` does that live; it is an ``async with`` and cannot run
 without an event loop).
 
-**Token admission** (``inflight sim run|compare --discover-kv-tokens``, the router's
-``--discover-kv-tokens``; docs/capacity.md, "Token demand at the router"): the dispatcher
-admits on KV tokens as well as slots, by its own rule. Each replica's capacity is what the
+**Token admission** (``inflight sim run|compare --token-admission``, as ``inflight up
+--token-admission``: the router's ``--discover-kv-tokens``; docs/capacity.md, "Token
+demand at the router"): the dispatcher admits on KV tokens as well as slots, by its own
+rule. Each replica's capacity is what the
 live router reads from it: its ``vllm:cache_config_info`` line as the emulator writes it
 (:func:`discovered_capacity`, parsed by ``router.kv_discovery.capacity_from_metrics``), set
 before the replica takes work (live, a new endpoint is bounded by slots only until the

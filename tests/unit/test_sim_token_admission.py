@@ -1,5 +1,5 @@
 """Token admission in the simulator (issue 23, item 1; docs/capacity.md, "Token demand at
-the router"): ``inflight sim --discover-kv-tokens`` runs the live dispatcher's token rule
+the router"): ``inflight sim --token-admission`` runs the live dispatcher's token rule
 (``router/dispatch.py``) on each request's demand from ``router/tokens.py`` and each
 replica's capacity as its ``vllm:cache_config_info`` states it. Nothing is stubbed: the
 simulator's own loop, the emulator's engine per replica, the live dispatcher.
@@ -33,7 +33,7 @@ KV_BOUND = Profile(num_gpu_blocks=40, max_model_len=2048)
 def _four_long_at_once(admission: bool) -> Simulation:
     """Four 1,800 + 200-token requests at t = 0 on one KV-bound replica, run to the end."""
     sim = Simulation(
-        SimConfig(policy="fixed:1", profile=KV_BOUND, discover_kv_tokens=admission),
+        SimConfig(policy="fixed:1", profile=KV_BOUND, token_admission=admission),
         [PlannedRequest(0.0, 1800, 200) for _ in range(4)],
         0.0,
     )
@@ -87,7 +87,7 @@ def test_admission_changes_nothing_when_the_cache_never_binds() -> None:
     plan = [PlannedRequest(i * 0.5, 3000 + 37 * (i % 50), 300) for i in range(300)]
     runs = {}
     for admission in (False, True):
-        config = SimConfig(policy="fixed:1", discover_kv_tokens=admission)
+        config = SimConfig(policy="fixed:1", token_admission=admission)
         sim = Simulation(config, plan, plan[-1].t_s)
         runs[admission] = (sim.run(), sim.router)
     off, on = runs[False][0], runs[True][0]
@@ -108,7 +108,7 @@ def test_a_scaling_run_never_holds_for_tokens_when_the_cache_never_binds() -> No
     picked differently; the rule is the same.)"""
     plan = [PlannedRequest(i * 0.4, 3000 + 37 * (i % 50), 300) for i in range(1200)]
     sim = Simulation(
-        SimConfig(policy="saturation", max_replicas=4, discover_kv_tokens=True),
+        SimConfig(policy="saturation", max_replicas=4, token_admission=True),
         plan,
         plan[-1].t_s,
     )
@@ -163,7 +163,7 @@ def test_the_peers_keep_their_own_routing() -> None:
     (``vllm-waiting`` sends to vLLM's queue, so the dispatcher could not hold anyway)."""
     for policy in ("kpa", "vllm-waiting"):
         sim = Simulation(
-            SimConfig(policy=policy, profile=KV_BOUND, discover_kv_tokens=True),
+            SimConfig(policy=policy, profile=KV_BOUND, token_admission=True),
             [PlannedRequest(0.0, 1800, 200) for _ in range(4)],
             0.0,
         )
@@ -175,13 +175,15 @@ def test_the_flag_on_sim_run_and_compare(tmp_path: Path) -> None:
     argv = ["--arrivals", "poisson:0:1,60:1", "--prompt-tokens", "1800", "--max-tokens", "200"]
     argv += ["--max-replicas", "2", "--kv-blocks", "40"]
     out = tmp_path / "run"
-    on = ["--discover-kv-tokens", "--out-dir"]
+    on = ["--token-admission", "--out-dir"]
     assert sim_main(["sim", "run", *argv, "--seed", "1", *on, str(out)]) == 0
     body = json.loads((out / "run.json").read_text())
-    assert body["config"]["discover_kv_tokens"] is True
+    assert body["config"]["token_admission"] is True
     cmp = tmp_path / "cmp"
     one = ["--seeds", "1", "--policies", "saturation", "--no-frontier"]
-    assert sim_main(["sim", "compare", *argv, *one, *on, str(cmp)]) == 0
+    # the router's own name for it too
+    assert sim_main(["sim", "compare", *argv, *one, "--discover-kv-tokens", "--out-dir",
+                     str(cmp)]) == 0  # fmt: skip
     doc = json.loads((cmp / "comparison.json").read_text())
     assert doc["scenario"]["router_token_admission"] is True
 
@@ -190,7 +192,7 @@ def test_held_for_tokens_the_request_can_still_time_out() -> None:
     """A request held for tokens is held like any other: the queue timeout (504) reaches it
     and its demand leaves the router's held tokens."""
     sim = Simulation(
-        SimConfig(policy="fixed:1", profile=KV_BOUND, discover_kv_tokens=True, queue_timeout_s=1.0),
+        SimConfig(policy="fixed:1", profile=KV_BOUND, token_admission=True, queue_timeout_s=1.0),
         [PlannedRequest(0.0, 1800, 200) for _ in range(3)],
         0.0,
     )
@@ -202,5 +204,5 @@ def test_held_for_tokens_the_request_can_still_time_out() -> None:
 
 @pytest.mark.parametrize("policy", ["saturation", "fixed:2"])
 def test_admission_on_every_inflight_run(policy: str) -> None:
-    sim = Simulation(SimConfig(policy=policy, profile=KV_BOUND, discover_kv_tokens=True), [], 0.0)
+    sim = Simulation(SimConfig(policy=policy, profile=KV_BOUND, token_admission=True), [], 0.0)
     assert sim.router.dispatcher.token_aware and sim.router.kv_tokens == 5120
