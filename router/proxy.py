@@ -374,6 +374,7 @@ class Proxy:
             await self._run(admission, request, send, request.t0, request, first, True)
         finally:
             request._state = _OVER
+            request.task = None
             request._drop()
 
     def _open_failed(self, ep: Endpoint, exc: HeaderTimeout | Malformed) -> RouterError:
