@@ -252,6 +252,8 @@ def _compare(a: argparse.Namespace) -> int:
             raise UsageError("--routers, --router-down: open-loop workloads only")
         if kvcache.meta(a):  # the sweep's replicas keep the default cache
             raise UsageError("--kv-blocks, --block-size, --max-model-len: open-loop workloads only")
+        if token_admission.on(a):  # the sweep's router admits on slots
+            raise UsageError(f"{token_admission.FLAG}: open-loop workloads only")
         from inflight.sim.sweep_compare import main as sweep_main
 
         return sweep_main(a)

@@ -206,3 +206,9 @@ def test_held_for_tokens_the_request_can_still_time_out() -> None:
 def test_admission_on_every_inflight_run(policy: str) -> None:
     sim = Simulation(SimConfig(policy=policy, profile=KV_BOUND, token_admission=True), [], 0.0)
     assert sim.router.dispatcher.token_aware and sim.router.kv_tokens == 5120
+
+
+def test_the_closed_loop_sweep_refuses_the_flag(tmp_path: Path) -> None:
+    argv = ["sim", "compare", "--scenario", "sweep", "--out-dir", str(tmp_path / "sweep")]
+    assert sim_main([*argv, "--token-admission"]) == 2
+    assert not (tmp_path / "sweep").exists()
