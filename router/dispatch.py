@@ -55,6 +55,7 @@ from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
 from inflight.control.hold_order import LATE, SERVE, HoldPlan, next_step, single_plan
+from inflight.kv_blocks import blocks_for
 from router.errors import (
     HeldTooLong,
     NoEndpoint,
@@ -177,6 +178,7 @@ class Dispatcher:
         self.demand = demand if token_aware else None
         self.kv_tokens = kv_tokens  # every endpoint's capacity, unless discovered
         self._kv_found: dict[str, int] = {}  # discovered capacity, by endpoint URL
+        self._kv_block: dict[str, int] = {}  # discovered block size, by endpoint URL
         self._tokens: dict[str, int] = {}  # tokens in flight, by endpoint URL
         self.queued_tokens = 0  # the demand of the requests held here
 
@@ -211,13 +213,19 @@ class Dispatcher:
         (bounded by slots only)."""
         return self._kv_found.get(url, self.kv_tokens)
 
-    def set_kv_capacity(self, url: str, tokens: int | None) -> None:
-        """Discovery read an endpoint's capacity (None: it no longer says); held requests
-        that now fit are dispatched."""
+    def set_kv_capacity(self, url: str, tokens: int | None, block_size: int | None = None) -> None:
+        """Discovery read an endpoint's capacity (None: it no longer says) and, where it
+        says, its block size (a request's demand there is then charged in whole blocks);
+        held requests that now fit are dispatched."""
         if tokens is None:
             self._kv_found.pop(url, None)
+            self._kv_block.pop(url, None)
         elif tokens >= 1:
             self._kv_found[url] = tokens
+            if block_size is not None and block_size >= 1:
+                self._kv_block[url] = block_size
+            else:
+                self._kv_block.pop(url, None)
         if self._held:
             self.pump()
 
@@ -225,14 +233,20 @@ class Dispatcher:
         """The demand of the requests dispatched to an endpoint and not finished."""
         return self._tokens.get(url, 0)
 
+    def charge_of(self, url: str, tokens: int) -> int:
+        """What a demand of ``tokens`` takes on an endpoint: whole blocks where its block
+        size is known (vLLM allocates a block at a time), else the tokens as they are."""
+        size = self._kv_block.get(url)
+        return blocks_for(tokens, size) * size if size else tokens
+
     def fits(self, ep: Endpoint, tokens: int) -> bool:
-        """Whether ``ep`` can admit ``tokens`` more: its tokens in flight plus them within
-        its capacity, or nothing in flight there (a request larger than a whole endpoint
-        goes to an empty one), or no known capacity."""
+        """Whether ``ep`` can admit ``tokens`` more: its tokens in flight plus them (in
+        whole blocks, :meth:`charge_of`) within its capacity, or nothing in flight there (a
+        request larger than a whole endpoint goes to an empty one), or no known capacity."""
         if ep.inflight == 0:
             return True
         cap = self._kv_found.get(ep.url, self.kv_tokens)
-        return cap is None or self._tokens.get(ep.url, 0) + tokens <= cap
+        return cap is None or self._tokens.get(ep.url, 0) + self.charge_of(ep.url, tokens) <= cap
 
     def _choose(self, tokens: int) -> Endpoint | None:
         """The least-loaded ready endpoint with a free slot that fits ``tokens``."""
@@ -240,7 +254,7 @@ class Dispatcher:
 
     def _charge(self, ep: Endpoint, tokens: int) -> None:
         if tokens:
-            self._tokens[ep.url] = self._tokens.get(ep.url, 0) + tokens
+            self._tokens[ep.url] = self._tokens.get(ep.url, 0) + self.charge_of(ep.url, tokens)
 
     # --- slots -------------------------------------------------------------------------------
     def try_acquire(self, tokens: int = 0) -> Endpoint | None:
@@ -403,7 +417,11 @@ class Dispatcher:
         the ``tokens`` it was taken with."""
         self.pool.release(ep)
         if tokens and self.token_aware:
-            left = self._tokens[ep.url] - tokens
+            # An endpoint with nothing in flight holds no tokens (a block size discovered
+            # anew under requests in flight cannot leave a remainder behind).
+            left = 0
+            if ep.inflight:
+                left = max(0, self._tokens[ep.url] - self.charge_of(ep.url, tokens))
             if left or not ep.removed:
                 self._tokens[ep.url] = left
             else:  # drained and forgotten: no series left behind
@@ -435,7 +453,7 @@ class Dispatcher:
         least-loaded endpoint with a free slot that fits its demand, or, when none does,
         stays at the head of the order and nobody is served."""
         while self._held:
-            if self.pool.choose(below_slots=True) is None:  # no free slot at all
+            if not self.pool.has_free_slot():  # no free slot at all (and no RNG draw)
                 if self._timed and not self.pool.has_ready():
                     self._no_ready = True
                 return

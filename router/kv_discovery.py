@@ -2,7 +2,8 @@
 
 Every ``--discover-interval-s`` the router reads each known endpoint's ``/metrics`` for
 vLLM's ``vllm:cache_config_info`` (an info gauge whose labels describe the KV cache:
-``kv_cache_size_tokens``, else ``num_gpu_blocks`` × ``block_size``) and its ``/v1/models``
+``num_gpu_blocks`` less vLLM's null block × ``block_size``, demands charged in whole
+blocks; else ``kv_cache_size_tokens``: :func:`cache_from_metrics`) and its ``/v1/models``
 for ``max_model_len`` (the output budget of a request without ``max_tokens``,
 :mod:`router.tokens`). The capacity goes to the dispatcher (:meth:`Dispatcher.set_kv_capacity`,
 which dispatches held requests that now fit); an endpoint that does not say keeps the
@@ -15,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 
 from inflight import names
+from inflight.kv_blocks import usable_blocks
 from router.dispatch import Dispatcher
 from router.pool import DRAINING
 from router.tokens import TokenDemand
@@ -46,27 +48,55 @@ def _int(value: str | None) -> int | None:
         return None
 
 
-def capacity_from_metrics(text: str) -> int | None:
-    """The KV capacity in tokens a vLLM ``/metrics`` page states, or None.
+class KvCache(NamedTuple):
+    """What an endpoint's cache admits: ``tokens`` (its usable capacity) and
+    ``block_size`` (None: unknown, a demand is then counted in tokens as it is)."""
 
-    >>> capacity_from_metrics('vllm:cache_config_info{block_size="128",num_gpu_blocks="40"} 1.0')
-    5120
-    >>> capacity_from_metrics('vllm:cache_config_info{kv_cache_size_tokens="4992"} 1.0')
-    4992
-    >>> capacity_from_metrics("vllm:num_requests_running 0.0") is None
+    tokens: int
+    block_size: int | None
+
+
+def cache_from_metrics(text: str) -> KvCache | None:
+    """The KV cache a vLLM ``/metrics`` page states (``vllm:cache_config_info``), or None.
+
+    With ``block_size`` and ``num_gpu_blocks`` (else ``kv_cache_size_tokens`` ÷
+    ``block_size``): the usable blocks (all but vLLM's null block,
+    :func:`inflight.kv_blocks.usable_blocks`, as the emulator's engine) × the block size,
+    and demands are charged in whole blocks. With ``kv_cache_size_tokens`` alone: that
+    many tokens, no rounding (the block is not known).
+
+    >>> cache_from_metrics('vllm:cache_config_info{block_size="128",num_gpu_blocks="40"} 1.0')
+    KvCache(tokens=4992, block_size=128)
+    >>> cache_from_metrics('vllm:cache_config_info{kv_cache_size_tokens="4992"} 1.0')
+    KvCache(tokens=4992, block_size=None)
+    >>> cache_from_metrics("vllm:num_requests_running 0.0") is None
     True
     """
     for line in text.splitlines():
         if not line.startswith(_INFO_PREFIX):
             continue
         labels = _labels(line)
-        tokens = _int(labels.get("kv_cache_size_tokens"))
-        if tokens is None:
-            blocks, size = _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
-            tokens = blocks * size if blocks is not None and size is not None else None
-        if tokens is not None and tokens > 0:
-            return tokens
+        stated = _int(labels.get("kv_cache_size_tokens"))
+        blocks, size = _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
+        if size is not None and size > 0:
+            if blocks is None and stated is not None:
+                blocks = stated // size
+            if blocks is not None and usable_blocks(blocks) > 0:
+                return KvCache(usable_blocks(blocks) * size, size)
+        if stated is not None and stated > 0:
+            return KvCache(stated, None)
     return None
+
+
+def capacity_from_metrics(text: str) -> int | None:
+    """The usable KV capacity in tokens a vLLM ``/metrics`` page states, or None
+    (:func:`cache_from_metrics`).
+
+    >>> capacity_from_metrics('vllm:cache_config_info{block_size="128",num_gpu_blocks="40"} 1.0')
+    4992
+    """
+    cache = cache_from_metrics(text)
+    return cache.tokens if cache is not None else None
 
 
 def max_model_len_from_models(doc: Any) -> int | None:
@@ -85,14 +115,14 @@ def max_model_len_from_models(doc: Any) -> int | None:
 
 async def _read(
     session: aiohttp.ClientSession, url: str, timeout_s: float
-) -> tuple[int | None, int | None]:
-    """(capacity, max_model_len) of one endpoint; None where it did not say."""
+) -> tuple[KvCache | None, int | None]:
+    """(cache, max_model_len) of one endpoint; None where it did not say."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     capacity = length = None
     try:
         async with session.get(url + "/metrics", timeout=timeout) as resp:
             if resp.status == 200:
-                capacity = capacity_from_metrics(await resp.text())
+                capacity = cache_from_metrics(await resp.text())
         async with session.get(url + "/v1/models", timeout=timeout) as resp:
             if resp.status == 200:
                 length = max_model_len_from_models(await resp.json(content_type=None))
@@ -112,10 +142,10 @@ async def discover_once(
     found = await asyncio.gather(*(_read(session, u, timeout_s) for u in urls))
     lengths = []
     for url, (capacity, length) in zip(urls, found, strict=True):
-        if capacity is not None and capacity != dispatcher.kv_capacity(url):
-            log.info("endpoint %s: KV capacity %d tokens", url, capacity)
+        if capacity is not None and capacity.tokens != dispatcher.kv_capacity(url):
+            log.info("endpoint %s: KV capacity %d usable tokens", url, capacity.tokens)
         if capacity is not None:
-            dispatcher.set_kv_capacity(url, capacity)
+            dispatcher.set_kv_capacity(url, *capacity)
         if length is not None:
             lengths.append(length)
     demand = dispatcher.demand

@@ -181,6 +181,12 @@ class Pool:
             return None
         return best[0] if len(best) == 1 else self._rng.choice(best)
 
+    def has_free_slot(self) -> bool:
+        """Whether a ready endpoint has a free slot (:meth:`choose` with ``below_slots``,
+        without its tie-break draw)."""
+        slots = self.slots
+        return any(e.state == READY and e.inflight < slots for e in self._endpoints.values())
+
     def acquire(self, ep: Endpoint) -> None:
         ep.inflight += 1
 

@@ -41,6 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from inflight import kv_blocks as vllm_kv
+
 
 class ProfileError(ValueError):
     """A timing flag has a value the model cannot use; the message names the flag.
@@ -147,8 +149,9 @@ class Profile:
 
     @cached_property
     def usable_blocks(self) -> int:
-        """Blocks sequences can hold: all but vLLM's null block."""
-        return self.kv_blocks - 1
+        """Blocks sequences can hold: all but vLLM's null block (the router admits
+        against the same, ``inflight.kv_blocks``)."""
+        return vllm_kv.usable_blocks(self.kv_blocks)
 
     @property
     def kv_cache_size_tokens(self) -> int:

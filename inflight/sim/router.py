@@ -17,7 +17,8 @@ without an event loop).
 demand at the router"): the dispatcher admits on KV tokens as well as slots, by its own
 rule. Each replica's capacity is what the
 live router reads from it: its ``vllm:cache_config_info`` line as the emulator writes it
-(:func:`discovered_capacity`, parsed by ``router.kv_discovery.capacity_from_metrics``), set
+(:func:`discovered_capacity`, parsed by ``router.kv_discovery.cache_from_metrics``: the usable
+blocks, the null block left out, demands charged in whole blocks), set
 before the replica takes work (live, a new endpoint is bounded by slots only until the
 next discovery round, up to ``--discover-interval-s``; not modelled). Each request's demand
 is ``router.tokens.demand_of`` on the body the live bench sends (token ids: exact prompt,
@@ -36,7 +37,7 @@ from inflight.emulator.metrics import cache_config_info
 from inflight.emulator.profile import Profile
 from router.dispatch import Dispatcher
 from router.errors import NoEndpoint, QueueFull, Shed
-from router.kv_discovery import capacity_from_metrics
+from router.kv_discovery import KvCache, cache_from_metrics
 from router.pool import READY, Endpoint, Pool
 from router.sources import apply
 from router.tokens import demand_of
@@ -50,19 +51,20 @@ def _no_clock() -> float:
     raise AssertionError("the router read a clock it was not given")
 
 
-def discovered_capacity(profile: Profile) -> int | None:
-    """The KV capacity in tokens the live router's ``--discover-kv-tokens`` reads from a
-    replica of ``profile``: its ``/metrics``' ``vllm:cache_config_info`` line, as the
-    emulator's server writes it, parsed by the router's own function.
+def discovered_capacity(profile: Profile) -> KvCache | None:
+    """The KV cache the live router's ``--discover-kv-tokens`` reads from a replica of
+    ``profile``: its ``/metrics``' ``vllm:cache_config_info`` line, as the emulator's server
+    writes it, parsed by the router's own function (the usable blocks: the engine's own
+    ``profile.usable_blocks``).
 
     >>> discovered_capacity(Profile(num_gpu_blocks=40, block_size=128, max_model_len=2048))
-    5120
+    KvCache(tokens=4992, block_size=128)
     """
     labels = cache_config_info(
         profile.block_size, profile.kv_blocks, profile.max_model_len, profile.num_gpu_blocks != 0
     )
     text = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    return capacity_from_metrics(f"{names.VLLM_CACHE_CONFIG_INFO}{{{text}}} 1.0")
+    return cache_from_metrics(f"{names.VLLM_CACHE_CONFIG_INFO}{{{text}}} 1.0")
 
 
 @lru_cache(maxsize=4096)
@@ -131,9 +133,9 @@ class SimRouter:
         clock: Callable[[], float] | None = None,
         max_late_s: float | None = None,
         plan: HoldPlan | None = None,
-        kv_tokens: int | None = None,
+        kv_tokens: KvCache | None = None,
     ) -> None:
-        """``kv_tokens``: token admission, each replica's capacity as discovered from it
+        """``kv_tokens``: token admission, each replica's cache as discovered from it
         (:func:`discovered_capacity`); None: slots only."""
         if (hold_deadline_s is not None or (plan is not None and plan.timed)) and clock is None:
             raise ValueError("a hold deadline needs the simulation's clock")
@@ -179,7 +181,7 @@ class SimRouter:
         if self.kv_tokens is not None:
             for url in urls:
                 if d.kv_capacity(url) is None:
-                    d.set_kv_capacity(url, self.kv_tokens)
+                    d.set_kv_capacity(url, *self.kv_tokens)
         apply(d, urls)
 
     def arrive(

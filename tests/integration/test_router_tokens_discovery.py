@@ -34,7 +34,9 @@ async def test_discovery_reads_the_capacity_and_max_model_len_of_each_endpoint(
     assert demand(CHAT, CHAT_BODY) == 2 + 4  # max_model_len unknown: the prompt alone
     async with aiohttp.ClientSession() as session:
         await discover_once(d, session, timeout_s=5.0, fixed_len=False)
-    assert d.kv_capacity(emulator.url) == 5120
+    # 40 blocks of 128 stated: 39 usable (vLLM's null block), demands in whole blocks
+    assert d.kv_capacity(emulator.url) == 39 * 128 and d.charge_of(emulator.url, 2000) == 2048
+    assert d.charge_of(gone, 2000) == 2000  # no block size known there
     assert d.kv_capacity(gone) == 1000  # the configured one, until it says
     assert demand.max_model_len == 2048
     assert demand(CHAT, CHAT_BODY) == 2048  # prompt + (max_model_len − prompt)
@@ -43,4 +45,4 @@ async def test_discovery_reads_the_capacity_and_max_model_len_of_each_endpoint(
     d2.pool.set_endpoints([emulator.url])
     async with aiohttp.ClientSession() as session:
         await discover_once(d2, session, timeout_s=5.0, fixed_len=True)
-    assert d2.kv_capacity(emulator.url) == 5120 and fixed.max_model_len == 1024
+    assert d2.kv_capacity(emulator.url) == 39 * 128 and fixed.max_model_len == 1024

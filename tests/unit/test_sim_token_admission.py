@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from inflight.sim.cli import main as sim_main
 from inflight.sim.core import SimConfig, Simulation
 from inflight.sim.router import demand, discovered_capacity
 from inflight.workload.trace import PlannedRequest
-from router.kv_discovery import capacity_from_metrics
+from router.kv_discovery import KvCache, cache_from_metrics
 from router.pool import Endpoint
 from router.tokens import request_demand
 
@@ -58,11 +59,13 @@ def test_kv_bound_without_admission_the_engine_queues_two() -> None:
 
 
 def test_kv_bound_with_admission_the_router_holds_two() -> None:
-    """Token admission: 2 × 2,000 tokens fit the replica's 5,120, a third does not, so 2
+    """Token admission: 2 × 2,000 tokens (16 blocks each) fit the replica's 39 usable
+    blocks, a third does not, so 2
     go to the engine (nothing waits there) and 2 wait at the router, each dispatched the
     instant a running one ends and gives its tokens back."""
     sim = _four_long_at_once(admission=True)
-    assert sim.router.kv_tokens == 5120
+    # 40 blocks stated, 39 usable (vLLM's null block), demands in whole blocks of 128
+    assert sim.router.kv_tokens == KvCache(39 * 128, 128)
     at = _at_zero(sim)
     assert (at[S.INFLIGHT], at[S.QUEUED]) == (4.0, 2.0)
     assert (at[S.VLLM_RUNNING], at[S.VLLM_WAITING]) == (2.0, 0.0)
@@ -91,7 +94,10 @@ def test_admission_changes_nothing_when_the_cache_never_binds() -> None:
         sim = Simulation(config, plan, plan[-1].t_s)
         runs[admission] = (sim.run(), sim.router)
     off, on = runs[False][0], runs[True][0]
-    assert runs[True][1].kv_tokens == Profile().kv_cache_size_tokens
+    default = Profile()
+    assert runs[True][1].kv_tokens == KvCache(
+        default.usable_blocks * default.block_size, default.block_size
+    )
     assert runs[False][1].kv_tokens is None
     assert runs[True][1].dispatcher.classes[0].held > 0  # slots bound: the router held
     assert on.timeline == off.timeline
@@ -102,29 +108,36 @@ def test_admission_changes_nothing_when_the_cache_never_binds() -> None:
 
 def test_a_scaling_run_never_holds_for_tokens_when_the_cache_never_binds() -> None:
     """Replicas come and go under ``saturation``; the token rule is asked about every
-    endpoint a slot admits and never says no. (The runs are not identical request by
-    request with several replicas: the token path's pump checks for a free slot with
-    ``Pool.choose``, which draws from the tie-break RNG, so equally loaded replicas are
-    picked differently; the rule is the same.)"""
+    endpoint a slot admits and never says no, and the run is the one without token
+    admission, request by request: the token path picks among equally loaded replicas with
+    the same tie-break draws as slots only (its free-slot check, ``Pool.has_free_slot``,
+    draws nothing)."""
     plan = [PlannedRequest(i * 0.4, 3000 + 37 * (i % 50), 300) for i in range(1200)]
-    sim = Simulation(
-        SimConfig(policy="saturation", max_replicas=4, token_admission=True),
-        plan,
-        plan[-1].t_s,
-    )
-    d = sim.router.dispatcher
-    rule = d.fits
+    runs = {}
     asked: list[bool] = []
+    for admission in (False, True):
+        sim = Simulation(
+            SimConfig(policy="saturation", max_replicas=4, token_admission=admission),
+            plan,
+            plan[-1].t_s,
+        )
+        d = sim.router.dispatcher
+        rule = d.fits
 
-    def fits(ep: Endpoint, tokens: int) -> bool:
-        asked.append(rule(ep, tokens))
-        return asked[-1]
+        def fits(ep: Endpoint, tokens: int, rule: Callable[[Endpoint, int], bool] = rule) -> bool:
+            asked.append(rule(ep, tokens))
+            return asked[-1]
 
-    d.fits = fits  # type: ignore[method-assign]
-    result = sim.run()
-    assert max(p["desired"] for p in result.timeline) > 1  # the load did scale
-    assert len(asked) > len(plan) and all(asked)
-    assert all(r.ok for r in result.requests)
+        d.fits = fits  # type: ignore[method-assign]
+        runs[admission] = sim.run()
+    off, on = runs[False], runs[True]
+    assert max(p["desired"] for p in on.timeline) > 1  # the load did scale
+    assert len(asked) > len(plan) and all(asked)  # asked only with admission, never no
+    assert all(r.ok for r in on.requests)
+    assert on.timeline == off.timeline
+    assert [dataclasses.astuple(r) for r in on.requests] == [
+        dataclasses.astuple(r) for r in off.requests
+    ]
 
 
 def test_the_demand_and_the_capacity_are_the_live_routers() -> None:
@@ -154,8 +167,8 @@ def test_the_demand_and_the_capacity_are_the_live_routers() -> None:
             ),
         )
         page = generate_latest(registry).decode()
-        assert capacity_from_metrics(page) == discovered_capacity(profile)
-    assert discovered_capacity(KV_BOUND) == 5120
+        assert cache_from_metrics(page) == discovered_capacity(profile)
+    assert discovered_capacity(KV_BOUND) == KvCache(4992, 128)
 
 
 def test_the_peers_keep_their_own_routing() -> None:
@@ -205,7 +218,7 @@ def test_held_for_tokens_the_request_can_still_time_out() -> None:
 @pytest.mark.parametrize("policy", ["saturation", "fixed:2"])
 def test_admission_on_every_inflight_run(policy: str) -> None:
     sim = Simulation(SimConfig(policy=policy, profile=KV_BOUND, token_admission=True), [], 0.0)
-    assert sim.router.dispatcher.token_aware and sim.router.kv_tokens == 5120
+    assert sim.router.dispatcher.token_aware and sim.router.kv_tokens == KvCache(4992, 128)
 
 
 def test_the_closed_loop_sweep_refuses_the_flag(tmp_path: Path) -> None:
