@@ -206,8 +206,8 @@ class DirectSource:
             partial.append(
                 Partial(
                     names.SCALER_ERROR_SOURCE_PARTIAL,
-                    f"{len(missed)} router(s) missed a poll in the last {span_s:g} s, so L "
-                    f"missed their share: {', '.join(missed)}",
+                    f"{len(missed)} router(s) missed a poll in the window (its last "
+                    f"{span_s:g} s), so L missed their share: {', '.join(missed)}",
                 )
             )
         # Decide as of the newest poll while it is fresh: its sample is the L in effect now,

@@ -298,10 +298,8 @@ def window_from_matrix(
             f"{target} ({'now' if t_s >= at_end else f'until {end_s - t_s:.1f} s ago'})"
             for target, t_s in down
         )
-        within = (
-            "the window"
-            if math.isinf(query.partial_span_s)
-            else f"the last {query.partial_span_s:g} s"
+        within = "the window" + (
+            "" if math.isinf(query.partial_span_s) else f" (its last {query.partial_span_s:g} s)"
         )
         log.warning("L is partial: targets down in %s: %s", within, named)
         partial.append(
