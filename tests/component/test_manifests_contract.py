@@ -298,6 +298,8 @@ def test_router_settings_load_and_agree(objs: list[Obj]) -> None:
     _so, meta = scaled_object(objs)
     assert settings.slots_per_endpoint == int(meta[names.META_SLOTS_PER_REPLICA])
     assert settings.hold_when_full, "held requests must count in L while KEDA scales"
+    assert settings.discover_kv_tokens, "admit on each replica's KV tokens (inflight up's)"
+    assert settings.token_admission
     from inflight.control.hold_order import HOLD_DEADLINE_S
 
     assert settings.hold_deadline_s == HOLD_DEADLINE_S, "what `inflight up` runs (README)"

@@ -201,6 +201,24 @@ def test_the_flag_on_sim_run_and_compare(tmp_path: Path) -> None:
     assert doc["scenario"]["router_token_admission"] is True
 
 
+def test_on_by_default_and_off_by_name(tmp_path: Path) -> None:
+    """Token admission is the default (inflight's policies and fixed:N); ``--no-token-
+    admission`` runs slots only."""
+    argv = ["--arrivals", "poisson:0:1,60:1", "--prompt-tokens", "1800", "--max-tokens", "200"]
+    argv += ["--max-replicas", "2", "--kv-blocks", "40", "--seed", "1"]
+    for flags, want in (([], True), (["--no-token-admission"], False)):
+        out = tmp_path / f"run{want}"
+        assert sim_main(["sim", "run", *argv, *flags, "--out-dir", str(out)]) == 0
+        body = json.loads((out / "run.json").read_text())
+        assert body["config"]["token_admission"] is want
+    one = ["--seeds", "1", "--policies", "saturation", "--no-frontier"]
+    cmp = tmp_path / "cmp"
+    assert sim_main(["sim", "compare", *argv[:-2], *one, "--no-token-admission",
+                     "--out-dir", str(cmp)]) == 0  # fmt: skip
+    doc = json.loads((cmp / "comparison.json").read_text())
+    assert doc["scenario"]["router_token_admission"] is False
+
+
 def test_held_for_tokens_the_request_can_still_time_out() -> None:
     """A request held for tokens is held like any other: the queue timeout (504) reaches it
     and its demand leaves the router's held tokens."""
