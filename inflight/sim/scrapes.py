@@ -41,6 +41,13 @@ asks for them (trigger ``capacity`` ``auto``), :meth:`Scrapes.matrix` answers it
 ``kv_usage``, ``kv_running``, ``kv_waiting`` and ``kv_config`` series from them, as
 Prometheus would from the replicas' own scrapes, and the scaler decides on them as it does
 live (``external_scaler.decide``). A sum over no replica is no series (NaN here).
+
+The router's token demand (its token admission, docs/capacity.md). Each scrape also
+records the simulated router's ``router_endpoint_inflight_tokens`` (summed),
+``router_queued_tokens`` and the mean ``router_endpoint_kv_tokens`` over the endpoints with
+a known capacity (:func:`router_tokens`, read from the same dispatcher the live router's
+``/metrics`` reads); the range query's ``tok_*`` series are answered from them, so the KV
+dimension reads the router's exact demand in the simulator as it does live.
 """
 
 from __future__ import annotations
@@ -64,9 +71,13 @@ from external_scaler.sources.promql import (
     SIGNAL_LABEL,
     SIGNAL_READY,
     SIGNAL_SAMPLED,
+    SIGNAL_TOK_CAPACITY,
+    SIGNAL_TOK_INFLIGHT,
+    SIGNAL_TOK_QUEUED,
     RangeQuery,
 )
 from inflight import names
+from router.dispatch import Dispatcher
 
 #: Prometheus' default ``--query.lookback-delta``: an instant vector selector finds a
 #: sample up to this old.
@@ -85,11 +96,27 @@ KV_USAGE = "sum(vllm:kv_cache_usage_perc)"
 KV_WAITING = 'sum(vllm:num_requests_waiting_by_reason{reason="capacity"})'
 KV_CACHE_TOKENS = "max(vllm:cache_config_info{kv_cache_size_tokens})"  # the label, as a value
 KV_SERIES = (KV_USAGE, KV_WAITING, KV_CACHE_TOKENS)
-SERIES = (INFLIGHT, QUEUED, RECEIVED, READY, VLLM_WAITING, VLLM_RUNNING, *KV_SERIES)
+#: The router's token demand (optional in :meth:`Scrapes.scrape`; :func:`router_tokens`).
+TOK_INFLIGHT = "sum(" + names.ROUTER_ENDPOINT_INFLIGHT_TOKENS + ")"
+TOK_QUEUED = "sum(" + names.ROUTER_QUEUED_TOKENS + ")"
+TOK_CAPACITY = "avg(" + names.ROUTER_ENDPOINT_KV_TOKENS + " > 0)"  # NaN: none known
+TOK_SERIES = (TOK_INFLIGHT, TOK_QUEUED, TOK_CAPACITY)
+OPTIONAL_SERIES = frozenset({*KV_SERIES, *TOK_SERIES})
+SERIES = (
+    INFLIGHT,
+    QUEUED,
+    RECEIVED,
+    READY,
+    VLLM_WAITING,
+    VLLM_RUNNING,
+    *KV_SERIES,
+    *TOK_SERIES,
+)
 #: The router targets' series (the rest are the replicas'). Each target exposes its share
-#: of these, but of READY, which every router exposes whole (the query takes its max).
-ROUTER_SERIES = frozenset({INFLIGHT, QUEUED, RECEIVED, READY})
-SHARED_SERIES = frozenset({INFLIGHT, QUEUED, RECEIVED})
+#: of these, but of READY and the capacity, which every router exposes whole (the query
+#: takes their max, their mean).
+ROUTER_SERIES = frozenset({INFLIGHT, QUEUED, RECEIVED, READY, *TOK_SERIES})
+SHARED_SERIES = frozenset({INFLIGHT, QUEUED, RECEIVED, TOK_INFLIGHT, TOK_QUEUED})
 
 #: ``inflight.names.TARGET_MEMORY`` (1h): a target down longer is no longer known as a router.
 TARGET_MEMORY_S = 3600.0
@@ -140,13 +167,14 @@ class Scrapes:
 
     def scrape(self, t_s: float, sample: dict[str, float]) -> None:
         """Record one scrape at ``t_s`` (every series of :data:`SERIES` in ``sample``; those
-        of :data:`KV_SERIES` may be left out: no KV series, as from a replica without them)."""
+        of :data:`KV_SERIES` and :data:`TOK_SERIES` may be left out: no such series, as from
+        a replica or a router without them)."""
         if self.times_s and t_s <= self.times_s[-1]:
             raise ValueError(f"scrape at {t_s} is not after the last one ({self.times_s[-1]})")
         self.times_s.append(t_s)
         for name in SERIES:
             self.values[name].append(
-                sample.get(name, math.nan) if name in KV_SERIES else sample[name]
+                sample.get(name, math.nan) if name in OPTIONAL_SERIES else sample[name]
             )
         up = tuple(not any(d.covers(k, t_s) for d in self.down) for k in range(self.routers))
         before = self.last_up_s[-1] if self.last_up_s else (None,) * self.routers
@@ -263,7 +291,37 @@ class Scrapes:
             result.append({"metric": {SIGNAL_LABEL: SIGNAL_SAMPLED}, "values": sampled})
         if _asks_kv(query):
             result.extend(self._kv_matrix(query, start_s, steps))
+        if _asks(query, SIGNAL_TOK_INFLIGHT):
+            result.extend(self._tok_matrix(query, start_s, steps))
         return {"resultType": "matrix", "result": result}
+
+    def _tok_matrix(self, query: RangeQuery, start_s: float, steps: int) -> list[dict[str, Any]]:
+        """The range query's router token series: at each step the router targets' newest
+        scrape (summed over those up, as L is), where the router exposed them; the capacity
+        only where an endpoint's is known."""
+        series: dict[str, list[list[float]]] = {
+            SIGNAL_TOK_INFLIGHT: [],
+            SIGNAL_TOK_QUEUED: [],
+            SIGNAL_TOK_CAPACITY: [],
+        }
+        for k in range(steps):
+            t = round(start_s + k * query.step_s, 3)
+            i = self._index_at(t)
+            if i is None:
+                continue
+            for signal, name in (
+                (SIGNAL_TOK_INFLIGHT, TOK_INFLIGHT),
+                (SIGNAL_TOK_QUEUED, TOK_QUEUED),
+                (SIGNAL_TOK_CAPACITY, TOK_CAPACITY),
+            ):
+                value = self._router_value(name, i)
+                if value is not None and not math.isnan(value):
+                    series[signal].append([t, value])
+        return [
+            {"metric": {SIGNAL_LABEL: signal}, "values": values}
+            for signal, values in series.items()
+            if values
+        ]
 
     def _kv_matrix(self, query: RangeQuery, start_s: float, steps: int) -> list[dict[str, Any]]:
         """The range query's KV series (trigger ``capacity`` ``auto``): at each step the
@@ -303,6 +361,24 @@ class Scrapes:
             }
             out.append({"metric": labels, "values": config})
         return out
+
+
+def router_tokens(dispatcher: Dispatcher) -> dict[str, float]:
+    """What the router's ``/metrics`` exposes of its token demand (``router/metrics.py``),
+    as the range query aggregates it: Σ tokens in flight over its endpoints, the tokens
+    held, and the mean capacity over the endpoints with one known (NaN: none)."""
+    urls = [view.url for view in dispatcher.pool.snapshot()]
+    known = [c for c in (dispatcher.kv_capacity(u) or 0 for u in urls) if c > 0]
+    return {
+        TOK_INFLIGHT: float(sum(dispatcher.tokens_in_flight(u) for u in urls)),
+        TOK_QUEUED: float(dispatcher.queued_tokens),
+        TOK_CAPACITY: sum(known) / len(known) if known else math.nan,
+    }
+
+
+def _asks(query: RangeQuery, signal: str) -> bool:
+    """Whether the range query has the series labelled ``signal``."""
+    return f'"{SIGNAL_LABEL}", "{signal}"' in query.expr
 
 
 def _asks_kv(query: RangeQuery) -> bool:

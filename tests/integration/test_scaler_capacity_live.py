@@ -116,3 +116,55 @@ def test_auto_asks_for_a_second_replica_where_requests_asks_for_one(
         assert errors == []
     finally:
         scaler.close()
+
+
+def test_with_token_admission_the_kv_dimension_reads_the_routers_demand(
+    procs: ProcessTracker, prometheus_factory: PrometheusFactory, emulator: Server
+) -> None:
+    """The router admits on tokens (``--kv-tokens 5120``): 2 requests (4,000 tokens) go to
+    the emulator, 2 (4,000) wait at the router, nothing waits in vLLM, L = 4. The KV
+    dimension reads the router's own demand: (4,000 + 4,000) / 5,120 x 4 = 6.25 (vLLM's
+    usage / running estimate would read 6.15), with the router's series on ``selector``
+    and vLLM's on ``capacitySelector``."""
+    router = start_router(
+        procs, "--endpoints", emulator.url, extra=("--hold-when-full", "--kv-tokens", "5120")
+    )
+    jobs = {"vllm": [emulator.url.removeprefix("http://")]}
+    jobs["router"] = [router.url.removeprefix("http://")]
+    prometheus = prometheus_factory(jobs=jobs, scrape_interval_s=0.5)
+    server = procs.start_inflight(
+        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
+         "--prometheus-url", prometheus.url],
+        name="scaler", ready_path="/health",
+    )  # fmt: skip
+    scaler = Scaler(server, server.ports["grpc"])
+    errors: list[BaseException] = []
+    for _ in range(4):
+        threading.Thread(target=_send, args=(router.url, errors), daemon=True).start()
+    try:
+        wait_for(
+            lambda: (
+                _instant(prometheus, f"sum({names.ROUTER_QUEUED_TOKENS})") == 4000
+                and _instant(prometheus, f"sum({names.ROUTER_ENDPOINT_INFLIGHT_TOKENS})") == 4000
+            ),
+            timeout_s=60,
+            what="Prometheus sees 4,000 tokens in flight and 4,000 held at the router",
+        )
+        assert _instant(prometheus, f"sum({names.VLLM_WAITING})") == 0  # none in vLLM's queue
+        auto = {**META, **SOURCES["router"], "capacity": "auto"}
+        wait_for(
+            lambda: math.isclose(scaler.value(auto) or 0, 8000 / 5120 * SLOTS, rel_tol=1e-6),
+            timeout_s=60,
+            what="capacity=auto reads the router's token demand (6.25)",
+        )
+        target, value, active = scaler.keda_poll(auto)
+        assert active and target == SLOTS and value >= 6
+        assert math.ceil(value / target) == 2, value
+        target, value, _ = scaler.keda_poll({**auto, "capacity": "requests"})
+        assert value == 4 and math.ceil(value / target) == 1
+        scaler.keda_poll(auto)
+        binding = f'{names.SCALER_CAPACITY_BINDING}{{dimension="kv_tokens",metric_name="inflight"}}'
+        assert scaler.metric(binding) == 1
+        assert errors == []
+    finally:
+        scaler.close()

@@ -3,14 +3,19 @@ slots and KV tokens, stepped through the cases of docs/capacity.md with the real
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from inflight.control.capacity import (
     DIMENSION_KV,
     DIMENSION_REQUESTS,
+    SOURCE_ROUTER,
+    SOURCE_VLLM,
     KvWindow,
     effective_window,
     kv_inflight,
+    router_kv_inflight,
     token_capacity,
 )
 from inflight.control.policy import PolicySpec, Sample, Window, evaluate
@@ -121,3 +126,89 @@ def test_kv_inflight(inflight: float, usage: float, running: float, expected: fl
 )
 def test_token_capacity(labels: dict[str, str], tokens: int | None) -> None:
     assert token_capacity(labels) == tokens
+
+
+# --- the router's token demand (its token admission) -------------------------------------
+
+
+def with_router(
+    base: KvWindow, inflight_tokens: float, queued_tokens: float, capacity: float | None
+) -> KvWindow:
+    """``base`` plus the router's token series (no capacity series when ``capacity`` is
+    None: no endpoint's capacity known, ``avg(... > 0)`` has no sample)."""
+    return dataclasses.replace(
+        base,
+        router_inflight_tokens=const(inflight_tokens),
+        router_queued_tokens=const(queued_tokens),
+        router_capacity_tokens=() if capacity is None else const(capacity),
+    )
+
+
+def test_router_demand_prices_held_requests_exactly() -> None:
+    """The KV-bound case with token admission: 2 in vLLM (4,000 tokens), 2 held at the
+    router (4,000), L = 4. The router's demand: 8,000 / 5,120 x 4 = 6.25 → 2 replicas.
+    vLLM's estimate of the same step reads 6.15; the router's exact figure wins."""
+    w = window(4)
+    cap = effective_window(w, with_router(kv(30 / 39, 2), 4000, 4000, 5120), "auto", SLOTS)
+    assert cap.dimension == DIMENSION_KV
+    assert cap.kv_source == SOURCE_ROUTER
+    assert cap.kv_inflight == pytest.approx(6.25)
+    assert "from router demand" in cap.note
+    assert "4,000 tokens in flight + 4,000 held" in cap.note and "5,120-token" in cap.note
+    decided = evaluate(cap.window, SPEC, NOW)
+    assert decided.value == pytest.approx(6.25)
+    assert decided.desired_replicas == 2
+    # capacity=requests ignores the router's tokens too
+    slots = effective_window(w, with_router(kv(30 / 39, 2), 4000, 4000, 5120), "requests", SLOTS)
+    assert slots.window == w and evaluate(slots.window, SPEC, NOW).desired_replicas == 1
+
+
+def test_router_demand_reads_the_kv_dimension_when_vllm_runs_nothing() -> None:
+    """A scrape between admissions: vLLM has nothing running (U/R is undefined), the router
+    holds 2 and has 1 in flight. The router's demand still reads: 6,000 / 5,120 x 4."""
+    w = window(3)
+    idle = kv(0.0, 0)
+    assert effective_window(w, idle, "auto", SLOTS).kv_inflight is None  # the old gap
+    cap = effective_window(w, with_router(idle, 2000, 4000, 5120), "auto", SLOTS)
+    assert cap.kv_source == SOURCE_ROUTER and cap.dimension == DIMENSION_KV
+    assert cap.kv_inflight == pytest.approx(4.6875)
+    assert evaluate(cap.window, SPEC, NOW).desired_replicas == 2
+    # the router's series alone (no vLLM series at all: a capacitySelector that misses)
+    alone = effective_window(w, with_router(KvWindow(), 2000, 4000, 5120), "auto", SLOTS)
+    assert alone.kv_inflight == pytest.approx(4.6875) and alone.kv_source == SOURCE_ROUTER
+
+
+def test_without_router_tokens_or_capacity_the_vllm_estimate_stands() -> None:
+    """No router token series (a router without token admission exports 0 capacity, which
+    the query's ``> 0`` drops): the KV dimension is vLLM's usage / running, as before."""
+    w = window(4)
+    before = effective_window(w, kv(30 / 39, 2, waiting=2), "auto", SLOTS)
+    assert before.kv_source == SOURCE_VLLM and "from vLLM usage" in before.note
+    assert before.kv_inflight == pytest.approx(6.153846)
+    unknown = effective_window(w, with_router(kv(30 / 39, 2, waiting=2), 0, 0, None), "auto", SLOTS)
+    assert unknown.window == before.window and unknown.kv_source == SOURCE_VLLM
+    assert unknown.kv_inflight == pytest.approx(6.153846)
+
+
+def test_router_demand_is_taken_step_by_step() -> None:
+    """The router's capacity known only for the last 10 steps (discovered late): earlier
+    steps take vLLM's estimate (6.15), later ones the router's demand (6.25)."""
+    recent = tuple(s for s in const(5120) if s.t_s > NOW - 10)
+    both = dataclasses.replace(
+        with_router(kv(30 / 39, 2), 4000, 4000, None), router_capacity_tokens=recent
+    )
+    cap = effective_window(window(4), both, "auto", SLOTS)
+    values = [s.value for s in cap.window.inflight]
+    assert values[0] == pytest.approx(6.153846) and values[-1] == pytest.approx(6.25)
+    assert cap.kv_source == SOURCE_ROUTER
+
+
+@pytest.mark.parametrize(
+    ("inflight", "queued", "capacity", "expected"),
+    [(4000, 4000, 5120, 6.25), (0, 0, 5120, 0.0), (4000, 0, 0, None), (1, 0, float("nan"), None)],
+)
+def test_router_kv_inflight(
+    inflight: float, queued: float, capacity: float, expected: float | None
+) -> None:
+    got = router_kv_inflight(inflight, queued, capacity, SLOTS)
+    assert got == (None if expected is None else pytest.approx(expected))
