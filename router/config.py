@@ -147,9 +147,10 @@ class RouterSettings(config.Settings):
         int,
         Field(ge=0),
         Cli(
-            "token admission: every endpoint's KV cache in tokens (vLLM's num_gpu_blocks × "
-            "block_size); a request (prompt + output budget, router/tokens.py) goes to an "
-            "endpoint only while its tokens in flight fit, the excess is held here. Needs "
+            "token admission: every endpoint's usable KV cache in tokens ((vLLM's "
+            "num_gpu_blocks − 1, its null block) × block_size), taken as given, a demand not "
+            "rounded to blocks; a request (prompt + output budget, router/tokens.py) goes to "
+            "an endpoint only while its tokens in flight fit, the excess is held here. Needs "
             "--hold-when-full; 0 = slots only (default)"
         ),
     ] = 0
@@ -157,7 +158,8 @@ class RouterSettings(config.Settings):
         bool,
         Cli(
             "token admission with each endpoint's own KV capacity, read from its /metrics "
-            "(vllm:cache_config_info) and its max_model_len from /v1/models, every "
+            "(vllm:cache_config_info: (num_gpu_blocks − 1) × block_size, demands charged in "
+            "whole blocks) and its max_model_len from /v1/models, every "
             "--discover-interval-s; before an endpoint's is read, --kv-tokens (or slots "
             "only). Needs --hold-when-full"
         ),
