@@ -2,10 +2,11 @@
 
 Pure (no I/O, no clock). The live servicer (``external_scaler.servicer``) and the
 simulated scaler (``inflight.sim.scaler``) both call :func:`decide`, so the simulator
-decides exactly as the scaler does: the window of L and vLLM's KV series become the
-window the policy sees (the maximum over request slots and KV tokens,
-``inflight.control.capacity.effective_window``; docs/capacity.md), the policy decides on
-it at the source's aligned end, and the decision's reason names the dimension that binds.
+decides exactly as the scaler does: the window of L, vLLM's KV series and the router's
+token demand (``Observed.kv``) become the window the policy sees (the maximum over
+request slots and KV tokens, ``inflight.control.capacity.effective_window``;
+docs/capacity.md), the policy decides on it at the source's aligned end, and the
+decision's reason names the dimension that binds.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def decide(spec: ScalerSpec, observed: Observed) -> Decided:
     """``evaluate`` on ``observed``'s window with L replaced by ``max(L, L_kv)`` per step.
 
     Raises what ``evaluate`` raises (``NoSamples``); ``spec.capacity`` ``requests`` or a
-    window without KV series leaves L as it is.
+    window without KV series leaves L as it is. ``L_kv`` is the router's exact token demand
+    where ``observed.kv`` has it with a known capacity, else vLLM's usage estimate; the
+    reason's note says which (``from router demand`` / ``from vLLM usage``).
     """
     capacity = effective_window(
         observed.window, observed.kv, spec.capacity, spec.policy.slots_per_replica

@@ -8,8 +8,8 @@ range query (``external_scaler.sources.promql.range_query``, bounds aligned to t
 maximum over request slots and KV tokens under ``capacity`` ``auto``, then
 ``inflight.control.policy.evaluate``) at the aligned end. :class:`SimScaler` does exactly
 that on the simulated scrapes (``inflight.sim.scrapes``, whose replicas expose their
-engines' KV state), and maps a refusal (SourceError, NoSamples: gRPC UNAVAILABLE live) to
-``ScalerUnavailable``, as the gRPC client does, so
+engines' KV state and whose router its token demand), and maps a refusal (SourceError,
+NoSamples: gRPC UNAVAILABLE live) to ``ScalerUnavailable``, as the gRPC client does, so
 ``inflight.planes.autoscaler.Autoscaler`` sees the same answers it sees live.
 """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,51 @@ def test_steps_without_a_scraped_replica_have_no_kv_sample() -> None:
     kv = kv_from_matrix(data)
     assert {x.value for x in kv.running} == {2.0}
     assert kv.tokens_per_replica == 5120
+
+
+def test_with_token_admission_the_scaler_reads_the_routers_demand() -> None:
+    """The worked example with the router's token admission: 2 run in the engine (charged
+    16 blocks each: 4,096 tokens), 2 are held at the router (4,000), the replica's usable
+    capacity is 39 x 128 = 4,992. The simulated scrapes carry the router's gauges and the
+    scaler's KV dimension reads them: 8,096 / 4,992 x 4, as the live scaler would."""
+    sim = Simulation(
+        SimConfig(policy="fixed:1", profile=KV_BOUND, token_admission=True),
+        [PlannedRequest(0.0, 1800, 200) for _ in range(4)],
+        0.0,
+    )
+    sim.run()
+    i = sim.scrapes.times_s.index(0.0)
+    at = {name: sim.scrapes.values[name][i] for name in S.SERIES}
+    assert (at[S.TOK_INFLIGHT], at[S.TOK_QUEUED], at[S.TOK_CAPACITY]) == (4096, 4000, 4992)
+    scaler = SimScaler({**sim.config.metadata(), "policy": "saturation"}, sim.scrapes, lambda: 0.0)
+    start_s, end_s = scaler.query.bounds(0.0)
+    kv = kv_from_matrix(sim.scrapes.matrix(scaler.query, start_s, end_s))
+    assert kv.router_seen and kv.router_capacity_tokens[-1].value == 4992
+    decision = scaler.decide()
+    assert scaler.bindings[-1] == "kv_tokens"
+    # at the latest step (the idle warm-up before it reads 0, as in the case above)
+    assert f"KV-equivalent L {8096 / 4992 * 4:g} from router demand" in decision.reason
+    assert "4,096 tokens in flight + 4,000 held" in decision.reason
+    # the same run without admission: nothing held, vLLM's estimate, as before
+    plain = _four_long_at_once()
+    assert math.isnan(plain.scrapes.values[S.TOK_CAPACITY][plain.scrapes.times_s.index(0.0)])
+    slots_only = SimScaler(
+        {**plain.config.metadata(), "policy": "saturation"}, plain.scrapes, lambda: 0.0
+    )
+    assert "from vLLM usage" in slots_only.decide().reason
+
+
+def test_router_token_series_follow_the_router_targets() -> None:
+    """Two router targets share the demand (each exposes half of the tokens in flight and
+    held) and both expose the capacity whole; with one down the sums are partial, as L."""
+    s = S.Scrapes(routers=2, down=(S.RouterDown(4.5, 10.0, router=1),))
+    base = {S.INFLIGHT: 4.0, S.QUEUED: 2.0, S.RECEIVED: 4.0, S.READY: 1.0}
+    tokens = {S.TOK_INFLIGHT: 4000.0, S.TOK_QUEUED: 4000.0, S.TOK_CAPACITY: 5120.0}
+    for t in range(10):
+        s.scrape(float(t), {**base, S.VLLM_WAITING: 0.0, S.VLLM_RUNNING: 2.0, **tokens})
+    scaler = SimScaler({"slotsPerReplica": "4", "policy": "saturation"}, s, lambda: 9.0)
+    start_s, end_s = scaler.query.bounds(9.0)
+    kv = kv_from_matrix(s.matrix(scaler.query, start_s, end_s))
+    by_t = {x.t_s: x.value for x in kv.router_inflight_tokens}
+    assert by_t[4.0] == 4000 and by_t[5.0] == 2000
+    assert {x.value for x in kv.router_capacity_tokens} == {5120}
