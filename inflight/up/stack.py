@@ -395,7 +395,7 @@ class Stack:
         a new endpoint's at its next discovery round, up to 5 s after it routes to it:
         meanwhile slots alone bound it). A replica that does not state it (a --replica-cmd
         without ``vllm:cache_config_info``) stays bounded by slots: a warning, not an error."""
-        if not self.config.token_admission:
+        if not self.config.waits_for_kv_capacity:
             return
         deadline = time.monotonic() + KV_DISCOVERY_WAIT_S
         while True:

@@ -8,10 +8,11 @@ OpenAI SDK: 2 run, 2 wait for KV in the replica, L = 4.
 ``--capacity auto`` asks for a second replica, with ``kv_tokens`` binding; ``--capacity
 requests`` answers L = 4 → 1 replica at every HPA sync under the same load. With ``inflight
 up --token-admission`` the two that do not fit wait at the router instead (it read the
-replica's 5,120 KV tokens from its ``vllm:cache_config_info``), none in the replica, and
-``auto`` still asks: L counts the held ones. The run stops everything it started and says
-so (``stop.clean``). tests/integration/test_scaler_capacity_live.py
-checks the scaler alone; this one checks what ``inflight up`` wires around it.
+replica's 4,992 usable KV tokens, 39 of its 40 blocks, from its
+``vllm:cache_config_info``), none in the replica, and ``auto`` still asks: L counts the
+held ones. The run stops everything it started and says so (``stop.clean``).
+tests/integration/test_scaler_capacity_live.py checks the scaler alone; this one checks what
+``inflight up`` wires around it.
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ def test_up_asks_for_a_second_replica_on_kv_only_with_capacity_auto(
     if admission:
         # The router read the replica's capacity and held the two that did not fit (2,000
         # tokens each), so none waited for KV in the replica; L is 4 all the same.
-        assert summary["kv_tokens_admitted_against"] == 5120, summary
+        assert summary["kv_tokens_admitted_against"] == 4992, summary
         # Read before inflight up said ready: the load is admitted in tokens from its start.
         samples = (tmp_path / capacity / "timeline.jsonl").read_text().splitlines()
-        assert json.loads(samples[0])["kv_tokens_admitted_against"] == 5120, samples[0]
+        assert json.loads(samples[0])["kv_tokens_admitted_against"] == 4992, samples[0]
         assert summary["max_held"] == 2 and summary["max_tokens_held"] == 4000, summary
         assert summary["max_waiting_kv"] == 0 and summary["max_running"] == 2, summary
     else:

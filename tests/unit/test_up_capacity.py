@@ -109,10 +109,42 @@ def router_config(config: UpSettings) -> Any:
     return load(RouterSettings, build_parser().parse_args(argv))
 
 
-def test_token_admission_is_off_by_default() -> None:
+def test_token_admission_is_on_by_default_and_off_by_name(monkeypatch) -> None:
     argv = router_args(settings(), Path("/state/endpoints.json"))
-    assert "--discover-kv-tokens" not in argv and "--max-model-len" not in argv
-    assert not router_config(settings()).token_admission
+    assert "--hold-when-full" in argv and "--discover-kv-tokens" in argv
+    assert router_config(settings()).token_admission
+    for off in (settings("--no-token-admission"), _env_off(monkeypatch)):
+        argv = router_args(off, Path("/state/endpoints.json"))
+        assert "--discover-kv-tokens" not in argv and "--max-model-len" not in argv
+        assert not router_config(off).token_admission and not off.router_admits_tokens
+
+
+def _env_off(monkeypatch) -> UpSettings:
+    monkeypatch.setenv("INFLIGHT_UP_TOKEN_ADMISSION", "false")
+    try:
+        return settings()
+    finally:
+        monkeypatch.delenv("INFLIGHT_UP_TOKEN_ADMISSION")
+
+
+def test_the_start_waits_for_kv_capacity_where_the_replicas_state_it() -> None:
+    fake = "python -m inflight.up.fake_replica --port {port}"
+    assert settings().waits_for_kv_capacity  # the emulator states it
+    assert not settings("--replica-cmd", fake).waits_for_kv_capacity  # may not: no wait
+    assert settings("--replica-cmd", fake, "--token-admission").waits_for_kv_capacity
+    assert not settings("--no-token-admission").waits_for_kv_capacity
+
+
+def test_token_admission_and_no_token_admission_contradict() -> None:
+    with pytest.raises(ConfigError, match=r"--no-token-admission.*--token-admission"):
+        settings("--token-admission", "--no-token-admission")
+
+
+@pytest.mark.parametrize("policy", ["vllm-waiting", "hpa-rps"])
+def test_token_admission_by_default_stays_off_where_the_router_holds_nothing(policy: str) -> None:
+    config = settings("--policy", policy)  # not refused: the default is where the router holds
+    assert not config.router_admits_tokens
+    assert "--discover-kv-tokens" not in router_args(config, Path("/e.json"))
 
 
 @pytest.mark.parametrize(
