@@ -9,10 +9,10 @@ MX="--arrivals poisson:0:0.5,300:0.5,600:3,900:3,1170:0.25,1500:0.25 --prompt-to
 AC="--trace /tmp/traces/AzureLLMInferenceTrace_code.csv --trace-duration-s 1200 --kv-blocks 64 --min-replicas 1 --max-replicas 8 --seeds 1"
 AV="--trace /tmp/traces/AzureLLMInferenceTrace_conv.csv --trace-duration-s 1200 --kv-blocks 40 --min-replicas 1 --max-replicas 8 --seeds 1"
 I=.venv/bin/inflight
-nice -n 10 $I sim compare $LC --policies "$POL" --token-admission --out-dir $R/long-context-admission
-nice -n 10 $I sim compare $MX --policies "$POL" --token-admission --out-dir $R/mixed-admission
-nice -n 10 $I sim compare $AC --policies "$POL" --token-admission --out-dir $R/azure-code-admission
-nice -n 10 $I sim compare $AV --policies "$POL" --token-admission --out-dir $R/azure-conv-admission
+nice -n 10 $I sim compare $LC --policies "$POL" --token-admission --force --out-dir $R/long-context-admission
+nice -n 10 $I sim compare $MX --policies "$POL" --token-admission --force --out-dir $R/mixed-admission
+nice -n 10 $I sim compare $AC --policies "$POL" --token-admission --force --out-dir $R/azure-code-admission
+nice -n 10 $I sim compare $AV --policies "$POL" --token-admission --force --out-dir $R/azure-conv-admission
 : > $R/preemptions.txt
 for w in "$LC" "$MX" "$AC" "$AV"; do
   nice -n 10 .venv/bin/python $R/preemptions.py "$POL,fixed:3" -- $w --token-admission >> $R/preemptions.txt
