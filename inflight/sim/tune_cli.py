@@ -25,6 +25,12 @@ start), and the command reports their figures there, with each one's frontier ga
 Nothing meets the goal → exit 1 naming the best attainment found (no made-up answer).
 Bad flags → exit 2 naming the flag (``inflight.sim.cli``'s guard).
 
+The replicas' KV cache and the router's admission are ``run|compare``'s, through the same
+functions (``inflight.sim.kvcache``: ``--kv-blocks``, ``--block-size``, ``--max-model-len``;
+``inflight.sim.token_admission``: on unless ``--no-token-admission``): every run of the
+search, the peers, the baseline and the held-out parts is simulated on them, and the header,
+the printed figures and the JSON's ``workload`` say which.
+
 The simulations go to a process pool (``--jobs``): a job is a module-level function of a
 small frozen context (the workload flags and seed); each worker rebuilds a seed's plan
 once and keeps it.
@@ -49,7 +55,7 @@ from inflight.measure.frontier import judge as frontier_judge
 from inflight.measure.results import ResultFileExists, write_new
 from inflight.measure.slo import pareto_front
 from inflight.planes.policies import Policy, resolve_policies
-from inflight.sim import report
+from inflight.sim import kvcache, report, token_admission
 from inflight.sim.cli import (
     DEFAULT_SEEDS,
     UsageError,
@@ -95,6 +101,34 @@ WORKLOAD_KEYS = (
     "trace_warmup_s",
     "hold_deadline_s",
     "hold_deadline_peers",
+    # --priority-mix, --priority-class, --max-late-s (inflight.workload.priorities)
+    "priority_mix",
+    "priority_class",
+    "max_late_s",
+    # the replicas' KV cache and the router's token admission (inflight.sim.kvcache,
+    # inflight.sim.token_admission): read by _config, not by the plan
+    "kv_blocks",
+    "block_size",
+    "max_model_len",
+    "token_admission",
+)
+# The flags of tune itself (the search, the output, the held-out split) and argparse's own:
+# every other flag of the command is a workload flag and must reach the workers
+# (tests/unit/test_sim_tune_kv.py checks the two lists cover the parser).
+TUNE_KEYS = (
+    "attainment",
+    "seeds",
+    "out",
+    "jobs",
+    "targets",
+    "down_windows_s",
+    "growth_horizons_s",
+    "floor_fractions",
+    "holdout_seeds",
+    "holdout_trace_start_s",
+    "command",
+    "sim_command",
+    "func",
 )
 
 _I = TypeVar("_I")
@@ -109,10 +143,27 @@ def _seed_plan(flags: Flags, seed: int) -> OpenLoopPlan:
     return _plan(argparse.Namespace(**dict(flags)), seed)
 
 
+def workload_flags(a: argparse.Namespace) -> Flags:
+    """The workload flags of ``a`` as the workers get them (hashable: a list becomes a
+    tuple)."""
+    return tuple(
+        (k, tuple(v) if isinstance(v, list) else v)
+        for k, v in ((k, getattr(a, k)) for k in WORKLOAD_KEYS)
+    )
+
+
+def _config(flags: Flags, plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
+    """``policy``'s stack on ``plan``, as ``inflight sim run|compare`` builds it: the
+    replicas' KV cache (``--kv-blocks``, ``--block-size``, ``--max-model-len``) and the
+    router's token admission (on unless ``--no-token-admission``)."""
+    a = argparse.Namespace(**dict(flags))
+    return token_admission.apply(kvcache.apply(sim_config(plan, policy, seed), a), a)
+
+
 def _figures(flags: Flags, policy: Policy, seed: int) -> tuple[float, float]:
     """One simulated run of ``policy`` on ``seed``: (SLO attainment, replica-seconds)."""
     plan = _seed_plan(flags, seed)
-    result = simulate_plan(sim_config(plan, policy, seed), plan)
+    result = simulate_plan(_config(flags, plan, policy, seed), plan)
     m = report.measures(result, plan.slo)
     if m["slo_attainment"] is None:  # no request: refused when the plan is built
         raise UsageError("the workload has no requests")
@@ -327,6 +378,19 @@ def search_space(a: argparse.Namespace, startup_s: float, min_replicas: int) -> 
 
 
 # --- output --------------------------------------------------------------------------------
+def stack_line(a: argparse.Namespace, config: SimConfig) -> str:
+    """The replicas' KV cache and the router's admission, as the header states them."""
+    p = config.profile
+    cache = (
+        f"KV cache {p.kv_blocks} blocks of {p.block_size} tokens a replica "
+        f"({p.kv_cache_size_tokens} tokens, context {p.max_model_len})"
+        if kvcache.meta(a)
+        else f"KV cache the default ({p.kv_cache_size_tokens} tokens a replica: never binds)"
+    )
+    admission = "tokens and slots" if token_admission.enabled(a) else "slots only"
+    return f"{cache}; the router admits on {admission} under saturation and fixed:N"
+
+
 def metadata_yaml(metadata: dict[str, str]) -> str:
     """The trigger metadata as the ScaledObject spells it (values quoted strings)."""
     lines = [
@@ -399,7 +463,7 @@ def _tune(a: argparse.Namespace) -> int:
     lo, hi = _bounds(first)
     startup_s = SimConfig().startup_s if first.startup_s is None else first.startup_s
     space = search_space(a, startup_s, lo)
-    flags: Flags = tuple((k, getattr(a, k)) for k in WORKLOAD_KEYS)
+    flags = workload_flags(a)
     start = max(1, lo)
     [fixed] = resolve_policies("fixed:MAX", hi, start)
     peers = [
@@ -407,13 +471,14 @@ def _tune(a: argparse.Namespace) -> int:
         for p in resolve_policies(PEER_POLICIES, hi, start)
         if p.frozen or p.kind in policy_names()
     ]
-    sim_config(first, fixed, seeds[0])  # bad bounds or start-up: named before any run
+    # bad bounds, start-up or KV cache: named before any run
+    stack = _config(flags, first, fixed, seeds[0])
     held = holdouts(a, flags, seeds)
     logging.getLogger().setLevel(logging.ERROR)
     print(
         f"inflight sim tune: {first.name}, {lo}-{hi} replicas, start-up {startup_s:g} s, "
         f"seeds {','.join(map(str, seeds))}: goal {_pct(goal)} of requests within TTFT "
-        f"{first.slo.ttft_s:g} s and TPOT {first.slo.tpot_s:g} s",
+        f"{first.slo.ttft_s:g} s and TPOT {first.slo.tpot_s:g} s; {stack_line(a, stack)}",
         file=sys.stderr,
     )
     with runner(a.jobs) as run:
@@ -469,6 +534,7 @@ def _tune(a: argparse.Namespace) -> int:
         f"{','.join(map(str, seeds))}; goal {_pct(goal)}, margin {100 * margin:+.1f} points); "
         f"replica-seconds {best.replica_seconds_ratio:.3f} of {fixed.name}'s (worst seed)\n"
     )
+    print(f"Simulated stack: {stack_line(a, stack)}\n")
     print(table)
     if held_out:
         print("Held out (not seen by the search; means over the held-out seeds):\n")
@@ -541,6 +607,8 @@ def register(sub: Any) -> None:
         description=(__doc__ or "").split("\n\n")[0],
     )
     _workload_flags(p, out_dir=False)
+    kvcache.add_flags(p)  # the replicas' KV cache, as sim run|compare's
+    token_admission.add_flags(p)  # the router's token admission, on by default
     p.add_argument(
         "--attainment",
         type=float,
