@@ -19,7 +19,16 @@ from external_scaler.errors import MetadataError
 from external_scaler.selector import parse_selector
 from inflight import names
 from inflight.control.capacity import CAPACITY_MODES, CapacityMode
-from inflight.control.policy import POLICIES, SAMPLE_GAP_SCRAPES, PolicyName, PolicySpec
+from inflight.control.policy import (
+    FLOOR_DECAYS,
+    FLOOR_PEAKS,
+    POLICIES,
+    SAMPLE_GAP_SCRAPES,
+    FloorDecay,
+    FloorPeak,
+    PolicyName,
+    PolicySpec,
+)
 
 _T = TypeVar("_T", bound=str)
 
@@ -157,6 +166,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     floor_fraction = _decimal(
         names.META_FLOOR_FRACTION, values, 'a fraction from 0 to 1, e.g. "0.5"', high=1.0
     )
+    floor_decay: FloorDecay = _choice(
+        names.META_FLOOR_DECAY, values[names.META_FLOOR_DECAY], FLOOR_DECAYS
+    )
+    floor_peak: FloorPeak = _choice(
+        names.META_FLOOR_PEAK, values[names.META_FLOOR_PEAK], FLOOR_PEAKS
+    )
     count_form = "a whole number of replicas, as the ScaledObject's {}, e.g. {!r}"
     min_count = _decimal(
         names.META_MIN_REPLICA_COUNT,
@@ -212,6 +227,8 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             growth_window_s=growth_window_s * time_scale,
             floor_window_s=floor_window_s * time_scale,
             floor_fraction=floor_fraction,
+            floor_decay=floor_decay,
+            floor_peak=floor_peak,
             min_replicas=int(min_count),
             max_replicas=int(max_count),
         ),

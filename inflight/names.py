@@ -229,6 +229,10 @@ META_GROWTH_WINDOW_S: Final = "growthWindowSeconds"
 # burst shorter than a replica's start-up finds replicas the previous bursts asked for.
 META_FLOOR_WINDOW_S: Final = "floorWindowSeconds"
 META_FLOOR_FRACTION: Final = "floorFraction"
+# How the floor weighs a peak ("none" | "linear": by 1 - age / window) and what it
+# remembers ("inflight": L | "demand": L capped at arrival rate x service time).
+META_FLOOR_DECAY: Final = "floorDecay"
+META_FLOOR_PEAK: Final = "floorPeak"
 # The ScaledObject's ``minReplicaCount`` and ``maxReplicaCount``, repeated in the trigger
 # (KEDA does not pass them to an external scaler): the bounds KEDA and its HPA clamp the
 # count to, so the policy knows when a lower answer cannot lower the count (already at the
@@ -269,6 +273,8 @@ DEFAULT_GROWTH_WINDOW_S: Final = 60
 DEFAULT_FLOOR_WINDOW_S: Final = 900
 PROPOSED_FLOOR_WINDOW_S: Final = DEFAULT_FLOOR_WINDOW_S
 DEFAULT_FLOOR_FRACTION: Final = 0.6
+DEFAULT_FLOOR_DECAY: Final = "none"
+DEFAULT_FLOOR_PEAK: Final = "inflight"
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
 # assumption for a trigger that does not state them: a minimum of 0 treats every answer
 # below the ready count as a scale-down, a maximum of 100 is rarely reached.
@@ -295,6 +301,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_GROWTH_WINDOW_S: str(DEFAULT_GROWTH_WINDOW_S),
     META_FLOOR_WINDOW_S: str(DEFAULT_FLOOR_WINDOW_S),
     META_FLOOR_FRACTION: str(DEFAULT_FLOOR_FRACTION),
+    META_FLOOR_DECAY: DEFAULT_FLOOR_DECAY,
+    META_FLOOR_PEAK: DEFAULT_FLOOR_PEAK,
     META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),
     META_MAX_REPLICA_COUNT: str(DEFAULT_MAX_REPLICA_COUNT),
     META_CAPACITY: DEFAULT_CAPACITY,

@@ -78,6 +78,15 @@ from inflight.control.keda import replicas_settled
 
 PolicyName = Literal["saturation", "qps"]
 POLICIES: Final[tuple[PolicyName, ...]] = ("saturation", "qps")
+# How the floor weighs a remembered peak (``floorDecay``): "none", its full height until it
+# leaves the window; "linear", its height x (1 - age / floorWindowSeconds).
+FloorDecay = Literal["none", "linear"]
+FLOOR_DECAYS: Final[tuple[FloorDecay, ...]] = ("none", "linear")
+# What the floor remembers at each step (``floorPeak``): "inflight", L (smoothed over the
+# scale-up window); "demand", L capped at the L the arrivals needed, their rate over the
+# scale-up window x the served requests' mean service time (:func:`service_time`).
+FloorPeak = Literal["inflight", "demand"]
+FLOOR_PEAKS: Final[tuple[FloorPeak, ...]] = ("inflight", "demand")
 
 # The seed's rule, in seed time (seconds, requests per second).
 QPS_WINDOW_S: Final = 10.0
@@ -144,6 +153,8 @@ class PolicySpec:
     # over the floor window (the module docstring).
     floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
     floor_fraction: float = names.DEFAULT_FLOOR_FRACTION
+    floor_decay: FloorDecay = names.DEFAULT_FLOOR_DECAY
+    floor_peak: FloorPeak = names.DEFAULT_FLOOR_PEAK
 
     @property
     def floor_on(self) -> bool:
@@ -260,6 +271,7 @@ def evaluate(window: Window, spec: PolicySpec, now_s: float) -> Decision:
         ready_replicas=ready_count,
         arrivals=window.arrivals_total,
         partial=window.partial,
+        ready_series=window.ready_replicas,
     )
 
 
@@ -362,6 +374,7 @@ def decide(
     ready_replicas: int | None = None,
     arrivals: Sequence[Sample] = (),
     partial: Sequence[Partial] = (),
+    ready_series: Sequence[Sample] = (),
 ) -> Decision:
     """The saturation policy: the stabilized L and the replica count HPA derives from it.
 
@@ -370,7 +383,8 @@ def decide(
     set, ``arrivals`` (the arrivals running total) pads the current L with
     :func:`growth_headroom`. A gap in the samples over ``max_sample_gap_s`` adds to
     ``partial`` (what the source found), and a partial window is answered through
-    :func:`guard`.
+    :func:`guard`. ``ready_series`` (the ready count over time) serves only the floor's
+    ``demand`` peak (:func:`service_time`).
     """
     up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
     memory_s = max(down_s + up_s, spec.floor_window_s + up_s) if spec.floor_on else down_s + up_s
@@ -410,11 +424,45 @@ def decide(
     peak = max(v for v in (padded(t) for t in taus) if v is not None)
     headroom = peak - plain_peak
     floor = 0.0
+    floor_how = ""
     if spec.floor_on:
-        remembered = [t for t in times if t >= now_s - spec.floor_window_s] + [now_s]
-        floor_peak = max(v for v in (smoothed(t) for t in remembered) if v is not None)
+        window_s = spec.floor_window_s
+        remembered = [t for t in times if t >= now_s - window_s] + [now_s]
         # A peak beyond the most replicas there can be is queue, not demand to remember.
-        floor = spec.floor_fraction * min(floor_peak, spec.max_replicas * spec.target)
+        cap = spec.max_replicas * spec.target
+        service_s = None
+        if spec.floor_peak == "demand":
+            service_s = service_time(
+                [p for p in points if p.t_s >= now_s - window_s],
+                arrivals,
+                ready_series,
+                spec.slots_per_replica,
+                now_s,
+            )
+        rate = _StepSeries(arrivals) if service_s is not None else None
+        # Arrivals over the scale-up window, or one scrape interval if that is longer (a
+        # counter scraped every 30 s moves in 30 s steps).
+        rate_s = up_s
+        if math.isfinite(spec.max_sample_gap_s):
+            rate_s = max(up_s, spec.max_sample_gap_s / SAMPLE_GAP_SCRAPES)
+        floor_peak = 0.0
+        for tau_s in remembered:
+            v = smoothed(tau_s)
+            if v is None:
+                continue
+            v = min(v, cap)
+            if rate is not None and service_s is not None and rate_s > 0:
+                a_now, a_then = rate.at(tau_s), rate.at(tau_s - rate_s)
+                if a_now is not None and a_then is not None:
+                    v = min(v, max(0.0, a_now - a_then) / rate_s * service_s)
+            if spec.floor_decay == "linear":
+                v *= max(0.0, 1.0 - (now_s - tau_s) / window_s)
+            floor_peak = max(floor_peak, v)
+        floor = spec.floor_fraction * floor_peak
+        if spec.floor_decay == "linear":
+            floor_how += ", decayed by age"
+        if service_s is not None:
+            floor_how += f", capped at arrivals x {service_s:.3g} s of service"
     value = round(max(peak, floor, 0.0), _DECIMALS)
     target = spec.target
     desired = hpa_replicas(value, spec, ready_replicas)
@@ -448,7 +496,8 @@ def decide(
     if floor > peak and value > round(current, _DECIMALS):
         reason = (
             f"floor: {spec.floor_fraction:g} x the peak of L over the last "
-            f"{spec.floor_window_s:g} s is {value:g} (now {current:g}) = {desired} x {target:g}"
+            f"{spec.floor_window_s:g} s{floor_how} is {value:g} (now {current:g}) = "
+            f"{desired} x {target:g}"
         )
     gap = _largest_gap(
         [t for t in times if t >= now_s - down_s - up_s], now_s - down_s - up_s, now_s
@@ -478,6 +527,56 @@ def decide(
         reason=reason,
     )
     return guard(decision, partial, spec)
+
+
+def service_time(
+    inflight: Sequence[Sample],
+    arrivals_total: Sequence[Sample],
+    ready: Sequence[Sample],
+    slots_per_replica: int,
+    now_s: float,
+) -> float | None:
+    """The served requests' mean service time (s) over ``inflight``'s span, or None.
+
+    Little's Law on the requests being served rather than on L: the slot-seconds they
+    held, ∫ min(L, ready × slots) dt (L alone where the ready count is unknown), divided
+    by the requests completed over the span, arrivals − (L at its end − L at its start).
+    A queue makes L high but not the slots in use, so this is the service time, not the
+    time in the queue. None when the span holds under two samples of L or of the
+    arrivals, or nothing completed. Worked example: 4 slots, 1 ready, L 10 for 100 s
+    (6 queued), 40 arrivals and L the same at both ends: 400 slot-s ÷ 40 = 10 s (L ÷
+    λ, Little's W, would say 25 s).
+    """
+    points = _in_span(inflight, -math.inf, now_s)
+    if len(points) < 2:
+        return None
+    counts = _StepSeries(arrivals_total)
+    start, end = counts.at(points[0].t_s), counts.at(points[-1].t_s)
+    if start is None or end is None:
+        return None
+    done = (end - start) - (points[-1].value - points[0].value)
+    if done <= 0:
+        return None
+    fleet = _StepSeries(ready)
+    held = 0.0
+    for p, q in pairwise(points):
+        r = fleet.at(p.t_s)
+        served = p.value if r is None else min(p.value, max(0.0, r) * slots_per_replica)
+        held += served * (q.t_s - p.t_s)
+    return held / done
+
+
+class _StepSeries:
+    """A series as a step function: the latest sample at or before a time, by bisection."""
+
+    def __init__(self, samples: Sequence[Sample]) -> None:
+        ordered = _in_span(samples, -math.inf, math.inf)
+        self._times = [s.t_s for s in ordered]
+        self._values = [s.value for s in ordered]
+
+    def at(self, t_s: float) -> float | None:
+        i = bisect.bisect_right(self._times, t_s)
+        return self._values[i - 1] if i > 0 else None
 
 
 def decide_qps(
