@@ -18,7 +18,7 @@ from typing import TextIO
 # extra -> the top-level modules its distributions provide (pyproject.toml's
 # [project.optional-dependencies]; tests/unit/test_extras.py keeps the two in step).
 EXTRAS: Mapping[str, tuple[str, ...]] = {
-    "bench": ("matplotlib", "tqdm"),
+    "bench": ("matplotlib", "openai", "tqdm"),
     "dashboards": ("grafana_foundation_sdk",),
     "sim": ("prometheus_api_client",),
     "vllm-cpu": ("tokenizers",),
