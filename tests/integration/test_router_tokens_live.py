@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from inflight import names
 from tests.integration.test_router_emulator import start_router
-from tests.support import ProcessTracker, Server, WaitTimeout, wait_for
+from tests.support import ProcessTracker, Server, WaitTimeout, start_kv_bound_emulator, wait_for
 
 MODEL = "kv-bound"
 SLOTS = 4
@@ -37,13 +37,7 @@ MODES = {
 @pytest.fixture
 def emulator(procs: ProcessTracker) -> Server:
     # time-scale 3: a pair of requests takes seconds, long enough to see who waits where
-    return procs.start_inflight(
-        ["emulator", "--host", "127.0.0.1", "--port", "{port}",
-         "--served-model-name", MODEL, "--max-num-seqs", str(SLOTS),
-         "--num-gpu-blocks", "40", "--block-size", "128", "--max-model-len", "2048",
-         "--time-scale", "3", "--startup-s", "0"],
-        name="emulator",
-    )  # fmt: skip
+    return start_kv_bound_emulator(procs, model=MODEL, slots=SLOTS, time_scale=3)
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

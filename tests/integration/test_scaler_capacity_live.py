@@ -27,7 +27,7 @@ from inflight.prom import PrometheusServer
 from tests.conftest import PrometheusFactory
 from tests.integration.test_router_emulator import start_router
 from tests.integration.test_scaler_prometheus import Scaler
-from tests.support import ProcessTracker, Server, wait_for
+from tests.support import ProcessTracker, Server, start_kv_bound_emulator, wait_for
 
 MODEL = "kv-bound"
 SLOTS = 4
@@ -40,13 +40,7 @@ SOURCES = {
 
 @pytest.fixture
 def emulator(procs: ProcessTracker) -> Server:
-    return procs.start_inflight(
-        ["emulator", "--host", "127.0.0.1", "--port", "{port}",
-         "--served-model-name", MODEL, "--max-num-seqs", str(SLOTS),
-         "--num-gpu-blocks", "40", "--block-size", "128", "--max-model-len", "2048",
-         "--time-scale", "20", "--startup-s", "0"],
-        name="emulator",
-    )  # fmt: skip
+    return start_kv_bound_emulator(procs, model=MODEL, slots=SLOTS, time_scale=20)
 
 
 def _send(url: str, errors: list[BaseException]) -> None:
@@ -57,6 +51,23 @@ def _send(url: str, errors: list[BaseException]) -> None:
         pass  # the emulator stopped at teardown with the request in flight
     except BaseException as exc:  # pragma: no cover - reported by the test
         errors.append(exc)
+
+
+def _send_four(url: str) -> list[BaseException]:
+    """The four KV-bound requests, each on its own thread; the list their errors go to."""
+    errors: list[BaseException] = []
+    for _ in range(4):
+        threading.Thread(target=_send, args=(url, errors), daemon=True).start()
+    return errors
+
+
+def _start_scaler(procs: ProcessTracker, prometheus: PrometheusServer) -> Scaler:
+    server = procs.start_inflight(
+        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
+         "--prometheus-url", prometheus.url],
+        name="scaler", ready_path="/health",
+    )  # fmt: skip
+    return Scaler(server, server.ports["grpc"])
 
 
 def _instant(prometheus: PrometheusServer, query: str) -> float | None:
@@ -77,15 +88,8 @@ def test_auto_asks_for_a_second_replica_where_requests_asks_for_one(
         jobs["router"] = [router.url.removeprefix("http://")]
         entry = router.url
     prometheus = prometheus_factory(jobs=jobs, scrape_interval_s=0.5)
-    server = procs.start_inflight(
-        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
-         "--prometheus-url", prometheus.url],
-        name="scaler", ready_path="/health",
-    )  # fmt: skip
-    scaler = Scaler(server, server.ports["grpc"])
-    errors: list[BaseException] = []
-    for _ in range(4):
-        threading.Thread(target=_send, args=(entry, errors), daemon=True).start()
+    scaler = _start_scaler(procs, prometheus)
+    errors = _send_four(entry)
     try:
         waiting = names.promql(names.PROMQL_KV_WAITING)
         wait_for(
@@ -132,15 +136,8 @@ def test_with_token_admission_the_kv_dimension_reads_the_routers_demand(
     jobs = {"vllm": [emulator.url.removeprefix("http://")]}
     jobs["router"] = [router.url.removeprefix("http://")]
     prometheus = prometheus_factory(jobs=jobs, scrape_interval_s=0.5)
-    server = procs.start_inflight(
-        ["scaler", "--grpc-port", "0", "--metrics-port", "{port}",
-         "--prometheus-url", prometheus.url],
-        name="scaler", ready_path="/health",
-    )  # fmt: skip
-    scaler = Scaler(server, server.ports["grpc"])
-    errors: list[BaseException] = []
-    for _ in range(4):
-        threading.Thread(target=_send, args=(router.url, errors), daemon=True).start()
+    scaler = _start_scaler(procs, prometheus)
+    errors = _send_four(router.url)
     try:
         wait_for(
             lambda: (
