@@ -14,7 +14,8 @@ these measure one part each, on this machine, and print figures (none asserts on
 * ``emulator.py`` – the emulator's measured throughput against its model, and its CPU;
 * ``scaler.py`` – GetMetrics latency against a real Prometheus.
 
-Shared parts: ``procs.py`` (the processes a run starts, stopped by PID), ``upstream.py``
+Shared parts: ``procs.py`` (the processes a run starts, stopped by PID), ``proxies.py``
+(the proxies ``router.py`` and ``ab.py`` start side by side), ``upstream.py``
 (a lean synthetic upstream), ``nginx.py`` and ``wrk.py`` (Debian's nginx and wrk),
 ``load.py`` (the asyncio load generators). ``cli.py`` holds the flags.
 """

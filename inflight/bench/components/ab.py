@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -40,8 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inflight.bench.components.load import streams
-from inflight.bench.components.nginx import start_nginx_proxy, start_nginx_static
-from inflight.bench.components.procs import INFLIGHT, Stack, start_vllm_router
+from inflight.bench.components.nginx import start_nginx_static
+from inflight.bench.components.procs import INFLIGHT, Stack
+from inflight.bench.components.proxies import Start, started_proxies
 from inflight.bench.components.upstream import start_upstream
 from inflight.bench.components.wrk import run_wrk
 from inflight.procs import ManagedProcess
@@ -112,31 +114,15 @@ def start_tree_router(stack: Stack, tree: Tree, upstreams: list[str]) -> tuple[s
     )  # fmt: skip
 
 
-@contextlib.contextmanager
 def targets(
     stack: Stack, trees: list[Tree], upstreams: list[str], vllm_router_bin: str | None,
     nginx: bool,
-) -> Iterator[dict[str, str]]:  # fmt: skip
+) -> contextlib.AbstractContextManager[dict[str, str]]:  # fmt: skip
     """Every target started side by side in front of ``upstreams``: {name: url}."""
-    started: list[ManagedProcess] = []
-    urls = {"direct": upstreams[0]}
-    try:
-        for tree in trees:
-            url, proc = start_tree_router(stack, tree, upstreams)
-            urls[tree.label] = url
-            started.append(proc)
-        if nginx:
-            url, proc = start_nginx_proxy(stack, upstreams)
-            urls["nginx"] = url
-            started.append(proc)
-        if vllm_router_bin:
-            url, proc = start_vllm_router(stack, vllm_router_bin, upstreams)
-            urls["vllm-router"] = url
-            started.append(proc)
-        yield urls
-    finally:
-        for proc in started:
-            stack.stop(proc)
+    ours: list[tuple[str, Start]] = [
+        (tree.label, functools.partial(start_tree_router, stack, tree, upstreams)) for tree in trees
+    ]
+    return started_proxies(stack, upstreams, ours, nginx, vllm_router_bin)
 
 
 Measure = Callable[[str], dict[str, float]]

@@ -39,21 +39,20 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from inflight.bench.components.load import closed_loop, streams
-from inflight.bench.components.nginx import nginx_binary, start_nginx_proxy, start_nginx_static
+from inflight.bench.components.nginx import nginx_binary, start_nginx_static
 from inflight.bench.components.procs import (
     Stack,
     start_emulators,
     start_inflight,
-    start_vllm_router,
 )
+from inflight.bench.components.proxies import Start, started_proxies
 from inflight.bench.components.upstream import start_upstream
 from inflight.bench.components.wrk import run_wrk
-from inflight.procs import ManagedProcess
 
 Results = dict[str, dict[str, float]]
 #: (--scenarios key, name in the JSON); run in this order.
@@ -76,31 +75,16 @@ class Options:
     balance_requests: int
 
 
-@contextlib.contextmanager
-def proxies(stack: Stack, opts: Options, upstreams: list[str]) -> Iterator[dict[str, str]]:
+def proxies(
+    stack: Stack, opts: Options, upstreams: list[str]
+) -> contextlib.AbstractContextManager[dict[str, str]]:
     """Start every peer in front of ``upstreams``; yield {name: url}; stop them."""
-    started: list[ManagedProcess] = []
-    urls = {"direct": upstreams[0]}
-    try:
-        url, proc = start_inflight(stack, upstreams)
-        urls["inflight"] = url
-        started.append(proc)
-        if opts.aiohttp_peer:
-            url, proc = start_inflight(stack, upstreams, client="aiohttp")
-            urls["inflight/aiohttp"] = url
-            started.append(proc)
-        if opts.nginx:
-            url, proc = start_nginx_proxy(stack, upstreams)
-            urls["nginx"] = url
-            started.append(proc)
-        if opts.vllm_router_bin:
-            url, proc = start_vllm_router(stack, opts.vllm_router_bin, upstreams)
-            urls["vllm-router"] = url
-            started.append(proc)
-        yield urls
-    finally:
-        for proc in started:
-            stack.stop(proc)
+    ours: list[tuple[str, Start]] = [("inflight", lambda: start_inflight(stack, upstreams))]
+    if opts.aiohttp_peer:
+        ours.append(
+            ("inflight/aiohttp", lambda: start_inflight(stack, upstreams, client="aiohttp"))
+        )
+    return started_proxies(stack, upstreams, ours, opts.nginx, opts.vllm_router_bin)
 
 
 def scenario_capacity(stack: Stack, opts: Options) -> Results:
