@@ -71,10 +71,19 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """``/metrics`` as sample name → [(labels, value)]."""
+def scrape(
+    url: str, only: frozenset[str] | None = None
+) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """``/metrics`` as sample name → [(labels, value)]; with ``only``, just those samples
+    (the other lines are not parsed: vLLM's page is mostly histograms, and a full parse
+    while streams run delays the burst's samples past short requests)."""
     with urllib.request.urlopen(url + "/metrics", timeout=10.0) as resp:
         text = resp.read().decode()
+    if only is not None:
+        text = "\n".join(
+            line for line in text.splitlines() if line.partition("{")[0].split(" ")[0] in only
+        )
+        text += "\n"
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -187,12 +196,23 @@ async def closed_loop(url: str, model: str, requests: Seq[Request], seed: int) -
     return out
 
 
+_BURST_SAMPLES = frozenset(
+    {
+        names.VLLM_RUNNING,
+        names.VLLM_WAITING,
+        names.VLLM_PREEMPTIONS,
+        names.VLLM_KV_CACHE_USAGE,
+        names.VLLM_REQUEST_SUCCESS,
+    }
+)
+
+
 async def burst(
     url: str, model: str, requests: Seq[Request], every_s: float, seed: int
 ) -> tuple[list[Done], list[TracePoint]]:
     """All ``requests`` at once; the engine's scrape every ``every_s`` until they finished."""
     points: list[TracePoint] = []
-    base = scrape(url)
+    base = scrape(url, _BURST_SAMPLES)
     finished0 = total(base, names.VLLM_REQUEST_SUCCESS)
     preempt0 = total(base, names.VLLM_PREEMPTIONS)
     async with _session() as s:
@@ -203,7 +223,7 @@ async def burst(
         ]
         while True:
             now = time.monotonic() - t0
-            m = await asyncio.to_thread(scrape, url)
+            m = await asyncio.to_thread(scrape, url, _BURST_SAMPLES)
             points.append(
                 TracePoint(
                     now,
