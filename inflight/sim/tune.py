@@ -22,8 +22,13 @@ The search, and why it is not a full grid:
   those whose worst-seed attainment meets the goal; ties go to the higher target (fewer
   replicas at rest), then to the shorter windows.
 
-Monotonicity is an assumption of the bisection, not a fact: every judged candidate is
-kept in :attr:`TuneResult.judged`, so a user can see the points around the answer.
+Monotonicity is an assumption of the bisection, not a fact (a KV cache that binds breaks
+it: a lower target can buy replicas that start too late and cost without serving). So the
+bisection's answer is checked: every target on the answer's line (its other knobs) is
+judged, the cheapest meeting candidate among all judged is the answer, and each pair on a
+line where a cheaper target meets and a costlier one misses is reported
+(:attr:`TuneResult.crossings`). ``search="grid"`` judges every target of every combination.
+Every judged candidate is kept in :attr:`TuneResult.judged`.
 """
 
 from __future__ import annotations
@@ -148,6 +153,13 @@ class TuneResult:
     attainment_goal: float
     best: Judged | None
     judged: tuple[Judged, ...] = field(default=())
+    # (meets, misses): same knobs but the target, the first's target higher (cheaper)
+    crossings: tuple[tuple[Candidate, Candidate], ...] = field(default=())
+    search: str = "bisect"
+
+
+#: ``tune``'s searches: bisection over the targets (checked on the answer's line), or all.
+SEARCHES: tuple[str, ...] = ("bisect", "grid")
 
 
 Judge = Callable[[Candidate, int], Verdict]
@@ -175,10 +187,13 @@ def tune(
     attainment: float,
     seeds: Sequence[int],
     map_fn: Mapper | None = None,
+    search: str = "bisect",
 ) -> TuneResult:
     """The cheapest candidate of ``space`` whose worst seed meets ``attainment`` (0–1)."""
     if not 0 < attainment <= 1:
         raise ValueError(f"--attainment must be in (0, 1], got {attainment:g}")
+    if search not in SEARCHES:
+        raise ValueError(f"--search must be one of {', '.join(SEARCHES)}, got {search!r}")
     if len(seeds) < 1:
         raise ValueError("tune: at least one seed is needed")
     run_map = map_fn or _serial_map
@@ -202,10 +217,26 @@ def tune(
             space.floor_fractions,
         )
     )
+
     # Bisection per combination, all combinations advancing together so each round's runs
     # can go to the mapper at once: lo = highest index known to fail (or -1), hi = lowest
     # index known to meet (or len): the answer lies in (lo, hi].
-    bounds = {combo: (-1, len(targets)) for combo in others}
+    def line(combo: tuple[float, float, float, float, float]) -> list[Candidate]:
+        down, growth, up, act, floor = combo
+        return [Candidate(t, down, growth, up, act, floor, space.floor_window_s) for t in targets]
+
+    def knobs(c: Candidate) -> tuple[float, float, float, float, float]:
+        return (
+            c.scale_down_window_s,
+            c.growth_horizon_s,
+            c.scale_up_window_s,
+            c.activation_inflight,
+            c.floor_fraction,
+        )
+
+    if search == "grid":
+        judge_all([c for combo in others for c in line(combo)])
+    bounds = {combo: (-1, len(targets)) for combo in others if search == "bisect"}
     while True:
         probes: dict[tuple[float, float, float, float, float], int] = {}
         for combo, (lo, hi) in bounds.items():
@@ -223,16 +254,36 @@ def tune(
                 bounds[combo] = (lo, probes[combo])
             else:
                 bounds[combo] = (probes[combo], hi)
-    meeting = [j for j in cache.values() if j.meets(attainment)]
-    best = min(
-        meeting,
-        key=lambda j: (
-            j.replica_seconds_ratio,
-            -j.candidate.target_saturation,
-            j.candidate.scale_down_window_s,
-            j.candidate.growth_horizon_s,
-            j.candidate.floor_fraction,
-        ),
-        default=None,
+
+    def cheapest() -> Judged | None:
+        return min(
+            (j for j in cache.values() if j.meets(attainment)),
+            key=lambda j: (
+                j.replica_seconds_ratio,
+                -j.candidate.target_saturation,
+                j.candidate.scale_down_window_s,
+                j.candidate.growth_horizon_s,
+                j.candidate.floor_fraction,
+            ),
+            default=None,
+        )
+
+    best = cheapest()
+    if best is not None and search == "bisect":
+        # the check: every target on the answer's line; a better one there is the answer
+        judge_all(line(knobs(best.candidate)))
+        best = cheapest()
+    crossings = []
+    for combo in others:
+        on_line = [cache[c] for c in line(combo) if c in cache]  # cheapest (highest) first
+        for i, hi_t in enumerate(on_line):
+            for lo_t in on_line[i + 1 :]:
+                if hi_t.meets(attainment) and not lo_t.meets(attainment):
+                    crossings.append((hi_t.candidate, lo_t.candidate))
+    return TuneResult(
+        attainment,
+        best,
+        tuple(sorted(cache.values(), key=lambda j: j.candidate)),
+        tuple(crossings),
+        search,
     )
-    return TuneResult(attainment, best, tuple(sorted(cache.values(), key=lambda j: j.candidate)))

@@ -70,7 +70,15 @@ from inflight.sim.cli import (
     simulate_plan,
 )
 from inflight.sim.core import SimConfig, policy_names
-from inflight.sim.tune import Candidate, Judged, SearchSpace, TuneResult, Verdict, tune
+from inflight.sim.tune import (
+    SEARCHES,
+    Candidate,
+    Judged,
+    SearchSpace,
+    TuneResult,
+    Verdict,
+    tune,
+)
 from inflight.workload.plan import OpenLoopPlan
 from inflight.workload.trace import TraceError
 
@@ -120,6 +128,7 @@ TUNE_KEYS = (
     "seeds",
     "out",
     "jobs",
+    "search",
     "targets",
     "down_windows_s",
     "growth_horizons_s",
@@ -453,6 +462,8 @@ def _tune(a: argparse.Namespace) -> int:
         raise UsageError(f"--attainment: must be in (0, 1], got {goal:g}")
     if a.jobs < 1:
         raise UsageError(f"--jobs: must be >= 1, got {a.jobs}")
+    if a.search not in SEARCHES:
+        raise UsageError(f"--search: must be one of {', '.join(SEARCHES)}, got {a.search!r}")
     out: Path | None = a.out
     if out is not None and out.exists():
         raise UsageError(f"--out: {out} exists; results are never overwritten: choose a new name")
@@ -495,7 +506,9 @@ def _tune(a: argparse.Namespace) -> int:
             return 1
         baseline_rs = tuple((s, rs) for s, (_, rs) in zip(seeds, base, strict=True))
         ctx = JudgeContext(flags, start, baseline_rs)
-        result = tune(functools.partial(judge, ctx), space, goal, seeds, map_fn=run.map)
+        result = tune(
+            functools.partial(judge, ctx), space, goal, seeds, map_fn=run.map, search=a.search
+        )
         if result.best is None:
             return _no_answer(result)
         peer_figs = run.map(_policy_job, [(flags, p, s) for p in peers for s in seeds])
@@ -535,6 +548,8 @@ def _tune(a: argparse.Namespace) -> int:
         f"replica-seconds {best.replica_seconds_ratio:.3f} of {fixed.name}'s (worst seed)\n"
     )
     print(f"Simulated stack: {stack_line(a, stack)}\n")
+    if result.crossings:
+        print(crossings_note(result) + "\n")
     print(table)
     if held_out:
         print("Held out (not seen by the search; means over the held-out seeds):\n")
@@ -577,6 +592,10 @@ def _tune(a: argparse.Namespace) -> int:
                 for h in held
             ],
             "simulations": total,
+            "search": result.search,
+            "crossings": [
+                {"meets": hi.metadata(), "misses": lo.metadata()} for hi, lo in result.crossings
+            ],
             "judged": [_judged_json(j, seeds, goal) for j in result.judged],
         }
         try:
@@ -585,6 +604,23 @@ def _tune(a: argparse.Namespace) -> int:
             raise UsageError(f"--out: {exc}") from None
         print(f"inflight sim tune: wrote {out}", file=sys.stderr)
     return 0
+
+
+def crossings_note(result: TuneResult) -> str:
+    """What the search saw where attainment was not monotone in targetSaturation."""
+    hi, lo = result.crossings[0]
+    where = "on the answer's line" if result.search == "bisect" else "in the grid"
+    more = (
+        "; --search grid judges every target of every combination"
+        if result.search == "bisect"
+        else ""
+    )
+    return (
+        f"Note: SLO attainment was not monotone in targetSaturation {where} "
+        f"({len(result.crossings)} pair(s); e.g. {hi.target_saturation:g} meets the goal and "
+        f"{lo.target_saturation:g} misses it, other knobs equal): the bisection's assumption "
+        f"does not hold on this traffic{more}."
+    )
 
 
 def _no_answer(result: TuneResult) -> int:
@@ -623,6 +659,12 @@ def register(sub: Any) -> None:
         type=int,
         default=DEFAULT_JOBS,
         help=f"simulations run in parallel processes (default {DEFAULT_JOBS})",
+    )
+    p.add_argument(
+        "--search",
+        default="bisect",
+        help="bisect: bisection over the targets, then every target on the answer's line "
+        "(default); grid: every target of every combination (about 3x the runs)",
     )
     g = p.add_argument_group("search space (default: inflight.sim.tune.SearchSpace.for_startup)")
     g.add_argument("--targets", help="targetSaturation values, e.g. 1,0.9,0.8")

@@ -92,3 +92,45 @@ def test_default_space_follows_start_up_and_scale_to_zero() -> None:
     assert SearchSpace.for_startup(100.0, 3).growth_horizons_s == (0.0, 100.0, 160.0)
     assert SearchSpace.for_startup(100.0, 3).activations == (0.0,)
     assert SearchSpace.for_startup(30.0, 0).activations == (0.0, 1.0)
+
+
+def kv_bound(c: Candidate, seed: int) -> Verdict:
+    """Not monotone in the target: 0.95 and 0.9 meet 0.95, 0.85-0.7 miss (replicas that
+    start late under a binding cache cost without serving), 0.65 and lower meet again.
+    Cost falls as the target rises."""
+    t = c.target_saturation
+    att = 0.96 if t >= 0.9 or t <= 0.65 else 0.90
+    att = 0.80 if t > 0.95 else att
+    return Verdict(att, 0.5 / t + 0.05 * (c.scale_down_window_s / 60 - 1))
+
+
+def test_the_bisection_is_checked_on_the_answers_line_and_says_where_it_was_fooled() -> None:
+    space = SearchSpace(down_windows_s=(60.0,))
+    # Bisection alone probes the middle (0.75: misses), then ever lower targets: it would
+    # settle on 0.65. The line check judges every target and finds the cheaper 0.95.
+    result = tune(kv_bound, space, 0.95, seeds=[1])
+    assert result.best is not None
+    assert result.best.candidate.target_saturation == 0.95
+    assert result.search == "bisect"
+    pairs = {(hi.target_saturation, lo.target_saturation) for hi, lo in result.crossings}
+    assert (0.95, 0.85) in pairs and (0.9, 0.7) in pairs
+    assert all(hi.target_saturation > lo.target_saturation for hi, lo in result.crossings)
+
+
+def test_grid_judges_every_target_of_every_combination() -> None:
+    space = SearchSpace(down_windows_s=(60.0, 120.0))
+    result = tune(kv_bound, space, 0.95, seeds=[1, 2], search="grid")
+    assert len(result.judged) == len(space.targets) * 2
+    assert result.best is not None
+    assert result.best.candidate == Candidate(0.95, 60.0, 0.0)
+    assert result.search == "grid"
+
+
+def test_a_monotone_surface_reports_no_crossing() -> None:
+    result = tune(surface, SearchSpace(), 0.95, seeds=[1, 2])
+    assert result.crossings == ()
+
+
+def test_an_unknown_search_is_named() -> None:
+    with pytest.raises(ValueError, match="--search must be one of bisect, grid, got 'newton'"):
+        tune(surface, SearchSpace(), 0.95, seeds=[1], search="newton")

@@ -131,6 +131,7 @@ def test_the_json_has_the_keys(tuned: Tuned) -> None:
                 "seeds", "workload", "judged"):  # fmt: skip
         assert key in body, key
     assert body["goal"] == GOAL and body["seeds"] == list(SEEDS)
+    assert body["search"] == "bisect" and isinstance(body["crossings"], list)
     assert body["workload"]["arrivals"] == "poisson:0:1,200:3,400:1"
     assert body["workload"]["max_replicas"] == MAX_REPLICAS
     for figures in body["peers"].values():
@@ -187,6 +188,7 @@ def test_no_setting_meeting_the_goal_names_the_best_attainment(
         (["--targets", "0.8,1.5"], "--targets"),
         (["--down-windows-s", "sixty"], "--down-windows-s"),
         (["--max-replicas", "0"], "--max-replicas"),
+        (["--search", "newton"], "--search"),
     ],
 )
 def test_bad_flags_are_named(
@@ -226,3 +228,16 @@ def test_the_judge_pickles_for_the_process_pool() -> None:
     verdict = fn(Candidate(0.5, 60.0, 0.0), 1)
     assert isinstance(verdict, Verdict)
     assert 0 < verdict.replica_seconds_ratio <= 1.0 and 0 <= verdict.slo_attainment <= 1.0
+
+
+def test_search_grid_judges_every_target_of_every_combination(tmp_path: Path) -> None:
+    out = tmp_path / "grid.json"
+    args = ["sim", "tune", *WORKLOAD, "--targets", "1,0.75", "--down-windows-s", "60",
+            "--growth-horizons-s", "0,30", "--seeds", "1", "--search", "grid",
+            "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    body = json.loads(out.read_text())
+    assert body["search"] == "grid"
+    judged = {(j["metadata"]["targetSaturation"], j["metadata"]["growthHorizonSeconds"])
+              for j in body["judged"]}  # fmt: skip
+    assert judged == {("1", "0"), ("1", "30"), ("0.75", "0"), ("0.75", "30")}
