@@ -184,9 +184,19 @@ class PrometheusSource:
             raise SourceError(f"Prometheus at {self.base_url} is unreachable: {exc}") from exc
         finally:
             self.metrics.query_duration.observe(time.perf_counter() - began)
-        payload = _decode(body, status, self.base_url)
-        window = window_from_matrix(payload, query, start_s, end_s)
-        return Observed(window=window, end_s=end_s, kv=kv_from_matrix(payload))
+        return observed_from_matrix(_decode(body, status, self.base_url), query, start_s, end_s)
+
+
+def observed_from_matrix(
+    data: dict[str, Any], query: RangeQuery, start_s: float, end_s: float
+) -> Observed:
+    """What the source observed from the range query's answer over ``[start_s, end_s]``:
+    the policy's window (:func:`window_from_matrix`; SourceError and SourceEmpty as it
+    raises them) and the KV series (:func:`kv_from_matrix`). Pure: the simulator
+    (``inflight/sim/scaler.py``) calls it on its simulated scrapes' matrix, as this
+    source does on Prometheus' answer."""
+    window = window_from_matrix(data, query, start_s, end_s)
+    return Observed(window=window, end_s=end_s, kv=kv_from_matrix(data))
 
 
 def kv_from_matrix(data: dict[str, Any]) -> KvWindow:

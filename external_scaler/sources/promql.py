@@ -162,9 +162,7 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
                 (names.promql(PROMQL_TOK_QUEUED, sel), SIGNAL_TOK_QUEUED),
                 (names.promql(PROMQL_TOK_CAPACITY, sel), SIGNAL_TOK_CAPACITY),
             ]
-    expr = " or ".join(
-        f'label_replace({e}, "{SIGNAL_LABEL}", "{signal}", "", "")' for e, signal in parts
-    )
+    expr = " or ".join(f'label_replace({e}, {_tag(signal)}, "", "")' for e, signal in parts)
     return RangeQuery(
         expr=expr,
         lookback_s=spec.policy.lookback_s,
@@ -172,3 +170,14 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
         max_sample_age_s=MAX_SAMPLE_AGE_SCRAPES * spec.scrape_interval_s,
         partial_span_s=spec.policy.decision_span_s,
     )
+
+
+def _tag(signal: str) -> str:
+    """The ``label_replace`` arguments that put ``signal`` on a part's series."""
+    return f'"{SIGNAL_LABEL}", "{signal}"'
+
+
+def asks(query: RangeQuery, signal: str) -> bool:
+    """Whether the range query has the series labelled ``signal`` (read from the text
+    :func:`range_query` writes; the simulator answers only the series a query asks)."""
+    return _tag(signal) in query.expr

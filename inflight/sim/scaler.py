@@ -3,14 +3,15 @@
 Live, KEDA (``inflight.planes.scaler_client``) calls the scaler over gRPC; its servicer parses
 the trigger metadata (``external_scaler.metadata.parse_metadata``), asks Prometheus for the
 range query (``external_scaler.sources.promql.range_query``, bounds aligned to the step by
-``RangeQuery.bounds``), builds the window (``window_from_matrix``) and vLLM's KV series
-(``kv_from_matrix``) and decides (``external_scaler.decide.decide``: saturation as the
-maximum over request slots and KV tokens under ``capacity`` ``auto``, then
-``inflight.control.policy.evaluate``) at the aligned end. :class:`SimScaler` does exactly
-that on the simulated scrapes (``inflight.sim.scrapes``, whose replicas expose their
-engines' KV state and whose router its token demand), and maps a refusal (SourceError,
-NoSamples: gRPC UNAVAILABLE live) to ``ScalerUnavailable``, as the gRPC client does, so
-``inflight.planes.autoscaler.Autoscaler`` sees the same answers it sees live.
+``RangeQuery.bounds``), builds the window and vLLM's KV series from its answer
+(``external_scaler.sources.prometheus.observed_from_matrix``) and decides
+(``external_scaler.decide.decide``: saturation as the maximum over request slots and KV
+tokens under ``capacity`` ``auto``, then ``inflight.control.policy.evaluate``) at the
+aligned end. :class:`SimScaler` does exactly that on the simulated scrapes
+(``inflight.sim.scrapes``, whose replicas expose their engines' KV state and whose router
+its token demand), and maps a refusal (SourceError, NoSamples: gRPC UNAVAILABLE live) to
+``ScalerUnavailable``, as the gRPC client does, so ``inflight.planes.autoscaler.Autoscaler``
+sees the same answers it sees live.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from collections.abc import Callable, Mapping
 from external_scaler.decide import decide
 from external_scaler.errors import SourceError
 from external_scaler.metadata import ScalerSpec, parse_metadata
-from external_scaler.sources import Observed
-from external_scaler.sources.prometheus import kv_from_matrix, window_from_matrix
+from external_scaler.sources.prometheus import observed_from_matrix
 from external_scaler.sources.promql import range_query
 from inflight.control.capacity import Dimension
 from inflight.control.policy import Decision, NoSamples
@@ -52,8 +52,7 @@ class SimScaler:
         else:
             try:
                 data = self.scrapes.matrix(self.query, start_s, end_s)
-                window = window_from_matrix(data, self.query, start_s, end_s)
-                decided = decide(self.spec, Observed(window, end_s, kv_from_matrix(data)))
+                decided = decide(self.spec, observed_from_matrix(data, self.query, start_s, end_s))
                 answer = decided.decision
                 self.decisions.append(answer)
                 self.bindings.append(decided.dimension)

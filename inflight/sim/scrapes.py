@@ -75,6 +75,7 @@ from external_scaler.sources.promql import (
     SIGNAL_TOK_INFLIGHT,
     SIGNAL_TOK_QUEUED,
     RangeQuery,
+    asks,
 )
 from inflight import names
 from router.dispatch import Dispatcher
@@ -289,9 +290,10 @@ class Scrapes:
                     result.append({"metric": labels, "values": values})
         if sampled:
             result.append({"metric": {SIGNAL_LABEL: SIGNAL_SAMPLED}, "values": sampled})
-        if _asks_kv(query):
+        # the KV series: the query has them when the trigger's ``capacity`` is auto
+        if asks(query, SIGNAL_KV_USAGE):
             result.extend(self._kv_matrix(query, start_s, steps))
-        if _asks(query, SIGNAL_TOK_INFLIGHT):
+        if asks(query, SIGNAL_TOK_INFLIGHT):
             result.extend(self._tok_matrix(query, start_s, steps))
         return {"resultType": "matrix", "result": result}
 
@@ -374,17 +376,6 @@ def router_tokens(dispatcher: Dispatcher) -> dict[str, float]:
         TOK_QUEUED: float(dispatcher.queued_tokens),
         TOK_CAPACITY: sum(known) / len(known) if known else math.nan,
     }
-
-
-def _asks(query: RangeQuery, signal: str) -> bool:
-    """Whether the range query has the series labelled ``signal``."""
-    return f'"{SIGNAL_LABEL}", "{signal}"' in query.expr
-
-
-def _asks_kv(query: RangeQuery) -> bool:
-    """Whether the range query has the KV series (``external_scaler.sources.promql``
-    adds them, each under its ``signal`` label, when the trigger's ``capacity`` is auto)."""
-    return f'"{SIGNAL_LABEL}", "{SIGNAL_KV_USAGE}"' in query.expr
 
 
 def _extrapolated_rate(
