@@ -41,6 +41,9 @@ CLASS_OUTCOMES: Final = ("held", "late", "too_long", "shed")
 ROUTER_ENDPOINT_INFLIGHT_TOKENS: Final = "router_endpoint_inflight_tokens"
 ROUTER_ENDPOINT_KV_TOKENS: Final = "router_endpoint_kv_tokens"
 ROUTER_QUEUED_TOKENS: Final = "router_queued_tokens"
+# counter: reads of an endpoint's KV capacity (--discover-kv-tokens: on add and each round)
+# that gave none; alert on its increase (router/kv_discovery.py says what then applies).
+ROUTER_KV_READ_FAILURES: Final = "router_kv_capacity_read_failures_total"
 # A router with several model pools (router/models.py) labels every series above with the
 # pool's model; a single-pool router has no such label. Sums over it give the router's whole.
 ROUTER_MODEL_LABEL: Final = "model"
@@ -67,6 +70,7 @@ ROUTER_METRICS: Final[dict[str, str]] = {
     ROUTER_ENDPOINT_INFLIGHT_TOKENS: "gauge",
     ROUTER_ENDPOINT_KV_TOKENS: "gauge",
     ROUTER_QUEUED_TOKENS: "gauge",
+    ROUTER_KV_READ_FAILURES: "counter",
 }
 
 # --- Scaler (Prometheus text at GET /metrics on the scaler's --metrics-port) -----------

@@ -58,10 +58,15 @@ def serve(config: RouterSettings) -> int:
     from router.tokens import TokenDemand
 
     logs.configure(config.log_level)
+    added_reads = None
+    if config.discover_kv_tokens:  # an endpoint's capacity is read as it is added
+        from router.kv_discovery import AddedReads
+
+        added_reads = AddedReads()
 
     def make_dispatcher() -> Dispatcher:
         """A pool's dispatcher (the router's, or each model pool's)."""
-        return Dispatcher(
+        made = Dispatcher(
             Pool(config.slots_per_endpoint, dispatch=config.dispatch),
             hold_when_full=config.hold_when_full,
             max_queue=config.max_queue,
@@ -75,6 +80,9 @@ def serve(config: RouterSettings) -> int:
                 else None
             ),
         )
+        if added_reads is not None:
+            added_reads.watch(made)
+        return made
 
     dispatcher = make_dispatcher()
     background: list[Background] = []
@@ -143,6 +151,7 @@ def serve(config: RouterSettings) -> int:
                 interval_s=config.discover_interval_s,
                 timeout_s=config.health_timeout_s,
                 fixed_len=bool(config.max_model_len),
+                added=added_reads,
             )
         )
     app = RouterApp(

@@ -180,6 +180,10 @@ class Dispatcher:
         self._kv_found: dict[str, int] = {}  # discovered capacity, by endpoint URL
         self._kv_block: dict[str, int] = {}  # discovered block size, by endpoint URL
         self._tokens: dict[str, int] = {}  # tokens in flight, by endpoint URL
+        # Endpoints added whose capacity is being read (router.kv_discovery's on-add read).
+        self._kv_unread: set[str] = set()
+        # Reads of an endpoint's capacity that gave none (router_kv_capacity_read_failures).
+        self.kv_read_failures = 0
         self.queued_tokens = 0  # the demand of the requests held here
 
     @property
@@ -211,12 +215,30 @@ class Dispatcher:
     def kv_capacity(self, url: str) -> int | None:
         """An endpoint's capacity in KV tokens: discovered, else configured; None: unknown
         (bounded by slots only)."""
+        if url in self._kv_unread:
+            return None
         return self._kv_found.get(url, self.kv_tokens)
+
+    def mark_kv_unread(self, url: str) -> None:
+        """``url`` was just added and its capacity is being read (router.kv_discovery): until
+        :meth:`set_kv_capacity` it takes one request at a time (a capacity of one token, so
+        only an empty endpoint fits a request, as one larger than any cache, see
+        :meth:`fits`; requests of demand 0 are not bound) and states none
+        (:meth:`kv_capacity` is None). Not on the per-request path: called on add."""
+        self._kv_unread.add(url)
+        self._kv_found[url] = 1
+        self._kv_block.pop(url, None)
+
+    def kv_unread(self, url: str) -> bool:
+        """Whether ``url``'s capacity is still being read (:meth:`mark_kv_unread`)."""
+        return url in self._kv_unread
 
     def set_kv_capacity(self, url: str, tokens: int | None, block_size: int | None = None) -> None:
         """Discovery read an endpoint's capacity (None: it no longer says) and, where it
         says, its block size (a request's demand there is then charged in whole blocks);
-        held requests that now fit are dispatched."""
+        held requests that now fit are dispatched. It ends an on-add read
+        (:meth:`mark_kv_unread`): None then falls back to ``--kv-tokens``, else slots."""
+        self._kv_unread.discard(url)
         if tokens is None:
             self._kv_found.pop(url, None)
             self._kv_block.pop(url, None)

@@ -142,6 +142,14 @@ class _StateCollector(Collector):
             "(token admission; 0 without).",
             value=d.queued_tokens,
         )
+        yield CounterMetricFamily(
+            names.ROUTER_KV_READ_FAILURES,
+            "Reads of an endpoint's KV capacity (--discover-kv-tokens: on add and every "
+            "--discover-interval-s) that gave none: /metrics failed, timed out or stated no "
+            "vllm:cache_config_info. An endpoint never read is admitted on --kv-tokens, "
+            "else slots only.",
+            value=d.kv_read_failures,
+        )
         states = GaugeMetricFamily(
             names.ROUTER_ENDPOINTS, "Endpoints the router knows, by state.", labels=["state"]
         )

@@ -106,6 +106,9 @@ class Pool:
         self.dispatch = dispatch
         self._rng = rng or random.Random()
         self._endpoints: dict[str, Endpoint] = {}
+        # Told the URLs each set_endpoints added, before it returns (so before the caller
+        # pumps held requests): router.kv_discovery reads their KV capacity at once.
+        self.on_added: Callable[[list[str]], None] | None = None
 
     # --- discovery -------------------------------------------------------------------
     def set_endpoints(self, urls: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -127,6 +130,8 @@ class Pool:
                 removed.append(url)
             if ep.state == DRAINING and ep.inflight == 0:
                 self._forget(ep)
+        if added and self.on_added is not None:
+            self.on_added(added)
         return added, removed
 
     def _forget(self, ep: Endpoint) -> None:
