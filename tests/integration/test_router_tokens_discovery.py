@@ -10,7 +10,7 @@ from router.dispatch import Dispatcher
 from router.kv_discovery import discover_once
 from router.pool import Pool
 from router.tokens import CHAT, TokenDemand
-from tests.support import ProcessTracker
+from tests.support import ProcessTracker, start_kv_bound_emulator
 
 CHAT_BODY = b'{"model": "m", "messages": [{"role": "user", "content": "xxxxxxxx"}]}'
 
@@ -18,12 +18,7 @@ CHAT_BODY = b'{"model": "m", "messages": [{"role": "user", "content": "xxxxxxxx"
 async def test_discovery_reads_the_capacity_and_max_model_len_of_each_endpoint(
     procs: ProcessTracker,
 ) -> None:
-    emulator = procs.start_inflight(
-        ["emulator", "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", "m",
-         "--max-num-seqs", "4", "--num-gpu-blocks", "40", "--block-size", "128",
-         "--max-model-len", "2048", "--startup-s", "0"],
-        name="emulator",
-    )  # fmt: skip
+    emulator = start_kv_bound_emulator(procs, model="m", slots=4)
     gone = "http://127.0.0.1:9"  # nothing listens: it says nothing, keeps what it had
     pool = Pool(4)
     pool.set_endpoints([emulator.url, gone])

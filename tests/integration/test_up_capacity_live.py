@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import assert_capacity_verdict
+
 SLOTS = 4
 # Seconds of load at most: the auto run ends at its first scale-up (the first HPA sync, every
 # 15 s, after the scaler's window has the KV-bound steps); the requests run sees 2+ syncs.
@@ -68,20 +70,9 @@ def test_up_asks_for_a_second_replica_on_kv_only_with_capacity_auto(
         # The replica was KV-bound: two requests waited for KV blocks while L was 4.
         assert summary["max_waiting_kv"] == 2, summary
         assert summary["max_held"] == 0, summary
-    decisions = [
-        json.loads(line)
-        for line in (tmp_path / capacity / "decisions.jsonl").read_text().splitlines()
-    ]
     assert code == 0, output  # the verdict: as expected for the mode
-    if capacity == "auto":
-        asked = summary["asked"]
-        assert asked["desired"] == 2 and asked["binding"] == "kv_tokens", asked
-        # The KV-equivalent L, above the 4 slots' target (4 x (30/39)/2 x 4 = 6.15 when
-        # every step of the window is KV-bound).
-        assert asked["value"] > SLOTS == asked["target"], asked
-    else:
-        assert summary["asked"] is None
-        under_load = [d for d in decisions if d["value"] is not None and d["t_s"] > 0]
-        assert len(under_load) >= 2, decisions
-        assert all(d["desired"] == 1 and d["value"] <= SLOTS for d in under_load), decisions
+    # auto: the KV-equivalent L, above the 4 slots' target (4 x (30/39)/2 x 4 = 6.15 when
+    # every step of the window is KV-bound).
+    assert_capacity_verdict(tmp_path / capacity, summary, capacity, SLOTS)
+    if capacity == "requests":
         assert summary["bindings_seen"] == ["requests"], summary
