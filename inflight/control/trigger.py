@@ -6,7 +6,9 @@ ScaledObject's defaults (``inflight.names.METADATA_DEFAULTS``) for the policy's 
 the replicas' slots, the run's time-scale and policy, its replica bounds (KEDA's
 ``minReplicaCount``/``maxReplicaCount``, which the policy needs to tell a scale-down from a
 count already at its minimum), and the local Prometheus' scrape interval
-(:data:`SCRAPE_INTERVAL_S`).
+(:data:`SCRAPE_INTERVAL_S`). The keys set from the run's flags are no override's
+(:func:`check_override_key`: ``inflight up --scaler-metadata`` and ``--policies``' variants
+alike).
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ from inflight import names
 #: sampling period. ``inflight up`` configures its Prometheus with it; ``inflight sim``
 #: scrapes its simulated router at it.
 SCRAPE_INTERVAL_S: Final = 5.0
+
+#: Keys :func:`scaler_metadata` sets from the run's own flags (``inflight up``'s, which
+#: ``inflight bench compare`` passes on): overrides may not set them.
+FROM_FLAGS: Final = {
+    names.META_SLOTS_PER_REPLICA: "--slots-per-replica",
+    names.META_TIME_SCALE: "--time-scale",
+    names.META_POLICY: "--policy",
+    names.META_MIN_REPLICA_COUNT: "--min-replicas",
+    names.META_MAX_REPLICA_COUNT: "--max-replicas",
+}
 
 #: Keys :func:`scaler_metadata` states at their defaults, so a recorded run names them.
 _STATED_DEFAULTS: Final = (
@@ -55,3 +67,15 @@ def scaler_metadata(
         names.META_SCRAPE_INTERVAL_S: f"{max(1.0, SCRAPE_INTERVAL_S * time_scale):g}",
         **(overrides or {}),
     }
+
+
+def check_override_key(key: str) -> None:
+    """ValueError naming ``key`` when an override of :func:`scaler_metadata` (``inflight up
+    --scaler-metadata``, a ``saturation[KEY=VALUE]`` variant of ``--policies``) may not set
+    it: a key set from a flag (:data:`FROM_FLAGS`, the flag named), or no metadata key (the
+    keys an override may set listed)."""
+    if key in FROM_FLAGS:
+        raise ValueError(f"key {key!r} is set by inflight up from {FROM_FLAGS[key]}; use that flag")
+    if key not in names.METADATA_DEFAULTS:
+        valid = ", ".join(k for k in names.METADATA_DEFAULTS if k not in FROM_FLAGS)
+        raise ValueError(f"unknown key {key!r}; valid keys: {valid}")

@@ -15,13 +15,8 @@ from dataclasses import dataclass, replace
 
 from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
-from inflight.names import (
-    META_FLOOR_WINDOW_S,
-    META_POLICY,
-    META_SLOTS_PER_REPLICA,
-    META_TIME_SCALE,
-    METADATA_DEFAULTS,
-)
+from inflight.control.trigger import check_override_key
+from inflight.names import META_FLOOR_WINDOW_S, METADATA_DEFAULTS
 from inflight.planes.peers.catalog import POLICY_NAMES
 
 # The closed-loop comparison's policies (--scenario sweep|slowing) when --policies is not given.
@@ -73,16 +68,19 @@ class Policy:
 
 def _variant_metadata(raw: str, settings: str) -> tuple[tuple[str, str], ...]:
     """``targetSaturation=0.8;scaleDownWindowSeconds=120`` → pairs; keys from
-    inflight/names.py ``METADATA_DEFAULTS``; errors name ``--policies`` and the item."""
+    inflight/names.py ``METADATA_DEFAULTS`` but those ``inflight up`` sets from its flags
+    (:func:`inflight.control.trigger.check_override_key`); errors name ``--policies`` and the
+    item."""
     pairs: list[tuple[str, str]] = []
     for item in (x.strip() for x in settings.split(";")):
         key, eq, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not eq or not key or not value:
             raise ValueError(f"--policies: {raw!r}: expected KEY=VALUE, got {item!r}")
-        if key not in METADATA_DEFAULTS or key in _FIXED_METADATA:
-            valid = ", ".join(k for k in METADATA_DEFAULTS if k not in _FIXED_METADATA)
-            raise ValueError(f"--policies: {raw!r}: unknown setting {key!r}; valid: {valid}")
+        try:  # as ``inflight up --scaler-metadata`` judges it, each variant running one
+            check_override_key(key)
+        except ValueError as exc:
+            raise ValueError(f"--policies: {raw!r}: {exc}") from None
         if _SLUG_UNSAFE.search(value):
             raise ValueError(
                 f"--policies: {raw!r}: the value {value!r} of {key} may hold only letters, "
@@ -96,10 +94,6 @@ def _variant_metadata(raw: str, settings: str) -> tuple[tuple[str, str], ...]:
     except MetadataError as exc:
         raise ValueError(f"--policies: {raw!r}: {exc}") from None
     return tuple(pairs)
-
-
-# Keys inflight up sets from its own flags: a variant may not override them.
-_FIXED_METADATA = frozenset({META_POLICY, META_TIME_SCALE, META_SLOTS_PER_REPLICA})
 
 
 def parse_policies(text: str, start_replicas: int = 1) -> list[Policy]:

@@ -53,14 +53,6 @@ Engine = Literal["emulator", "vllm-cpu"]
 Policy = Literal["saturation", "qps", "kpa", "ray", "vllm-waiting", "epp-queue", "hpa-rps"]
 #: Our scaler's policies; under a peer's the scaler runs (idle) with saturation.
 _OWN_POLICIES = ("saturation", "qps")
-#: Metadata keys ``inflight up`` sets from its own flags: --scaler-metadata may not.
-_METADATA_FROM_FLAGS = {
-    names.META_SLOTS_PER_REPLICA: "--slots-per-replica",
-    names.META_TIME_SCALE: "--time-scale",
-    names.META_POLICY: "--policy",
-    names.META_MIN_REPLICA_COUNT: "--min-replicas",
-    names.META_MAX_REPLICA_COUNT: "--max-replicas",
-}
 #: Emulator flags ``inflight up`` sets itself from its own (``--engine-arg`` may not).
 _EMULATOR_FLAGS_FROM_UP = {
     "--host": None,
@@ -631,6 +623,7 @@ class UpSettings(Settings):
         if not self.scaler_metadata:
             return  # none, or an empty value: no override
         from external_scaler.metadata import MetadataError, parse_metadata
+        from inflight.control.trigger import check_override_key
 
         try:
             pairs = _parse_metadata(self.scaler_metadata)
@@ -644,17 +637,10 @@ class UpSettings(Settings):
                     "scaler_metadata",
                     f"key {key!r} is also given by {self.named('capacity')}; give one of them",
                 )
-            if key in _METADATA_FROM_FLAGS:
-                raise FieldError(
-                    "scaler_metadata",
-                    f"key {key!r} is set by inflight up from {_METADATA_FROM_FLAGS[key]}; "
-                    "use that flag",
-                )
-            if key not in names.METADATA_DEFAULTS:
-                valid = ", ".join(
-                    k for k in names.METADATA_DEFAULTS if k not in _METADATA_FROM_FLAGS
-                )
-                raise FieldError("scaler_metadata", f"unknown key {key!r}; valid keys: {valid}")
+            try:  # a key from one of inflight up's flags, or none: as --policies judges it
+                check_override_key(key)
+            except ValueError as exc:
+                raise FieldError("scaler_metadata", str(exc)) from None
         try:
             parse_metadata(self.trigger_metadata)
         except MetadataError as exc:

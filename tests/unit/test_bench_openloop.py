@@ -58,12 +58,14 @@ def test_peers_and_saturation_variants_parse_with_safe_slugs() -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("saturation[foo=1]", "unknown setting 'foo'"),
+        ("saturation[foo=1]", "unknown key 'foo'; valid keys: metricName"),
         ("saturation[targetSaturation]", "expected KEY=VALUE"),
         ("saturation[targetSaturation=0.8;targetSaturation=0.7]", "given twice"),
         ("saturation[targetSaturation=0/8]", "may hold only"),
-        ("saturation[timeScale=2]", "unknown setting 'timeScale'"),
-        ("saturation[slotsPerReplica=8]", "unknown setting 'slotsPerReplica'"),
+        ("saturation[timeScale=2]", "key 'timeScale' is set by inflight up from --time-scale"),
+        ("saturation[slotsPerReplica=8]", "'slotsPerReplica' is set by inflight up from --slots"),
+        ("saturation[minReplicaCount=0]", "'minReplicaCount' is set by inflight up from --min-r"),
+        ("saturation[maxReplicaCount=9]", "'maxReplicaCount' is set by inflight up from --max-r"),
         ("saturation[targetSaturation=abc]", "targetSaturation"),
         ("saturation[scaleDownWindowSeconds=-5]", "scaleDownWindowSeconds"),
         ("saturation[]", "expected KEY=VALUE"),
@@ -358,7 +360,11 @@ def test_the_open_loop_timeseries_plot_is_written(tmp_path: Path) -> None:
     [
         (["--scenario", "sweep", "--arrivals", "poisson:0:1,10:1"], "--scenario sweep"),
         (["--scenario", "ramp", "--policies", "fixed:0"], "--policies"),
-        (["--scenario", "ramp", "--policies", "saturation[x=1]"], "unknown setting 'x'"),
+        (["--scenario", "ramp", "--policies", "saturation[x=1]"], "unknown key 'x'"),
+        (
+            ["--scenario", "ramp", "--policies", "saturation[minReplicaCount=0]"],
+            "key 'minReplicaCount' is set by inflight up from --min-replicas",
+        ),
         (["--scenario", "ramp", "--max-replicas", "2"], "--max-replicas"),
         (["--arrivals", "poisson:0:1,10:1", "--prompt-tokens", "uniform:5"], "--prompt-tokens"),
         (["--min-replicas", "2"], "--min-replicas: open-loop only"),

@@ -60,6 +60,23 @@ def test_bad_scaler_metadata_is_named(value: str, message: str) -> None:
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "key", ["minReplicaCount", "maxReplicaCount", "timeScale", "slotsPerReplica", "policy", "x"]
+)
+def test_scaler_metadata_refuses_what_a_policies_variant_refuses(key: str) -> None:
+    """``inflight up --scaler-metadata`` and ``inflight bench compare``'s
+    ``saturation[KEY=VALUE]`` (each variant an ``inflight up``) refuse a key alike."""
+    from inflight.planes.policies import parse_policies
+
+    with pytest.raises(ConfigError) as up:
+        settings("--scaler-metadata", f"{key}=1")
+    with pytest.raises(ValueError) as variant:
+        parse_policies(f"saturation[{key}=1]")
+    why = str(variant.value).split(": ", 2)[2]  # less "--policies: 'saturation[…]': "
+    assert why.startswith((f"key {key!r} is set by", f"unknown key {key!r}")), why
+    assert why in str(up.value)
+
+
 def test_a_peer_refuses_no_prometheus() -> None:
     with pytest.raises(ConfigError, match=r"--policy.*'kpa'.*--no-prometheus"):
         settings("--policy", "kpa", "--no-prometheus")
