@@ -16,7 +16,12 @@ from inflight import extras
 from inflight.bench.openloop.frontier import FRONTIER_MODES
 from inflight.planes.policies import OPEN_LOOP_POLICIES
 from inflight.workload.flags import positive_float
-from inflight.workload.plan import CLOSED_LOOP, add_open_loop_flags, is_open_loop
+from inflight.workload.plan import (
+    CLOSED_LOOP,
+    add_open_loop_flags,
+    add_trace_warmup_flag,
+    is_open_loop,
+)
 from inflight.workload.scenarios import SCENARIOS
 from inflight.workload.slowing import add_slowing_flags
 from inflight.workload.sweep import add_closed_loop_flags
@@ -67,6 +72,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--plot-dir", type=Path, default=None, help="PNGs here")
     _workload_flags(run)
     add_open_loop_flags(run)
+    add_trace_warmup_flag(run)
     run.set_defaults(func=_run)
 
     cmp = sub.add_parser(
@@ -161,6 +167,7 @@ def register(subparsers: Any) -> None:
     )
     _workload_flags(cmp)
     add_open_loop_flags(cmp)
+    add_trace_warmup_flag(cmp)
     cmp.set_defaults(func=_compare)
     _chaos_parser(sub)
     from inflight.bench.components.cli import register as register_components

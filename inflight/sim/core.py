@@ -43,6 +43,7 @@ from inflight.control.keda import KedaSpec
 from inflight.control.trigger import SCRAPE_INTERVAL_S, scaler_metadata
 from inflight.emulator.engine import Sequence as EngineSeq
 from inflight.emulator.profile import Profile
+from inflight.measure.warmup import carried_in_flight_s
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from inflight.planes.scaler_client import ScalerUnavailable
 from inflight.sim import peers
@@ -569,12 +570,9 @@ class Simulation:
         for res in (*self.warmup, *self.results):
             if res.end_s is None:
                 res.cause = "unfinished"
-        # The warm-up's requests open at 0 were in L after it: out of the measured ∫ L dt.
-        carried = sum(
-            finished_s if r.end_s is None else min(r.end_s, finished_s)
-            for r in self.warmup
-            if r.end_s is None or r.end_s > 0
-        )
+        # The warm-up's requests open at 0 were in L after it: out of the measured ∫ L dt
+        # (inflight.measure.warmup, as the live bench takes them out).
+        carried = carried_in_flight_s(((r.sent_s, r.end_s) for r in self.warmup), 0.0, finished_s)
         return SimResult(
             config=self.config,
             requests=self.results,

@@ -14,12 +14,15 @@ A trace carries its own lengths (the length flags are refused with it); it may b
 Azure or Mooncake formats and be windowed and sped up (``--trace-start-s``,
 ``--trace-duration-s``, ``--trace-rate-scale``: :mod:`inflight.workload.trace_formats`).
 
-**Trace warm-up** (``--trace-warmup-s``, the simulator's flag: :func:`add_trace_warmup_flag`):
-a window that does not start at the trace's beginning comes with the trace's seconds before
-it (default :data:`DEFAULT_TRACE_WARMUP_S`, fewer if the window starts earlier; 0: none),
-replayed first and not measured (``OpenLoopPlan.warmup``), so the stack enters the window in
-the state that traffic left it in. A caller without the flag (the live bench, which sends
-only the window) gets no warm-up, and the plan's description says the window starts cold.
+**Trace warm-up** (``--trace-warmup-s`` of ``inflight sim`` and ``inflight bench run|compare``:
+:func:`add_trace_warmup_flag`): a window that does not start at the trace's beginning comes
+with the trace's seconds before it (default :data:`DEFAULT_TRACE_WARMUP_S`, fewer if the
+window starts earlier; 0: none), replayed first and not measured (``OpenLoopPlan.warmup``:
+the simulator replays it before 0, the live bench sends it to the stack at the run's
+time-scale; both measure it out with :mod:`inflight.measure.warmup`), so the stack enters
+the window in the state that traffic left it in. The plan's description says what was
+replayed (:func:`warmup_words`), or that the window starts cold. A caller without the flag
+gets no warm-up.
 """
 
 from __future__ import annotations
@@ -282,7 +285,8 @@ def warmup_words(meta: dict[str, Any]) -> str:
 
 
 def add_trace_warmup_flag(p: argparse.ArgumentParser) -> None:
-    """``--trace-warmup-s``: for the callers that replay a warm-up (the simulator)."""
+    """``--trace-warmup-s``: for the callers that replay a warm-up (``inflight sim`` and the
+    live ``inflight bench run|compare``)."""
     p.add_argument(
         "--trace-warmup-s",
         type=float,

@@ -62,8 +62,9 @@ def sim_command(
         if value is not None:
             argv += [flag, str(value)]
     if getattr(args, "trace", None) is not None:
-        # The live run sends only the window (no warm-up): the simulated fleets start as cold.
-        argv += ["--trace-warmup-s", repr(plan.warmup_s)]
+        # The same warm-up as the live runs (seed s of the trace, the flag's unit), or none.
+        warm = plan.meta.get("trace_warmup")
+        argv += ["--trace-warmup-s", repr(warm["duration_s"] if warm else 0.0)]
     seed = plan.meta.get("seed")
     argv += ["--seeds", str(1 if seed is None else seed)]  # a trace: one run, seed 1
     if plan.startup_s is not None:

@@ -9,6 +9,12 @@ function the simulator calls too): outcomes from the client's records
 traffic window [0, end of the traffic] (the same window for every policy, so the ratio
 compares like with like), changes and reversals of the desired count. The document keeps
 every request, router sample and timeline point, in seed seconds from the start.
+
+A trace window's warm-up (``--trace-warmup-s``, as ``inflight sim`` replays it) is sent
+before the window and measured out as the simulator does (:mod:`inflight.measure.warmup`):
+the measures count only the window's requests (its own are in ``warmup_requests``, with
+``sent_s`` < 0, and summed up in ``warmup``), replica-seconds are those of [0, end], and
+Little's Law takes the warm-up's requests still open after 0 out of the router's L.
 """
 
 from __future__ import annotations
@@ -24,14 +30,21 @@ from typing import Any
 import aiohttp
 
 from inflight import statedir as state
-from inflight.bench.openloop.sender import OpenLoopRun, littles_law, replica_points, run_open_loop
+from inflight.bench.openloop.sender import (
+    OpenLoopRun,
+    SentRequest,
+    littles_law,
+    replica_points,
+    run_open_loop,
+)
 from inflight.bench.progress import Bars
 from inflight.bench.target import BenchError, discover_model, router_target
 from inflight.control.hold_order import HoldClassError, HoldPlan, plan_from_classes
 from inflight.measure.classes import class_measures, class_table
 from inflight.measure.results import ResultFileExists, check_writable, dumps, write_new
-from inflight.measure.slo import outcome_from_record, run_measures, value_at
+from inflight.measure.slo import Outcome, outcome_from_record, run_measures, value_at
 from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
+from inflight.measure.warmup import carried_in_flight_s, warmup_summary
 from inflight.workload.plan import OpenLoopPlan, plan_from_args
 
 SCHEMA_RUN = "inflight-bench-openloop-run/1"
@@ -56,6 +69,9 @@ async def send_plan(
     async with aiohttp.ClientSession(connector=connector) as session:
         name = model or await discover_model(session, router_url)
         bars = Bars(prefix=progress_prefix, enabled=progress)
+        label = f"open loop {plan.name}"
+        if plan.warmup:
+            label += f" (first a warm-up of {len(plan.warmup)})"
         try:
             run = await run_open_loop(
                 session,
@@ -66,7 +82,9 @@ async def send_plan(
                 drain_s=plan.drain_s,
                 end_s=plan.end_s,
                 sample_interval_s=sample_interval_s,
-                on_done=bars(f"open loop {plan.name}", len(plan.requests)),
+                on_done=bars(label, len(plan.warmup) + len(plan.requests)),
+                warmup=plan.warmup,
+                warmup_s=plan.warmup_s,
             )
         finally:
             bars.close()
@@ -159,9 +177,8 @@ def run_document(
     def rel(t: float) -> float:
         return round((t - run.t0) / s, 4)
 
-    requests = []
-    for x, o in zip(run.sent, outcomes, strict=True):
-        requests.append(
+    def rows(sent: Sequence[SentRequest], seen: Sequence[Outcome]) -> list[list[Any]]:
+        return [
             [
                 x.index,
                 x.planned.t_s,
@@ -175,7 +192,33 @@ def run_document(
                 o.cause,
                 x.record.error[:300],
             ]
+            for x, o in zip(sent, seen, strict=True)
+        ]
+
+    warm: dict[str, Any] = {}
+    if plan.warmup or run.warmup:  # measured out (inflight.measure.warmup)
+        warm_outcomes = [
+            outcome_from_record(x.record, run.t0, s, unfinished=x.unfinished) for x in run.warmup
+        ]
+        # seed s the warm-up's requests were still in flight inside the window (Little's Law)
+        carried = carried_in_flight_s(
+            (((x.record.start_t - run.t0) / s, (x.record.end_t - run.t0) / s) for x in run.warmup),
+            0.0,
+            max(0.0, (run.end_t - run.t0) / s),
         )
+        warm = {
+            "warmup": warmup_summary(
+                len(plan.warmup),
+                len(run.warmup),
+                sum(1 for o in warm_outcomes if o.ok),
+                sum(1 for x in run.warmup if x.unfinished),
+                run.warmup_s,
+                live,
+                carried,
+            ),
+            "warmup_requests": rows(run.warmup, warm_outcomes),
+        }
+    requests = rows(run.sent, outcomes)
     return {
         "schema": SCHEMA_RUN,
         "created_at": created_at,
@@ -210,6 +253,7 @@ def run_document(
             "error",
         ],
         "requests": requests,
+        **warm,
         "router_samples_columns": ["t_s", "inflight", "queued", "ready"],
         "router_samples": [[rel(x.t), x.inflight, x.queued, x.ready] for x in run.samples],
         "timeline_columns": ["t_s", "desired", field],
