@@ -79,7 +79,7 @@ def test_the_plan_takes_the_default_warmup_and_says_so(tmp_path: Path) -> None:
     assert plan.scenario_meta()["trace_warmup_s"] == 600.0
     off = plan_from_args(_ns(trace=trace, trace_start_s=600.0, trace_warmup_s=0.0))
     assert off.warmup == () and "no warm-up: the stack starts idle" in off.description
-    # A caller without the flag (the live bench sends only the window) gets no warm-up.
+    # A caller without the flag (a command that does not add --trace-warmup-s) gets none.
     live = plan_from_args(_ns(trace=trace, trace_start_s=600.0))
     assert live.warmup == () and "no warm-up" in live.description
     # A window from the trace's start has nothing before it.
