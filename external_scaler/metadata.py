@@ -22,10 +22,12 @@ from inflight.control.capacity import CAPACITY_MODES, CapacityMode
 from inflight.control.policy import (
     FLOOR_DECAYS,
     FLOOR_PEAKS,
+    FLOOR_STATISTICS,
     POLICIES,
     SAMPLE_GAP_SCRAPES,
     FloorDecay,
     FloorPeak,
+    FloorStatistic,
     PolicyName,
     PolicySpec,
 )
@@ -172,6 +174,29 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     floor_peak: FloorPeak = _choice(
         names.META_FLOOR_PEAK, values[names.META_FLOOR_PEAK], FLOOR_PEAKS
     )
+    floor_statistic: FloorStatistic = _choice(
+        names.META_FLOOR_STATISTIC, values[names.META_FLOOR_STATISTIC], FLOOR_STATISTICS
+    )
+    quantile_form = 'a fraction of the floor window above 0 and below 1, e.g. "0.1"'
+    floor_quantile = _decimal(names.META_FLOOR_QUANTILE, values, quantile_form, high=1.0)
+    if not 0 < floor_quantile < 1:
+        raise MetadataError(
+            names.META_FLOOR_QUANTILE, quantile_form, values[names.META_FLOOR_QUANTILE]
+        )
+    recurrences_form = 'a whole number of peaks from 1 to 100, e.g. "2"'
+    floor_recurrences = _decimal(
+        names.META_FLOOR_RECURRENCES, values, recurrences_form, low=1, high=100
+    )
+    if floor_recurrences != int(floor_recurrences):
+        raise MetadataError(
+            names.META_FLOOR_RECURRENCES, recurrences_form, values[names.META_FLOOR_RECURRENCES]
+        )
+    floor_single_window_s = _decimal(
+        names.META_FLOOR_SINGLE_WINDOW_S,
+        values,
+        'seconds from 0 to 86400, e.g. "300"',
+        high=MAX_WINDOW_S,
+    )
     count_form = "a whole number of replicas, as the ScaledObject's {}, e.g. {!r}"
     min_count = _decimal(
         names.META_MIN_REPLICA_COUNT,
@@ -229,6 +254,10 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_fraction=floor_fraction,
             floor_decay=floor_decay,
             floor_peak=floor_peak,
+            floor_statistic=floor_statistic,
+            floor_quantile=floor_quantile,
+            floor_recurrences=int(floor_recurrences),
+            floor_single_window_s=floor_single_window_s * time_scale,
             min_replicas=int(min_count),
             max_replicas=int(max_count),
         ),

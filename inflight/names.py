@@ -237,6 +237,14 @@ META_FLOOR_FRACTION: Final = "floorFraction"
 # remembers ("inflight": L | "demand": L capped at arrival rate x service time).
 META_FLOOR_DECAY: Final = "floorDecay"
 META_FLOOR_PEAK: Final = "floorPeak"
+# Which level of the window's peaks the floor holds ("peak": the highest; "quantile": the
+# level exceeded for at most ``floorQuantile`` of the window, time-weighted; "recurrent":
+# the highest level reached in ``floorRecurrences`` separate peaks, a dip to half between).
+META_FLOOR_STATISTIC: Final = "floorStatistic"
+META_FLOOR_QUANTILE: Final = "floorQuantile"
+META_FLOOR_RECURRENCES: Final = "floorRecurrences"
+# With "recurrent": a peak that has not come back is still held this many seconds (0: not).
+META_FLOOR_SINGLE_WINDOW_S: Final = "floorSingleWindowSeconds"
 # The ScaledObject's ``minReplicaCount`` and ``maxReplicaCount``, repeated in the trigger
 # (KEDA does not pass them to an external scaler): the bounds KEDA and its HPA clamp the
 # count to, so the policy knows when a lower answer cannot lower the count (already at the
@@ -279,6 +287,10 @@ PROPOSED_FLOOR_WINDOW_S: Final = DEFAULT_FLOOR_WINDOW_S
 DEFAULT_FLOOR_FRACTION: Final = 0.6
 DEFAULT_FLOOR_DECAY: Final = "none"
 DEFAULT_FLOOR_PEAK: Final = "inflight"
+DEFAULT_FLOOR_STATISTIC: Final = "peak"
+DEFAULT_FLOOR_QUANTILE: Final = 0.1
+DEFAULT_FLOOR_RECURRENCES: Final = 2
+DEFAULT_FLOOR_SINGLE_WINDOW_S: Final = 0
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
 # assumption for a trigger that does not state them: a minimum of 0 treats every answer
 # below the ready count as a scale-down, a maximum of 100 is rarely reached.
@@ -307,6 +319,10 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_FRACTION: str(DEFAULT_FLOOR_FRACTION),
     META_FLOOR_DECAY: DEFAULT_FLOOR_DECAY,
     META_FLOOR_PEAK: DEFAULT_FLOOR_PEAK,
+    META_FLOOR_STATISTIC: DEFAULT_FLOOR_STATISTIC,
+    META_FLOOR_QUANTILE: str(DEFAULT_FLOOR_QUANTILE),
+    META_FLOOR_RECURRENCES: str(DEFAULT_FLOOR_RECURRENCES),
+    META_FLOOR_SINGLE_WINDOW_S: str(DEFAULT_FLOOR_SINGLE_WINDOW_S),
     META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),
     META_MAX_REPLICA_COUNT: str(DEFAULT_MAX_REPLICA_COUNT),
     META_CAPACITY: DEFAULT_CAPACITY,

@@ -38,6 +38,15 @@ Two policies:
   scale-down + scale-up windows), not the floor's memory: the floor remembers the peaks
   of the data it has, and a peak missed by older partial data can only leave it lower, as
   without the floor. So a router blip keeps the count from falling for 70 s, not 15 min.
+  Which level of the window's peaks the floor holds is ``floorStatistic`` (opt-in, default
+  "peak", the highest): "quantile" holds the level L exceeded for at most ``floorQuantile``
+  of the window (time-weighted, :func:`floor_quantile`), "recurrent" the highest level L
+  reached in ``floorRecurrences`` separate peaks (:func:`floor_recurrent`), so one surge
+  alone holds nothing after it and bursts that come back hold what they reached (and
+  with ``floorSingleWindowSeconds``, a peak that has not come back yet for that long). Worked
+  example, target 4, at most 8 replicas, recurrences 2, fraction 0.6: a 300 s surge of L 20
+  and then L 2 → 1 replica once the 60 s maximum has let go (the peak floor: 3 replicas for
+  900 s); bursts of L 20 every 200 s → 3 replicas from the second burst on.
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,
@@ -87,6 +96,14 @@ FLOOR_DECAYS: Final[tuple[FloorDecay, ...]] = ("none", "linear")
 # scale-up window x the served requests' mean service time (:func:`service_time`).
 FloorPeak = Literal["inflight", "demand"]
 FLOOR_PEAKS: Final[tuple[FloorPeak, ...]] = ("inflight", "demand")
+# Which level of those remembered values the floor holds (``floorStatistic``): "peak", the
+# highest; "quantile", the level exceeded for at most ``floorQuantile`` of the floor window
+# (:func:`floor_quantile`); "recurrent", the highest level reached in ``floorRecurrences``
+# separate peaks (:func:`floor_recurrent`).
+FloorStatistic = Literal["peak", "quantile", "recurrent"]
+FLOOR_STATISTICS: Final[tuple[FloorStatistic, ...]] = ("peak", "quantile", "recurrent")
+# Two peaks are separate when the remembered L fell to this fraction of the lower one between.
+FLOOR_RECURRENCE_DIP: Final = 0.5
 
 # The seed's rule, in seed time (seconds, requests per second).
 QPS_WINDOW_S: Final = 10.0
@@ -155,6 +172,14 @@ class PolicySpec:
     floor_fraction: float = names.DEFAULT_FLOOR_FRACTION
     floor_decay: FloorDecay = names.DEFAULT_FLOOR_DECAY
     floor_peak: FloorPeak = names.DEFAULT_FLOOR_PEAK
+    # Which level of the remembered peaks (``floorStatistic``, ``floorQuantile``,
+    # ``floorRecurrences``): :func:`floor_quantile`, :func:`floor_recurrent`.
+    floor_statistic: FloorStatistic = names.DEFAULT_FLOOR_STATISTIC
+    floor_quantile: float = names.DEFAULT_FLOOR_QUANTILE
+    floor_recurrences: int = names.DEFAULT_FLOOR_RECURRENCES
+    # With "recurrent": the highest peak of this last stretch (wall s) is held too, so a
+    # burst that has not come back yet still holds (``floorSingleWindowSeconds``; 0: not).
+    floor_single_window_s: float = float(names.DEFAULT_FLOOR_SINGLE_WINDOW_S)
 
     @property
     def floor_on(self) -> bool:
@@ -445,7 +470,7 @@ def decide(
         rate_s = up_s
         if math.isfinite(spec.max_sample_gap_s):
             rate_s = max(up_s, spec.max_sample_gap_s / SAMPLE_GAP_SCRAPES)
-        floor_peak = 0.0
+        kept: list[Sample] = []
         for tau_s in remembered:
             v = smoothed(tau_s)
             if v is None:
@@ -457,7 +482,20 @@ def decide(
                     v = min(v, max(0.0, a_now - a_then) / rate_s * service_s)
             if spec.floor_decay == "linear":
                 v *= max(0.0, 1.0 - (now_s - tau_s) / window_s)
-            floor_peak = max(floor_peak, v)
+            kept.append(Sample(tau_s, v))
+        if spec.floor_statistic == "quantile":
+            floor_peak = floor_quantile(kept, spec.floor_quantile, window_s)
+            floor_how += f", the level exceeded {spec.floor_quantile:g} of the time"
+        elif spec.floor_statistic == "recurrent":
+            floor_peak = floor_recurrent(kept, spec.floor_recurrences)
+            floor_how += f", the level of {spec.floor_recurrences} separate peaks"
+            single_s = spec.floor_single_window_s
+            if single_s > 0:
+                recent = (p.value for p in kept if p.t_s >= now_s - single_s)
+                floor_peak = max(floor_peak, max(recent, default=0.0))
+                floor_how += f" or of one in the last {single_s:g} s"
+        else:
+            floor_peak = max((p.value for p in kept), default=0.0)
         floor = spec.floor_fraction * floor_peak
         if spec.floor_decay == "linear":
             floor_how += ", decayed by age"
@@ -527,6 +565,62 @@ def decide(
         reason=reason,
     )
     return guard(decision, partial, spec)
+
+
+def floor_quantile(remembered: Sequence[Sample], quantile: float, window_s: float) -> float:
+    """The level the remembered L exceeded for at most ``quantile`` of ``window_s``.
+
+    Time-weighted: each value holds until the next one's time (the last one, at now, holds
+    no time). Time before the first value counts as below every level, as if quiet, so a
+    history shorter than the window keeps more of its peaks, never fewer. The answer is the
+    lowest remembered value (or 0) above which L spent at most ``quantile × window_s``;
+    ``quantile`` 0 is the highest value (the plain floor's peak).
+
+    Worked example, window 600 s, values every 10 s: L 20 for 120 s in two bursts of 60 s,
+    L 2 otherwise. At ``quantile`` 0.1 (60 s allowed) the level is 20: L spent 120 s above
+    2, 0 s above 20. A single burst of 60 s: 60 s above 2, so the level is 2.
+    """
+    ordered = sorted(remembered, key=lambda s: s.t_s)
+    if not ordered:
+        return 0.0
+    held = [(a.value, b.t_s - a.t_s) for a, b in pairwise(ordered)] + [(ordered[-1].value, 0.0)]
+    held.sort(key=lambda vh: vh[0], reverse=True)
+    levels = sorted({v for v, _ in held} | {0.0}, reverse=True)
+    allowed = quantile * window_s
+    answer, above, i = held[0][0], 0.0, 0
+    for level in levels:  # from the highest down: the time above only grows
+        while i < len(held) and held[i][0] > level:
+            above += held[i][1]
+            i += 1
+        if above > allowed:
+            break
+        answer = level
+    return max(0.0, answer)
+
+
+def floor_recurrent(remembered: Sequence[Sample], recurrences: int) -> float:
+    """The highest level the remembered L reached in ``recurrences`` separate peaks.
+
+    A peak reaches level x when L ≥ x; the next counts as separate only after L fell to
+    ``FLOOR_RECURRENCE_DIP`` × x (half) or below in between. One surge, however long, is one
+    peak: it holds no floor by itself once ``recurrences`` is 2; bursts that come back hold
+    the level they all reached. 0 when fewer peaks than that.
+
+    Worked example, recurrences 2: L 2, 20, 20, 2, 16, 2 → 16 (at 16 there are two peaks:
+    L fell to 2, under 8, between them; at 20 only one). L 2, 20, 12, 20, 2 → 0: at 20 the
+    dip to 12 is above 10, so one peak; at 12 it never falls to 6; at 2 it never falls to 1.
+    """
+    ordered = [s.value for s in sorted(remembered, key=lambda s: s.t_s)]
+    for level in sorted({v for v in ordered if v > 0}, reverse=True):
+        peaks, inside = 0, False
+        for v in ordered:
+            if not inside and v >= level:
+                peaks, inside = peaks + 1, True
+            elif inside and v <= FLOOR_RECURRENCE_DIP * level:
+                inside = False
+        if peaks >= recurrences:
+            return level
+    return 0.0
 
 
 def service_time(
