@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The floor's statistic (floorStatistic quantile|recurrent) against the default: chosen in
 # sample, judged on new held-out traffic and on the old held-out rows (README.md).
-# Usage: results/2026-12-02-floor-quantile/run.sh in|new|old   (from the repository root)
+# Usage: results/2026-12-02-floor-quantile/run.sh in|new|confirm|old   (from the repository root)
 # POLICIES= overrides the policies (new and old: 'fixed:MAX,saturation,saturation[<chosen>]').
 set -euo pipefail
 P='fixed:MAX,saturation,saturation[floorStatistic=recurrent],saturation[floorStatistic=recurrent;floorFraction=1],saturation[floorStatistic=recurrent;floorWindowSeconds=1800],saturation[floorStatistic=quantile;floorQuantile=0.1],saturation[floorStatistic=quantile;floorQuantile=0.1;floorWindowSeconds=3600],saturation[floorStatistic=quantile;floorQuantile=0.4]'
@@ -33,6 +33,16 @@ new)
     sim new/azure-code-$s-x1.5 --trace $T/AzureLLMInferenceTrace_code.csv --trace-start-s $s --trace-rate-scale 1.5 $C
     sim new/azure-conv-$s-x0.7 --trace $T/AzureLLMInferenceTrace_conv.csv --trace-start-s $s --trace-rate-scale 0.7 $C
   done
+  ;;
+confirm)   # a second held-out set, run once by the lead (README: "A second held-out set")
+  sim confirm/ramp-seeds67 --scenario ramp --seeds 6,7
+  sim confirm/spike-seeds67 --scenario spike --seeds 6,7
+  sim confirm/bursty-seeds67 $BF --seeds 6,7
+  sim confirm/diurnal-seeds67 --scenario diurnal --seeds 6,7
+  sim confirm/azure-code-600-x1.25 --trace $T/AzureLLMInferenceTrace_code.csv --trace-start-s 600 --trace-rate-scale 1.25 $C
+  sim confirm/azure-code-1800-x0.8 --trace $T/AzureLLMInferenceTrace_code.csv --trace-start-s 1800 --trace-rate-scale 0.8 $C
+  sim confirm/azure-conv-600-x1.3 --trace $T/AzureLLMInferenceTrace_conv.csv --trace-start-s 600 --trace-rate-scale 1.3 $C
+  sim confirm/azure-conv-1800-x0.9 --trace $T/AzureLLMInferenceTrace_conv.csv --trace-start-s 1800 --trace-rate-scale 0.9 $C
   ;;
 old)
   for s in 1200 2400; do
