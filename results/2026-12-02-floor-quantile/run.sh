@@ -12,7 +12,7 @@ B='poisson:0:0.5,200:0.5,200:3,260:3,260:0.5,500:0.5,500:3,560:3,560:0.5,800:0.5
 BF="--arrivals $B --prompt-tokens lognormal:3000:0.6 --max-tokens lognormal:300:0.5 --min-replicas 1 --max-replicas 4 --startup-s 100"
 C='--min-replicas 1 --max-replicas 8 --seeds 1 --trace-duration-s 1200'
 sim() {
-  n=$1; shift; echo "== $n $(date -u +%T)"
+  n=$1; shift; echo "== $n $(date -u +%T)"; mkdir -p "$(dirname "$D/$n")"
   nice -n 10 .venv/bin/python -m inflight sim compare --policies "$P" --out-dir "$D/$n" "$@" >"$D/$n.log" 2>&1
   gzip -9f "$D/$n/comparison.json"; rm -f "$D/$n/timeseries.png" "$D/$n/pareto.png"
 }
