@@ -2,10 +2,10 @@
 
 What it returned (value and target, so the HPA's ceil(value ÷ target) can be read off),
 the replica count that implies, whether it reports the workload active, which capacity
-dimension binds (request slots or the replicas' KV cache, docs/capacity.md) beside vLLM's
-KV series, how long its Prometheus queries take, and its errors by kind (most make KEDA
-fall back; ``source_partial`` and ``source_stale`` are answered with a raise or a hold,
-never a drop).
+dimension binds (request slots or the replicas' KV cache, docs/capacity.md) and L in
+each, beside vLLM's KV series, how long its Prometheus queries take, and its errors by
+kind (most make KEDA fall back; ``source_partial`` and ``source_stale`` are answered
+with a raise or a hold, never a drop).
 """
 
 from __future__ import annotations
@@ -138,6 +138,21 @@ def build() -> dash_b.Dashboard:
                 ],
                 unit="percentunit",
                 right_axis={"C": "short"},
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                10,
+                "L in each capacity dimension",
+                "The scaler's L in each dimension at its latest decision: requests (L, "
+                "requests in flight) and kv_tokens (the KV-equivalent L: the router's token "
+                "demand ÷ a replica's KV tokens × slotsPerReplica where the router admits on "
+                "tokens, else L × a running request's share of a cache × slots, "
+                "docs/capacity.md). The higher line binds; the gap is how far the other "
+                "dimension is from binding. No kv_tokens line with capacity: requests or "
+                "without vLLM's KV series.",
+                [q(s.dimension_inflight_expr(sel), "{{metric_name}} {{dimension}}")],
+                width=24,
             )
         )
     )

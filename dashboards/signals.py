@@ -136,6 +136,14 @@ def capacity_binding_expr(sel: str) -> str:
     return f"max by (metric_name, dimension) ({n.SCALER_CAPACITY_BINDING}{{{sel}}})"
 
 
+def dimension_inflight_expr(sel: str) -> str:
+    """L in each capacity dimension at the scaler's latest decision, per trigger
+    (``metric_name``): requests, L; kv_tokens, the L that would fill the KV caches. A
+    dimension the scaler did not measure has no series (``capacity: requests``, no KV
+    series)."""
+    return f"max by (metric_name, dimension) ({n.SCALER_DIMENSION_INFLIGHT}{{{sel}}})"
+
+
 def kv_usage_mean_expr(sel: str) -> str:
     """vLLM's KV cache in use, averaged over the replicas (0-1)."""
     return f"avg({n.VLLM_KV_CACHE_USAGE}{{{sel}}})"

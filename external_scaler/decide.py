@@ -6,28 +6,40 @@ decides exactly as the scaler does: the window of L, vLLM's KV series and the ro
 token demand (``Observed.kv``) become the window the policy sees (the maximum over
 request slots and KV tokens, ``inflight.control.capacity.effective_window``;
 docs/capacity.md), the policy decides on it at the source's aligned end, and the
-decision's reason names the dimension that binds.
+decision's reason names the dimension that binds; each measured dimension's L at the
+latest step comes with it (``Decided.inflight``, the scaler's
+``inflight_scaler_dimension_inflight``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from external_scaler.metadata import ScalerSpec
 from external_scaler.sources import Observed
-from inflight.control.capacity import Capacity, Dimension, effective_window
+from inflight.control.capacity import (
+    DIMENSION_KV,
+    DIMENSION_REQUESTS,
+    Capacity,
+    Dimension,
+    effective_window,
+)
 from inflight.control.policy import Decision, evaluate
 
 
 @dataclass(frozen=True)
 class Decided:
-    """The policy's decision (its reason ends with the capacity note) and the dimension
-    that binds at the latest step (``requests`` or ``kv_tokens``)."""
+    """The policy's decision (its reason ends with the capacity note), the dimension
+    that binds at the latest step (``requests`` or ``kv_tokens``), and L in each dimension
+    measured there (``inflight``: ``requests`` → L, ``kv_tokens`` → the KV-equivalent L;
+    a dimension not measured, ``capacity: requests`` or no KV series, has no entry)."""
 
     decision: Decision
     dimension: Dimension
     capacity: Capacity
+    inflight: Mapping[Dimension, float] = field(default_factory=dict)
 
 
 def decide(spec: ScalerSpec, observed: Observed) -> Decided:
@@ -42,8 +54,14 @@ def decide(spec: ScalerSpec, observed: Observed) -> Decided:
         observed.window, observed.kv, spec.capacity, spec.policy.slots_per_replica
     )
     decision = evaluate(capacity.window, spec.policy, observed.end_s)
+    inflight: dict[Dimension, float] = {}
+    if observed.window.inflight:
+        inflight[DIMENSION_REQUESTS] = observed.window.inflight[-1].value
+    if capacity.kv_inflight is not None:
+        inflight[DIMENSION_KV] = capacity.kv_inflight
     return Decided(
         dataclasses.replace(decision, reason=f"{decision.reason}; {capacity.note}"),
         capacity.dimension,
         capacity,
+        inflight,
     )

@@ -74,8 +74,12 @@ class Limits:
 
     def triggers(self) -> int:
         """Distinct triggers admitted now (in use, or used within ``trigger_idle_s``)."""
+        return len(self.admitted())
+
+    def admitted(self) -> list[Hashable]:
+        """The triggers admitted now (in use, or used within ``trigger_idle_s``)."""
         self._expire(self._monotonic())
-        return len(self._triggers)
+        return list(self._triggers)
 
     @contextlib.contextmanager
     def stream(self) -> Iterator[None]:

@@ -2,9 +2,14 @@
 
 Names and label sets come from ``inflight.names`` (SCALER_*). ``metric_name`` is the
 trigger's metric name (bounded by configuration); ``kind`` and ``direction`` are fixed sets.
+The gauges labelled by ``metric_name`` lose that name's series when its trigger is gone
+(:meth:`ScalerMetrics.forget`, called by the servicer at each scrape), so a deleted
+ScaledObject leaves no frozen series behind; the counters keep their counts.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -85,6 +90,14 @@ class ScalerMetrics:
             ["metric_name", "dimension"],
             registry=registry,
         )
+        self.dimension_inflight = Gauge(
+            names.SCALER_DIMENSION_INFLIGHT,
+            "L in each capacity dimension at the latest step: requests, L itself; kv_tokens, "
+            "the L that fills the KV caches (the router's token demand, else vLLM's usage); "
+            "no series for a dimension not measured",
+            ["metric_name", "dimension"],
+            registry=registry,
+        )
         self.grpc_requests = Counter(
             names.SCALER_GRPC_REQUESTS.removesuffix("_total"),
             "gRPC calls by method and status code",
@@ -96,6 +109,23 @@ class ScalerMetrics:
         """1 for the capacity dimension that binds, 0 for the others (none known: all 0)."""
         for each in DIMENSIONS:
             self.capacity_binding.labels(metric_name, each).set(1 if each == dimension else 0)
+
+    def record_dimensions(self, metric_name: str, inflight: Mapping[Dimension, float]) -> None:
+        """L in each measured dimension; a dimension not measured loses its series (absent,
+        never 0: 0 would read as an idle dimension)."""
+        for each in DIMENSIONS:
+            if each in inflight:
+                self.dimension_inflight.labels(metric_name, each).set(inflight[each])
+            else:
+                self.dimension_inflight.remove(metric_name, each)
+
+    def forget(self, metric_name: str) -> None:
+        """Remove every gauge series of ``metric_name`` (its trigger is gone)."""
+        for gauge in (self.value, self.target, self.desired, self.saturation, self.active):
+            gauge.remove(metric_name)
+        for each in DIMENSIONS:
+            self.capacity_binding.remove(metric_name, each)
+            self.dimension_inflight.remove(metric_name, each)
 
     def record(self, metric_name: str, decision: Decision, *, count: bool) -> None:
         """Set the gauges from ``decision``; count it when ``count`` (GetMetrics only)."""

@@ -105,6 +105,7 @@ class ScalerApp:
         await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
+        self.servicer.forget_idle()  # a gone trigger's gauges leave this scrape
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -10,6 +10,11 @@ to gRPC status codes here, once:
                                    triggers; the message names the bound and its flag);
 * anything else                 → INTERNAL (logged; the process keeps serving).
 
+A trigger's gauge series (``metric_name``) go when no admitted trigger has that name
+(:meth:`ExternalScalerServicer.forget_idle`, at each scrape of ``/metrics``): a trigger
+stays admitted while a call or its stream holds it and ``--trigger-idle-s`` after
+(``external_scaler.limits``).
+
 A window that may understate L (a router down in it, samples missing) is not an error: the
 policy answers it with a raise or a hold of the ready count, never a drop
 (``inflight.control.policy.guard``), and the metrics count it by kind.
@@ -29,7 +34,7 @@ from typing import NoReturn
 
 import grpc
 
-from external_scaler.decide import decide
+from external_scaler.decide import Decided, decide
 from external_scaler.errors import MetadataError, ScalerError, SourceError, SourceRejected
 from external_scaler.limits import LimitExceeded, Limits
 from external_scaler.metadata import ScalerSpec, parse_metadata
@@ -38,7 +43,6 @@ from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.sources import WindowSource
 from inflight import names
-from inflight.control.capacity import Dimension
 from inflight.control.policy import Decision, NoSamples
 
 log = logging.getLogger(__name__)
@@ -78,7 +82,8 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self.stream_interval_s = stream_interval_s
         self._clock = clock
         self._last_desired: dict[str, int] = {}
-        self._binding: dict[str, Dimension] = {}
+        # Metric names with gauge series, to remove when their trigger is gone.
+        self._recorded: set[str] = set()
 
     # --- RPCs -------------------------------------------------------------------------
 
@@ -116,11 +121,14 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                     f"'metricName' is {spec.metric_name!r}",
                     names.SCALER_ERROR_INVALID_ARGUMENT,
                 )
-            decision = await self._decide(spec, context)
+            decided = await self._decide(spec, context)
         except _Abort as abort:
             await self._fail(context, method, abort)
+        decision = decided.decision
+        self._recorded.add(spec.metric_name)
         self.metrics.record(spec.metric_name, decision, count=True)
-        self.metrics.record_binding(spec.metric_name, self._binding.get(spec.metric_name))
+        self.metrics.record_binding(spec.metric_name, decided.dimension)
+        self.metrics.record_dimensions(spec.metric_name, decided.inflight)
         self._log_change(spec.metric_name, decision)
         self._count(method, grpc.StatusCode.OK)
         return pb.GetMetricsResponse(
@@ -139,9 +147,10 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         method = "IsActive"
         try:
             spec = self._parse(request.scalerMetadata)
-            decision = await self._decide(spec, context)
+            decision = (await self._decide(spec, context)).decision
         except _Abort as abort:
             await self._fail(context, method, abort)
+        self._recorded.add(spec.metric_name)
         self.metrics.record(spec.metric_name, decision, count=False)
         self._count(method, grpc.StatusCode.OK)
         return pb.IsActiveResponse(result=decision.active)
@@ -173,7 +182,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         was_active = False
         while True:
             try:
-                decision = await self._decide(spec, None)
+                decision = (await self._decide(spec, None)).decision
             except _Abort as abort:
                 self.metrics.errors.labels(abort.kind).inc()
                 if abort.code == grpc.StatusCode.INVALID_ARGUMENT:
@@ -194,7 +203,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                 grpc.StatusCode.INVALID_ARGUMENT, str(exc), names.SCALER_ERROR_INVALID_ARGUMENT
             ) from exc
 
-    async def _decide(self, spec: ScalerSpec, context: grpc.aio.ServicerContext | None) -> Decision:
+    async def _decide(self, spec: ScalerSpec, context: grpc.aio.ServicerContext | None) -> Decided:
         try:
             with self.limits.trigger(spec):
                 return await self._decide_admitted(spec, context)
@@ -203,7 +212,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
 
     async def _decide_admitted(
         self, spec: ScalerSpec, context: grpc.aio.ServicerContext | None
-    ) -> Decision:
+    ) -> Decided:
         budget_s = self.call_budget_s
         remaining = context.time_remaining() if context is not None else None
         if remaining is not None:
@@ -220,9 +229,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             )
             # Saturation over every capacity dimension (docs/capacity.md): the policy
             # decides on max(L, KV-equivalent L) at each step (the simulator calls it too).
-            decided = decide(spec, observed)
-            self._binding[spec.metric_name] = decided.dimension
-            return decided.decision
+            return decide(spec, observed)
         except TimeoutError as exc:
             raise _Abort(
                 grpc.StatusCode.UNAVAILABLE,
@@ -256,6 +263,18 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self._count(method, abort.code)
         await context.abort(abort.code, str(abort))
         raise AssertionError("unreachable: context.abort raises")
+
+    def forget_idle(self) -> list[str]:
+        """Remove the gauge series of every metric name no admitted trigger has (its
+        ScaledObject deleted or changed, its stream closed ``--trigger-idle-s`` ago); the
+        names removed, sorted. The metrics endpoint calls it before each scrape."""
+        live = {k.metric_name for k in self.limits.admitted() if isinstance(k, ScalerSpec)}
+        gone = sorted(self._recorded - live)
+        for metric_name in gone:
+            self.metrics.forget(metric_name)
+            self._recorded.discard(metric_name)
+            self._last_desired.pop(metric_name, None)
+        return gone
 
     def _log_change(self, metric_name: str, decision: Decision) -> None:
         """One log line when the replica count HPA will derive changes (not every poll)."""

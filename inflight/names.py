@@ -86,6 +86,9 @@ SCALER_GRPC_REQUESTS: Final = "inflight_scaler_grpc_requests_total"  # counter{m
 # gauge{metric_name,dimension}: 1 for the capacity dimension that binds at the latest step
 # (requests, kv_tokens: inflight.control.capacity), 0 for the others
 SCALER_CAPACITY_BINDING: Final = "inflight_scaler_capacity_binding"
+# gauge{metric_name,dimension}: L in each capacity dimension at the latest step (requests:
+# L; kv_tokens: the KV-equivalent L); a dimension not measured has no series
+SCALER_DIMENSION_INFLIGHT: Final = "inflight_scaler_dimension_inflight"
 
 SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_METRIC_VALUE: "gauge",
@@ -98,6 +101,7 @@ SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_ERRORS: "counter",
     SCALER_GRPC_REQUESTS: "counter",
     SCALER_CAPACITY_BINDING: "gauge",
+    SCALER_DIMENSION_INFLIGHT: "gauge",
 }
 
 # Values of SCALER_ERRORS' ``kind`` label (external_scaler/errors.py, servicer.py, sources/).

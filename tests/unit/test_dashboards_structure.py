@@ -187,6 +187,23 @@ def test_scaler_dashboard_says_which_capacity_dimension_binds() -> None:
     assert variables["vllm_job"]["query"] == f"label_values({n.VLLM_KV_CACHE_USAGE}, job)"
 
 
+def test_scaler_dashboard_graphs_l_in_each_capacity_dimension() -> None:
+    """Both dimensions' L on one timeseries in the KV row, by trigger and dimension, so the
+    one that does not bind shows how far it is from binding."""
+    board = json.loads((ROOT / b.DASHBOARD_DIR / "scaler.json").read_text())
+    panel = _panel(board, "L in each capacity dimension")
+    assert panel["type"] == "timeseries"
+    [target] = panel["targets"]
+    sel = 'namespace=~"$namespace",job=~"$job",metric_name=~"$metric_name"'
+    want = f"max by (metric_name, dimension) ({n.SCALER_DIMENSION_INFLIGHT}{{{sel}}})"
+    assert target["expr"] == want
+    assert target["legendFormat"] == "{{metric_name}} {{dimension}}"
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    kv_row = next(r for r in rows if "which dimension binds" in r["title"])
+    below = [r["gridPos"]["y"] for r in rows if r["gridPos"]["y"] > kv_row["gridPos"]["y"]]
+    assert kv_row["gridPos"]["y"] < panel["gridPos"]["y"] < min(below, default=10**6)
+
+
 # --- rules -----------------------------------------------------------------------------
 
 
