@@ -248,6 +248,23 @@ ALERTS: Final = (
             "down or its samples are late, so the replica count may rise or hold, never fall."
         ),
     ),
+    # The router's reads of its endpoints' KV capacity (--discover-kv-tokens,
+    # router/kv_discovery.py): on add and every round. While they fail, an endpoint is
+    # admitted by --kv-tokens or by its slots only, so long requests can queue inside vLLM.
+    Alert(
+        name="InflightRouterKvCapacityUnread",
+        expr=f"sum by (namespace, job, model) (rate({n.ROUTER_KV_READ_FAILURES}[5m])) > 0",
+        for_s=600,
+        severity="warning",
+        summary="The router cannot read its endpoints' KV capacity: token admission is blind",
+        description=(
+            f"Router {_WHERE} has failed {{{{ $value | humanize }}}} KV capacity reads/s "
+            "for 10 minutes (an endpoint's /metrics without vllm:cache_config_info, or not "
+            "answering). Those endpoints are admitted by --kv-tokens, or by their slots "
+            "only: long requests can wait in vLLM's own queue, out of the router's hold "
+            "order and deadline. The router's log names the endpoint and why."
+        ),
+    ),
     Alert(
         name="InflightNoReadyEndpoints",
         expr=(

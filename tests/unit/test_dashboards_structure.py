@@ -234,6 +234,7 @@ def test_every_alert_has_summary_description_with_value_severity_and_for() -> No
         "InflightNoReadyEndpoints",
         "InflightKvCapacityBinding",
         "InflightKvSaturatedAtMaxReplicas",
+        "InflightRouterKvCapacityUnread",
     }
     for a in alerts:
         ann = a["annotations"]
