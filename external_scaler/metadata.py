@@ -197,6 +197,30 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         'seconds from 0 to 86400, e.g. "300"',
         high=MAX_WINDOW_S,
     )
+    startup_s = _decimal(
+        names.META_STARTUP_S,
+        values,
+        'a replica\'s start-up in seconds from 0 (unknown: off) to 86400, e.g. "100"',
+        high=MAX_WINDOW_S,
+    )
+    excursion_window_s = _decimal(
+        names.META_EXCURSION_WINDOW_S,
+        values,
+        'seconds above 0 and up to 86400, e.g. "900"',
+        positive=True,
+        high=MAX_WINDOW_S,
+    )
+    margin_form = 'a factor from 1 to 100 on the longest recent excursion, e.g. "1.5"'
+    excursion_margin = _decimal(
+        names.META_EXCURSION_MARGIN, values, margin_form, low=1.0, high=100.0
+    )
+    if startup_s > 0 and excursion_window_s < startup_s:
+        raise MetadataError(
+            names.META_EXCURSION_WINDOW_S,
+            f"a window at least {names.META_STARTUP_S} ({startup_s:g} s) long",
+            values[names.META_EXCURSION_WINDOW_S],
+            "a shorter one cannot see an excursion as long as a start-up",
+        )
     count_form = "a whole number of replicas, as the ScaledObject's {}, e.g. {!r}"
     min_count = _decimal(
         names.META_MIN_REPLICA_COUNT,
@@ -258,6 +282,9 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_quantile=floor_quantile,
             floor_recurrences=int(floor_recurrences),
             floor_single_window_s=floor_single_window_s * time_scale,
+            startup_s=startup_s * time_scale,
+            excursion_window_s=excursion_window_s * time_scale,
+            excursion_margin=excursion_margin,
             min_replicas=int(min_count),
             max_replicas=int(max_count),
         ),

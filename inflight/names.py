@@ -249,6 +249,14 @@ META_FLOOR_QUANTILE: Final = "floorQuantile"
 META_FLOOR_RECURRENCES: Final = "floorRecurrences"
 # With "recurrent": a peak that has not come back is still held this many seconds (0: not).
 META_FLOOR_SINGLE_WINDOW_S: Final = "floorSingleWindowSeconds"
+# No scale-up that cannot arrive in time (0: unknown, off): a replica's start-up (seconds);
+# while L's excursions above the ready fleet's capacity in the last
+# ``excursionWindowSeconds`` all ended sooner than that, a new one adds no replica until it
+# has lasted longer (at most a start-up) or risen higher than ``excursionMargin`` x the
+# longest or highest of them (inflight.control.policy.late_scale_up).
+META_STARTUP_S: Final = "startupSeconds"
+META_EXCURSION_WINDOW_S: Final = "excursionWindowSeconds"
+META_EXCURSION_MARGIN: Final = "excursionMargin"
 # The ScaledObject's ``minReplicaCount`` and ``maxReplicaCount``, repeated in the trigger
 # (KEDA does not pass them to an external scaler): the bounds KEDA and its HPA clamp the
 # count to, so the policy knows when a lower answer cannot lower the count (already at the
@@ -295,6 +303,9 @@ DEFAULT_FLOOR_STATISTIC: Final = "peak"
 DEFAULT_FLOOR_QUANTILE: Final = 0.1
 DEFAULT_FLOOR_RECURRENCES: Final = 2
 DEFAULT_FLOOR_SINGLE_WINDOW_S: Final = 0
+DEFAULT_STARTUP_S: Final = 0  # off
+DEFAULT_EXCURSION_WINDOW_S: Final = 900
+DEFAULT_EXCURSION_MARGIN: Final = 1.0
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
 # assumption for a trigger that does not state them: a minimum of 0 treats every answer
 # below the ready count as a scale-down, a maximum of 100 is rarely reached.
@@ -327,6 +338,9 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_QUANTILE: str(DEFAULT_FLOOR_QUANTILE),
     META_FLOOR_RECURRENCES: str(DEFAULT_FLOOR_RECURRENCES),
     META_FLOOR_SINGLE_WINDOW_S: str(DEFAULT_FLOOR_SINGLE_WINDOW_S),
+    META_STARTUP_S: str(DEFAULT_STARTUP_S),
+    META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),
+    META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),
     META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),
     META_MAX_REPLICA_COUNT: str(DEFAULT_MAX_REPLICA_COUNT),
     META_CAPACITY: DEFAULT_CAPACITY,

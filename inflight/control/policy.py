@@ -47,6 +47,13 @@ Two policies:
   example, target 4, at most 8 replicas, recurrences 2, fraction 0.6: a 300 s surge of L 20
   and then L 2 → 1 replica once the 60 s maximum has let go (the peak floor: 3 replicas for
   900 s); bursts of L 20 every 200 s → 3 replicas from the second burst on.
+  **No scale-up that cannot arrive in time** (opt-in: ``startupSeconds``, a replica's
+  start-up, 0 off; :func:`late_scale_up`): while L's recent excursions above the ready
+  fleet's capacity all ended sooner than a start-up, a new one like them (no longer, no
+  higher, × ``excursionMargin``) leaves the value's maximum, so the count stays at the
+  ready fleet, the floor or what stood before it began; one that outlasts or outgrows
+  them scales. Worked example, target 4, 3 ready, start-up 100 s: bursts held L above 12
+  for 55 s each; the next one, 50 s in, answers 12 (3 replicas), not its L 20 (5).
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,
@@ -180,6 +187,17 @@ class PolicySpec:
     # With "recurrent": the highest peak of this last stretch (wall s) is held too, so a
     # burst that has not come back yet still holds (``floorSingleWindowSeconds``; 0: not).
     floor_single_window_s: float = float(names.DEFAULT_FLOOR_SINGLE_WINDOW_S)
+    # No scale-up that cannot arrive in time (``startupSeconds``, wall s; 0: unknown, off;
+    # ``excursionWindowSeconds``, the memory of L's excursions above capacity):
+    # :func:`late_scale_up`.
+    startup_s: float = float(names.DEFAULT_STARTUP_S)
+    excursion_window_s: float = float(names.DEFAULT_EXCURSION_WINDOW_S)
+    excursion_margin: float = names.DEFAULT_EXCURSION_MARGIN
+
+    @property
+    def late_scale_up_on(self) -> bool:
+        """Whether scale-ups that cannot arrive in time are held (a start-up and a window)."""
+        return self.startup_s > 0 and self.excursion_window_s > 0
 
     @property
     def floor_on(self) -> bool:
@@ -194,9 +212,11 @@ class PolicySpec:
     @property
     def lookback_s(self) -> float:
         """How far back (wall seconds) samples are needed for any policy: the decision's
-        span, and the floor's memory when the floor is on."""
+        span, the floor's memory when the floor is on, and the excursions' when
+        :func:`late_scale_up` is on."""
         floor_s = self.floor_window_s + self.scale_up_window_s if self.floor_on else 0.0
-        return max(self.decision_span_s, floor_s)
+        late_s = self.excursion_window_s + self.scale_up_window_s if self.late_scale_up_on else 0.0
+        return max(self.decision_span_s, floor_s, late_s)
 
     @property
     def decision_span_s(self) -> float:
@@ -413,6 +433,8 @@ def decide(
     """
     up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
     memory_s = max(down_s + up_s, spec.floor_window_s + up_s) if spec.floor_on else down_s + up_s
+    if spec.late_scale_up_on:
+        memory_s = max(memory_s, spec.excursion_window_s + up_s)
     points = _in_span(samples, now_s - memory_s, now_s)
     if not any(p.t_s >= now_s - down_s - up_s for p in points):
         raise NoSamples(
@@ -502,6 +524,20 @@ def decide(
         if service_s is not None:
             floor_how += f", capped at arrivals x {service_s:.3g} s of service"
     value = round(max(peak, floor, 0.0), _DECIMALS)
+    late = None
+    if spec.late_scale_up_on and ready_replicas:
+        # No scale-up that cannot arrive in time: the held excursion's L leaves the maximum.
+        # What stood before it began (the maximum then), the floor and the ready count stay.
+        levels = [Sample(t, v) for t in [*times, now_s] if (v := smoothed(t)) is not None]
+        hold = late_scale_up(levels, ready_series, ready_replicas, spec, now_s)
+        if hold is not None:
+            since_s = min(now_s, hold.excursion.start_s) - down_s
+            others = [
+                padded(t) for t in [*times, now_s] if t >= since_s and not hold.excursion.covers(t)
+            ]
+            held = max([floor, ready_replicas * spec.target, *(v for v in others if v is not None)])
+            if value > round(held, _DECIMALS):
+                value, late = round(held, _DECIMALS), hold.reason
     target = spec.target
     desired = hpa_replicas(value, spec, ready_replicas)
     inflight = points[-1].value
@@ -537,6 +573,8 @@ def decide(
             f"{spec.floor_window_s:g} s{floor_how} is {value:g} (now {current:g}) = "
             f"{desired} x {target:g}"
         )
+    if late is not None:
+        reason = f"{late}: holding {value:g} = {desired} x {target:g}"
     gap = _largest_gap(
         [t for t in times if t >= now_s - down_s - up_s], now_s - down_s - up_s, now_s
     )
@@ -621,6 +659,132 @@ def floor_recurrent(remembered: Sequence[Sample], recurrences: int) -> float:
         if peaks >= recurrences:
             return level
     return 0.0
+
+
+@dataclass(frozen=True)
+class Excursion:
+    """A stretch when L (smoothed) was above the capacity of the fleet ready now, that fleet
+    being ready: from its first sample above to its first sample at or below again, or to
+    now when it is still ``ongoing``. ``fleet_changed``: it ended because the ready count
+    changed while L was still above (a replica came, or went), not because L fell."""
+
+    start_s: float
+    end_s: float
+    peak: float  # the highest smoothed L in it
+    ongoing: bool = False
+    fleet_changed: bool = False
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+    def covers(self, t_s: float) -> bool:
+        """Whether L at ``t_s`` is in it (its closing sample, at or below, is not)."""
+        return self.start_s <= t_s and (t_s < self.end_s or self.ongoing)
+
+
+@dataclass(frozen=True)
+class LateHold:
+    """A scale-up held by :func:`late_scale_up`: the excursion whose L leaves the value's
+    maximum, and why."""
+
+    excursion: Excursion
+    reason: str
+
+
+def excursions(
+    levels: Sequence[Sample], ready: Sequence[Sample], ready_now: int, target: float
+) -> list[Excursion]:
+    """L's excursions above ``ready_now × target`` while ``ready_now`` replicas were ready,
+    oldest first.
+
+    ``levels``: L smoothed, ``ready``: the ready count over time (a time with none known
+    counts as ``ready_now``). A sample with another ready count is in no excursion: one
+    under way there ends ``fleet_changed``. One under way at the first sample counts from
+    it (it is leaving the memory); one under way at the last sample is ``ongoing``.
+    Worked example, target 4, 3 ready now, L every 10 s: 2, 20, 20, 2, 16, 16 with 3 ready
+    throughout → an excursion from 10 to 30 s (20 s, peak 20) and one from 40 s, ongoing at
+    50 s (10 s so far, peak 16); had a 4th replica been ready at 20 s, the first would end there,
+    ``fleet_changed``.
+    """
+    fleet = _StepSeries(ready)
+    capacity = round(ready_now * target, _DECIMALS)
+    found: list[Excursion] = []
+    start: float | None = None
+    peak = last_t = 0.0
+    for sample in sorted(levels, key=lambda s: s.t_s):
+        last_t = sample.t_s
+        count = fleet.at(sample.t_s)
+        same = count is None or round(count) == ready_now
+        if same and round(sample.value, _DECIMALS) > capacity:
+            if start is None:
+                start, peak = sample.t_s, sample.value
+            peak = max(peak, sample.value)
+        elif start is not None:
+            found.append(Excursion(start, sample.t_s, peak, fleet_changed=not same))
+            start = None
+    if start is not None:
+        found.append(Excursion(start, last_t, peak, ongoing=True))
+    return found
+
+
+def late_scale_up(
+    levels: Sequence[Sample],
+    ready: Sequence[Sample],
+    ready_now: int,
+    spec: PolicySpec,
+    now_s: float,
+) -> LateHold | None:
+    """The excursion whose scale-up would serve only after it is over, or None when
+    nothing says so (``startupSeconds``, opt-in).
+
+    A replica asked for now serves only after its start-up. ``levels`` (L smoothed over the
+    scale-up window) and ``ready`` over the last ``excursion_window_s`` give L's
+    :func:`excursions` above the capacity of the ``ready_now`` replicas, seen while they
+    were ready. The latest decides now when it is under way or ended within the scale-down
+    window (its L is still in the value's maximum); the earlier ones are the evidence. Its
+    scale-up is held when there is evidence, every earlier excursion ended, L falling,
+    sooner than ``startup_s`` (a replica asked for in one would have come after it), and
+    the latest is still like them: it has lasted no longer than ``excursion_margin`` x the
+    longest (and less than ``startup_s``) and risen no higher than ``excursion_margin`` x
+    the highest. One that lasts longer or rises higher (a ramp, a surge, a burst bigger
+    than those seen) scales. An excursion of ``startup_s`` or more in the window, or one
+    a change of the fleet ended (a replica that came while L was above: a scale-up in
+    time), turns the hold off until it leaves the window. Excursions seen on another fleet
+    are no evidence (a smaller fleet's L is swollen by its queue).
+
+    Worked example, target 4, 3 ready (capacity 12), start-up 100 s, window 900 s, margin
+    1: bursts took L above 12 for 80 s (to 40) and 60 s (to 30) in the last 900 s, 3
+    ready each time; a new burst has held L above 12 for 50 s, reaching 36 → held (the
+    count stays 3: a 4th replica would serve from 150 s on, after every burst seen); at
+    90 s it is longer than 80 s → not held; had it reached 41, neither. Had one of the
+    earlier excursions lasted 120 s, nothing would be held.
+    """
+    window_s = spec.excursion_window_s
+    recent = [s for s in levels if now_s - window_s <= s.t_s <= now_s]
+    found = excursions(recent, ready, ready_now, spec.target)
+    if not found:
+        return None
+    last = found[-1]
+    if not (last.ongoing or last.end_s >= now_s - spec.scale_down_window_s):
+        return None  # nothing above the capacity is in the value: nothing to hold
+    earlier = found[:-1]
+    if not earlier or any(e.fleet_changed for e in earlier):
+        return None
+    longest = max(e.duration_s for e in earlier)
+    highest = max(e.peak for e in earlier)
+    if longest >= spec.startup_s:
+        return None
+    allowed_s = min(spec.startup_s, spec.excursion_margin * longest)
+    if last.duration_s > allowed_s or last.peak > spec.excursion_margin * highest:
+        return None
+    return LateHold(
+        last,
+        f"late scale-up held: L's {len(earlier)} excursion(s) above {ready_now} x "
+        f"{spec.target:g} in the last {window_s:g} s all ended within {longest:g} s, sooner "
+        f"than a replica's {spec.startup_s:g} s start-up; this one has lasted "
+        f"{last.duration_s:g} s of the {allowed_s:g} s allowed",
+    )
 
 
 def service_time(
