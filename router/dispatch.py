@@ -583,26 +583,6 @@ class Admission(Generic[R]):
 
     __aenter__ = enter
 
-    def enter_now(self) -> Endpoint | None:
-        """``enter``'s steps up to the opener when they need no wait (the router's fast
-        path enters without a coroutine): count in L and take a slot at once, returning
-        the endpoint, else None having changed nothing. The caller then opens the request
-        itself, calls :meth:`retry` if that raised NotDelivered, and ``leave`` at the end."""
-        d = self._d
-        ep = d.try_acquire(self.tokens)
-        if ep is None:
-            return None
-        d.inflight += 1
-        self.ep = ep
-        self._holding = True
-        return ep
-
-    async def retry(self, first: NotDelivered) -> None:
-        """After :meth:`enter_now`, when opening raised ``first``: what ``enter`` does then,
-        once more elsewhere (``response`` set, or UpstreamUnavailable)."""
-        assert self.ep is not None
-        await self._retry(self.ep, first)
-
     async def _retry(self, ep: Endpoint, first: NotDelivered) -> None:
         self._not_delivered(ep, first)
         self._holding = False
