@@ -15,6 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 R = "saturation[floorStatistic=recurrent;floorSingleWindowSeconds=300"
+W = "saturation[startupSeconds=S;excursionMargin=1.5;excursionWindowSeconds="
 LABELS = {
     "saturation": "**default**",
     R + "]": "recurrent + single 300 s",
@@ -23,8 +24,8 @@ LABELS = {
     "saturation[startupSeconds=S;excursionMargin=2]": "late, margin 2",
     R + ";startupSeconds=S;excursionMargin=1.5]": "recurrent + late 1.5",
     R + ";startupSeconds=S;excursionMargin=2]": "recurrent + late 2",
-    "saturation[startupSeconds=S;excursionMargin=1.5;excursionWindowSeconds=300]": "late 1.5, 300 s",
-    "saturation[startupSeconds=S;excursionMargin=1.5;excursionWindowSeconds=1800]": "late 1.5, 1800 s",
+    W + "300]": "late 1.5, 300 s",
+    W + "1800]": "late 1.5, 1800 s",
 }
 
 
