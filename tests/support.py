@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -172,6 +173,36 @@ def start_kv_bound_emulator(
          *scale, "--startup-s", "0"],
         name="emulator",
     )  # fmt: skip
+
+
+def start_emulator_and_router(procs: ProcessTracker, time_scale: float) -> tuple[Server, Server]:
+    """One emulator (model "m", no start-up) at ``time_scale`` behind one router."""
+    emu = procs.start_inflight(
+        ["emulator", "--port", "{port}", "--time-scale", str(time_scale), "--startup-s", "0",
+         "--served-model-name", "m"],
+        name="emulator",
+    )  # fmt: skip
+    router = procs.start_inflight(
+        ["router", "--port", "{port}", "--endpoints", emu.url],
+        name="router",
+        ready_path="/router/status",
+    )
+    return emu, router
+
+
+def http_text(url: str) -> str:
+    """A GET's body as text."""
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def sample_total(metrics: str, name: str) -> float:
+    """The sum of an exposition page's samples named ``name`` (any labels)."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
 
 
 def assert_capacity_verdict(out: Path, summary: dict[str, Any], capacity: str, slots: int) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -17,36 +16,16 @@ from inflight import names
 from inflight.bench.openloop.sender import UNFINISHED_ERROR, littles_law, run_open_loop
 from inflight.measure.slo import outcome_from_record
 from inflight.workload.trace import PlannedRequest
-from tests.support import INFLIGHT, ProcessTracker, Server, wait_for
+from tests.support import (
+    INFLIGHT,
+    ProcessTracker,
+    http_text,
+    sample_total,
+    start_emulator_and_router,
+    wait_for,
+)
 
 TIME_SCALE = 0.05
-
-
-def _stack(procs: ProcessTracker) -> tuple[Server, Server]:
-    emu = procs.start_inflight(
-        ["emulator", "--port", "{port}", "--time-scale", str(TIME_SCALE), "--startup-s", "0",
-         "--served-model-name", "m"],
-        name="emulator",
-    )  # fmt: skip
-    router = procs.start_inflight(
-        ["router", "--port", "{port}", "--endpoints", emu.url],
-        name="router",
-        ready_path="/router/status",
-    )
-    return emu, router
-
-
-def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return resp.read().decode()
-
-
-def _counter(metrics: str, name: str) -> float:
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in metrics.splitlines()
-        if line.startswith(name + "{") or line.startswith(name + " ")
-    )
 
 
 # Five short requests (two at the same instant), then one that cannot finish within the
@@ -64,7 +43,7 @@ PLAN = (
 async def test_every_planned_request_is_sent_in_order_and_the_open_one_is_counted(
     procs: ProcessTracker,
 ) -> None:
-    emu, router = _stack(procs)
+    emu, router = start_emulator_and_router(procs, TIME_SCALE)
     async with aiohttp.ClientSession() as session:
         run = await run_open_loop(
             session,
@@ -93,11 +72,11 @@ async def test_every_planned_request_is_sent_in_order_and_the_open_one_is_counte
         "unfinished"
     )
     # the emulator counted every prompt exactly (token-id prompts), the open one included
-    metrics = _get(emu.url + "/metrics")
-    assert _counter(metrics, names.VLLM_PROMPT_TOKENS) == sum(p.prompt_tokens for p in PLAN)
+    metrics = http_text(emu.url + "/metrics")
+    assert sample_total(metrics, names.VLLM_PROMPT_TOKENS) == sum(p.prompt_tokens for p in PLAN)
     # the cancelled request gave its slot back
     wait_for(
-        lambda: json.loads(_get(router.url + "/router/status"))["inflight"] == 0,
+        lambda: json.loads(http_text(router.url + "/router/status"))["inflight"] == 0,
         timeout_s=10,
         what="the router to release the cancelled request",
     )
@@ -109,7 +88,7 @@ async def test_every_planned_request_is_sent_in_order_and_the_open_one_is_counte
 def test_bench_run_open_loop_writes_measures_and_names_bad_flags(
     procs: ProcessTracker, tmp_path: Path
 ) -> None:
-    _, router = _stack(procs)
+    _, router = start_emulator_and_router(procs, TIME_SCALE)
     out = tmp_path / "2026-12-01-open.json"
     args = [*INFLIGHT, "bench", "run", "--no-progress", "--url", router.url,
             "--time-scale", str(TIME_SCALE), "--sample-interval-s", "0.02"]  # fmt: skip

@@ -7,47 +7,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.request
 
 import aiohttp
 
 from inflight import names
 from inflight.bench.openloop.sender import run_open_loop
 from inflight.workload.trace import PlannedRequest
-from tests.support import ProcessTracker, Server, until, wait_for
+from tests.support import (
+    ProcessTracker,
+    Server,
+    http_text,
+    sample_total,
+    start_emulator_and_router,
+    until,
+    wait_for,
+)
 
 TIME_SCALE = 0.05
 
 
-def _stack(procs: ProcessTracker) -> tuple[Server, Server]:
-    emu = procs.start_inflight(
-        ["emulator", "--port", "{port}", "--time-scale", str(TIME_SCALE), "--startup-s", "0",
-         "--served-model-name", "m"],
-        name="emulator",
-    )  # fmt: skip
-    router = procs.start_inflight(
-        ["router", "--port", "{port}", "--endpoints", emu.url],
-        name="router",
-        ready_path="/router/status",
-    )
-    return emu, router
-
-
-def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return resp.read().decode()
-
-
-def _counter(metrics: str, name: str) -> float:
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in metrics.splitlines()
-        if line.startswith(name + "{") or line.startswith(name + " ")
-    )
-
-
 def _inflight(router: Server) -> int:
-    return int(json.loads(_get(router.url + "/router/status"))["inflight"])
+    return int(json.loads(http_text(router.url + "/router/status"))["inflight"])
 
 
 # Prompt lengths tell the parts apart in the emulator's prompt-token counter.
@@ -58,7 +38,7 @@ WINDOW = (PlannedRequest(0.0, 7, 3), PlannedRequest(1.0, 11, 3))
 async def test_the_warmup_is_sent_first_and_kept_out_of_the_measured_requests(
     procs: ProcessTracker,
 ) -> None:
-    emu, router = _stack(procs)
+    emu, router = start_emulator_and_router(procs, TIME_SCALE)
     async with aiohttp.ClientSession() as session:
         run = await run_open_loop(session, router.url, "m", WINDOW, time_scale=TIME_SCALE,
                                   drain_s=20.0, sample_interval_s=0.01, warmup=WARMUP,
@@ -71,15 +51,15 @@ async def test_the_warmup_is_sent_first_and_kept_out_of_the_measured_requests(
     starts = [s.record.start_t for s in (*run.warmup, *run.sent)]
     assert starts == sorted(starts)
     # the replica served every one of them: real requests, exact prompts
-    metrics = _get(emu.url + "/metrics")
+    metrics = http_text(emu.url + "/metrics")
     total = sum(p.prompt_tokens for p in (*WARMUP, *WINDOW))
-    assert _counter(metrics, names.VLLM_PROMPT_TOKENS) == total
+    assert sample_total(metrics, names.VLLM_PROMPT_TOKENS) == total
 
 
 async def test_a_run_cancelled_during_the_warmup_leaves_nothing_open(
     procs: ProcessTracker,
 ) -> None:
-    _, router = _stack(procs)
+    _, router = start_emulator_and_router(procs, TIME_SCALE)
     # a warm-up request far longer than the test (20,000 tokens ≈ 178 seed s), then more
     warmup = (PlannedRequest(0.0, 10, 20000), PlannedRequest(50.0, 10, 5))
     async with aiohttp.ClientSession() as session:
