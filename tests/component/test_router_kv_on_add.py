@@ -34,9 +34,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from prometheus_client.parser import text_string_to_metric_families
 
 from inflight import names
+from inflight.bench.token_admission_check import scrape
 from router import sources
 from router.dispatch import Dispatcher
 from router.kv_discovery import AddedReads
@@ -62,17 +62,6 @@ ROUTER_FLAGS = ("--hold-when-full", "--discover-kv-tokens", "--discover-interval
 
 
 # --- helpers ---------------------------------------------------------------------------------
-def scrape(url: str) -> dict[str, float]:
-    """Each metric's samples summed (one endpoint, one engine here)."""
-    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[s.name] = out.get(s.name, 0.0) + s.value
-    return out
-
-
 def write_endpoints(path: Path, urls: list[str]) -> None:
     """Replace the endpoints file atomically (as ``inflight up`` does)."""
     tmp = path.with_suffix(".tmp")
