@@ -214,9 +214,17 @@ class PolicySpec:
         """How far back (wall seconds) samples are needed for any policy: the decision's
         span, the floor's memory when the floor is on, and the excursions' when
         :func:`late_scale_up` is on."""
-        floor_s = self.floor_window_s + self.scale_up_window_s if self.floor_on else 0.0
-        late_s = self.excursion_window_s + self.scale_up_window_s if self.late_scale_up_on else 0.0
-        return max(self.decision_span_s, floor_s, late_s)
+        return max(self.decision_span_s, self.memory_s)
+
+    @property
+    def memory_s(self) -> float:
+        """How far back (wall seconds) :func:`decide` reads L: the scale-down maximum of
+        the scale-up means, the floor's window when the floor is on, and the excursions'
+        when :func:`late_scale_up` is on (each behind a scale-up mean)."""
+        up_s = self.scale_up_window_s
+        floor_s = self.floor_window_s + up_s if self.floor_on else 0.0
+        late_s = self.excursion_window_s + up_s if self.late_scale_up_on else 0.0
+        return max(self.scale_down_window_s + up_s, floor_s, late_s)
 
     @property
     def decision_span_s(self) -> float:
@@ -432,9 +440,7 @@ def decide(
     ``demand`` peak (:func:`service_time`).
     """
     up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
-    memory_s = max(down_s + up_s, spec.floor_window_s + up_s) if spec.floor_on else down_s + up_s
-    if spec.late_scale_up_on:
-        memory_s = max(memory_s, spec.excursion_window_s + up_s)
+    memory_s = spec.memory_s
     points = _in_span(samples, now_s - memory_s, now_s)
     if not any(p.t_s >= now_s - down_s - up_s for p in points):
         raise NoSamples(
