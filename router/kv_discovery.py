@@ -249,10 +249,15 @@ async def read_added(
             if length is not None and length > (demand.max_model_len or 0):
                 demand.max_model_len = length
     finally:
-        # Every other way out (forgotten while read, cancelled as the router stops, a
-        # bug): the mark goes and the endpoint falls back; one added again keeps its own.
-        if dispatcher.kv_unread(url) and dispatcher.pool.get(url) in (ep, None):
-            dispatcher.set_kv_capacity(url, None)
+        _fall_back(dispatcher, ep)
+
+
+def _fall_back(dispatcher: Dispatcher, ep: Endpoint) -> None:
+    """An on-add read of ``ep`` ended without a capacity (forgotten while read, cancelled or
+    never begun as the router stops, a bug): the mark goes and the endpoint falls back; an
+    endpoint added again under the same URL keeps its own mark (its own read decides)."""
+    if dispatcher.kv_unread(ep.url) and dispatcher.pool.get(ep.url) in (ep, None):
+        dispatcher.set_kv_capacity(ep.url, None)
 
 
 class AddedReads:
@@ -306,8 +311,7 @@ class AddedReads:
                     await task
             batch, self._queue = self._queue, []
             for d, ep in batch:  # never begun
-                if d.pool.get(ep.url) is ep and d.kv_unread(ep.url):
-                    d.set_kv_capacity(ep.url, None)
+                _fall_back(d, ep)
 
 
 def _done(reads: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]], None]:
