@@ -44,7 +44,7 @@ from inflight.measure.classes import class_measures, class_table
 from inflight.measure.results import ResultFileExists, check_writable, dumps, write_new
 from inflight.measure.slo import Outcome, outcome_from_record, run_measures, value_at
 from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
-from inflight.measure.warmup import carried_in_flight_s, warmup_summary
+from inflight.measure.warmup import warmup_summary
 from inflight.workload.plan import OpenLoopPlan, plan_from_args
 
 SCHEMA_RUN = "inflight-bench-openloop-run/1"
@@ -200,12 +200,9 @@ def run_document(
         warm_outcomes = [
             outcome_from_record(x.record, run.t0, s, unfinished=x.unfinished) for x in run.warmup
         ]
-        # seed s the warm-up's requests were still in flight inside the window (Little's Law)
-        carried = carried_in_flight_s(
-            (((x.record.start_t - run.t0) / s, (x.record.end_t - run.t0) / s) for x in run.warmup),
-            0.0,
-            max(0.0, (run.end_t - run.t0) / s),
-        )
+        # seed s the warm-up's requests were still in flight inside the window: littles_law's
+        # share of the window's L (inflight.measure.warmup), back to an integral
+        carried = ll.get("l_warmup_carried", 0.0) * max(0.0, (run.end_t - run.t0) / s)
         warm = {
             "warmup": warmup_summary(
                 len(plan.warmup),
