@@ -18,6 +18,7 @@ from inflight.planes.policies import OPEN_LOOP_POLICIES
 from inflight.workload.flags import positive_float
 from inflight.workload.plan import (
     CLOSED_LOOP,
+    add_arrivals_warmup_flag,
     add_open_loop_flags,
     add_trace_warmup_flag,
     is_open_loop,
@@ -73,6 +74,7 @@ def register(subparsers: Any) -> None:
     _workload_flags(run)
     add_open_loop_flags(run)
     add_trace_warmup_flag(run)
+    add_arrivals_warmup_flag(run)
     run.set_defaults(func=_run)
 
     cmp = sub.add_parser(
@@ -168,6 +170,7 @@ def register(subparsers: Any) -> None:
     _workload_flags(cmp)
     add_open_loop_flags(cmp)
     add_trace_warmup_flag(cmp)
+    add_arrivals_warmup_flag(cmp)
     cmp.set_defaults(func=_compare)
     _chaos_parser(sub)
     from inflight.bench.components.cli import register as register_components

@@ -330,6 +330,7 @@ def openloop_args(scenario: Mapping[str, Any]) -> argparse.Namespace:
         min_replicas=scenario.get("min_replicas"),
         max_replicas=scenario.get("max_replicas"),
         startup_s=scenario.get("startup_s"),
+        arrivals_warmup_s=scenario.get("arrivals_warmup_s"),  # --arrivals-warmup-s, if any
         # Live comparisons made before the router's --hold-deadline-s held FIFO.
         hold_deadline_s=scenario.get("hold_deadline_s", 0.0),
     )
@@ -375,13 +376,19 @@ def calibrate_openloop(
         config = replace(sim_config(plan, policy, seed), scrape_offset_s=scrape_offset_s)
         if startup_s is not None:
             config = replace(config, startup_s=startup_s)
-        result = simulate(config, plan.requests, plan.end_s)
+        result = simulate(config, plan.requests, plan.end_s, plan.warmup, plan.warmup_s)
         sim_runs[policy.name] = report.measures(result, plan.slo)
         spreads[policy.name] = []
         for k in range(phases if phases > 1 else 0):
             offset_s = round(k * config.scrape_interval_s / phases, 6)
             m = report.measures(
-                simulate(replace(config, scrape_offset_s=offset_s), plan.requests, plan.end_s),
+                simulate(
+                    replace(config, scrape_offset_s=offset_s),
+                    plan.requests,
+                    plan.end_s,
+                    plan.warmup,
+                    plan.warmup_s,
+                ),
                 plan.slo,
             )
             spreads[policy.name].append({"scrape_offset_s": offset_s, **_figures(m)})

@@ -41,6 +41,7 @@ from inflight.workload.plan import (
     DEFAULT_MAX_REPLICAS,
     DEFAULT_MIN_REPLICAS,
     OpenLoopPlan,
+    add_arrivals_warmup_flag,
     add_open_loop_flags,
     add_trace_warmup_flag,
     plan_from_args,
@@ -130,8 +131,8 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
 
 
 def simulate_plan(config: SimConfig, plan: OpenLoopPlan) -> SimResult:
-    """``plan``'s requests through ``config``'s stack, after the plan's trace warm-up
-    (``--trace-warmup-s``: replayed first, not measured)."""
+    """``plan``'s requests through ``config``'s stack, after the plan's warm-up
+    (``--trace-warmup-s`` or ``--arrivals-warmup-s``: replayed first, not measured)."""
     return simulate(config, plan.requests, plan.end_s, plan.warmup, plan.warmup_s)
 
 
@@ -415,6 +416,7 @@ def _workload_flags(
     )
     add_open_loop_flags(p)
     add_trace_warmup_flag(p)
+    add_arrivals_warmup_flag(p)
     if not out_dir:
         return
     p.add_argument("--out-dir", type=Path, required=True)

@@ -107,6 +107,7 @@ WORKLOAD_KEYS = (
     "trace_duration_s",
     "trace_rate_scale",
     "trace_warmup_s",
+    "arrivals_warmup_s",
     "hold_deadline_s",
     "hold_deadline_peers",
     # --priority-mix, --priority-class, --max-late-s (inflight.workload.priorities)

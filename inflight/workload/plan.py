@@ -23,12 +23,20 @@ time-scale; both measure it out with :mod:`inflight.measure.warmup`), so the sta
 the window in the state that traffic left it in. The plan's description says what was
 replayed (:func:`warmup_words`), or that the window starts cold. A caller without the flag
 gets no warm-up.
+
+**Arrivals warm-up** (``--arrivals-warmup-s S`` beside it: :func:`add_arrivals_warmup_flag`,
+:func:`split_arrivals_warmup`): the same for a synthetic ``--arrivals`` schedule. The
+requests are planned exactly as without the flag (same schedule, lengths, seed and
+priorities), then split: those with ``t < S`` are the warm-up (times unchanged: from the
+warm-up's start; ``warmup_s`` = S) and the rest the measured window, times shifted by −S
+and lasting the schedule's duration − S. Default 0: no warm-up, the plan of old.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +61,7 @@ DEFAULT_MAX_REPLICAS = 2
 # trace): the longest memory of any shipped policy, the floor's floorWindowSeconds (900 s;
 # the HPA's scale-down stabilization is 300 s, KPA's stable window 60 s).
 DEFAULT_TRACE_WARMUP_S = 900.0
+ARRIVALS_WARMUP_FLAG = "--arrivals-warmup-s"
 
 
 @dataclass(frozen=True)
@@ -76,8 +85,8 @@ class OpenLoopPlan:
     # the router's --priority-class values and --max-late-s, seed s (inflight.workload.priorities)
     priority_classes: tuple[str, ...] = ()
     max_late_s: float | None = None
-    # --trace-warmup-s: the trace's requests before the window, replayed first and not
-    # measured; times from the warm-up's start, which is ``warmup_s`` seed s before 0.
+    # --trace-warmup-s / --arrivals-warmup-s: the requests before the window, replayed first
+    # and not measured; times from the warm-up's start, which is ``warmup_s`` seed s before 0.
     warmup: tuple[PlannedRequest, ...] = ()
     warmup_s: float = 0.0
 
@@ -187,6 +196,9 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
         for flag, attr in _WINDOW_FLAGS:
             if getattr(args, attr, None) is not None:
                 raise ValueError(f"{flag}: only with --trace")
+    arrivals_warmup_s: float | None = getattr(args, "arrivals_warmup_s", None)
+    if arrivals_warmup_s is not None and not args.arrivals:
+        raise ValueError(f"{ARRIVALS_WARMUP_FLAG}: only with --arrivals")
     if args.trace:
         for flag, value in (("--prompt-tokens", args.prompt_tokens),
                             ("--max-tokens", args.max_tokens), ("--seed", args.seed)):  # fmt: skip
@@ -239,6 +251,20 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
             raise ValueError("--priority-mix: the trace gives its requests' priorities already")
         requests = list(assign(requests, parse_mix(mix_text), seed))
         meta = {**meta, "priority_mix": mix_text}
+    if arrivals_warmup_s is not None:  # after the mix: the same requests, only split
+        warmup, requests, warmup_s = split_arrivals_warmup(requests, end_s, arrivals_warmup_s)
+        if warmup_s:
+            end_s -= warmup_s
+            meta = {
+                **meta,
+                "arrivals_warmup": {
+                    "start_s": 0.0,
+                    "duration_s": warmup_s,
+                    "requests": len(warmup),
+                },
+                "arrivals_warmup_s": warmup_s,
+            }
+            description += warmup_words(meta)
     classes = tuple(getattr(args, "priority_class", None) or ())
     max_late_s: float | None = getattr(args, "max_late_s", None)
     if max_late_s is not None and max_late_s < 0:
@@ -269,15 +295,43 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
     )
 
 
-def warmup_words(meta: dict[str, Any]) -> str:
-    """The description's words for the warm-up (a loaded trace's meta): what was replayed
-    before the window, or that a window past the trace's start begins cold."""
-    w = meta.get("trace_warmup")
-    if w is not None:
-        return (
-            f"; warm-up: the trace's {w['start_s']:g}–{w['start_s'] + w['duration_s']:g} s "
-            f"({w['requests']} requests) replayed first, not measured"
+def split_arrivals_warmup(
+    requests: list[PlannedRequest], duration_s: float, warmup_s: float
+) -> tuple[tuple[PlannedRequest, ...], list[PlannedRequest], float]:
+    """``--arrivals-warmup-s``: ``(warm-up, window, warmup_s)`` of an ``--arrivals`` plan
+    lasting ``duration_s``: the requests with ``t < warmup_s`` as they are, the others with
+    ``t − warmup_s``. ValueError naming the flag: ``warmup_s`` negative or not finite, not
+    shorter than the schedule, or leaving no request in the window."""
+    flag = ARRIVALS_WARMUP_FLAG
+    if not (math.isfinite(warmup_s) and warmup_s >= 0):
+        raise ValueError(f"{flag}: must be a finite number >= 0, got {warmup_s:g}")
+    if warmup_s >= duration_s:
+        raise ValueError(
+            f"{flag}: {warmup_s:g} s leaves no window: the schedule lasts {duration_s:g} s"
         )
+    if warmup_s == 0:
+        return (), requests, 0.0
+    warmup = tuple(r for r in requests if r.t_s < warmup_s)
+    window = [replace(r, t_s=r.t_s - warmup_s) for r in requests if r.t_s >= warmup_s]
+    if not window:
+        raise ValueError(
+            f"{flag}: no request left in the window {warmup_s:g}–{duration_s:g} s of the "
+            f"schedule (all {len(warmup)} arrive in the warm-up)"
+        )
+    return warmup, window, warmup_s
+
+
+def warmup_words(meta: dict[str, Any]) -> str:
+    """The description's words for the warm-up (a loaded trace's or an ``--arrivals``
+    plan's meta): what was replayed before the window, or that a window past the trace's
+    start begins cold."""
+    for source, key in (("trace", "trace_warmup"), ("schedule", "arrivals_warmup")):
+        w = meta.get(key)
+        if w is not None:
+            return (
+                f"; warm-up: the {source}'s {w['start_s']:g}–{w['start_s'] + w['duration_s']:g}"
+                f" s ({w['requests']} requests) replayed first, not measured"
+            )
     window = meta.get("trace_window")
     if window is not None and window["start_s"] > 0:
         return "; no warm-up: the stack starts idle at its minimum"
@@ -295,6 +349,20 @@ def add_trace_warmup_flag(p: argparse.ArgumentParser) -> None:
         "before the window, not measured, so every policy and fixed fleet enters the window "
         f"as that traffic left it (default {DEFAULT_TRACE_WARMUP_S:g}, at most "
         "--trace-start-s; 0: start idle at the minimum)",
+    )
+
+
+def add_arrivals_warmup_flag(p: argparse.ArgumentParser) -> None:
+    """``--arrivals-warmup-s``: beside :func:`add_trace_warmup_flag`, for the same callers."""
+    p.add_argument(
+        ARRIVALS_WARMUP_FLAG,
+        type=float,
+        default=None,
+        help="with --arrivals: the schedule's first this many seconds are a warm-up, sent "
+        "first and not measured (the measured window is the rest, its times from 0), so "
+        "every policy and fixed fleet enters it as that traffic left it; the same requests "
+        "as without the flag, only split (default 0: none, the stack starts idle at its "
+        "minimum)",
     )
 
 

@@ -65,6 +65,8 @@ def sim_command(
         # The same warm-up as the live runs (seed s of the trace, the flag's unit), or none.
         warm = plan.meta.get("trace_warmup")
         argv += ["--trace-warmup-s", repr(warm["duration_s"] if warm else 0.0)]
+    if plan.meta.get("arrivals_warmup_s"):  # --arrivals: the same warm-up as the live runs
+        argv += ["--arrivals-warmup-s", repr(plan.meta["arrivals_warmup_s"])]
     seed = plan.meta.get("seed")
     argv += ["--seeds", str(1 if seed is None else seed)]  # a trace: one run, seed 1
     if plan.startup_s is not None:
