@@ -197,6 +197,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         'seconds from 0 to 86400, e.g. "300"',
         high=MAX_WINDOW_S,
     )
+    floor_single_fraction = _decimal(
+        names.META_FLOOR_SINGLE_FRACTION,
+        values,
+        'a fraction from 0 (floorFraction\'s) to 1, e.g. "0.4"',
+        high=1.0,
+    )
     startup_s = _decimal(
         names.META_STARTUP_S,
         values,
@@ -282,6 +288,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_quantile=floor_quantile,
             floor_recurrences=int(floor_recurrences),
             floor_single_window_s=floor_single_window_s * time_scale,
+            floor_single_fraction=floor_single_fraction,
             startup_s=startup_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,
             excursion_margin=excursion_margin,

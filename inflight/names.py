@@ -249,6 +249,8 @@ META_FLOOR_QUANTILE: Final = "floorQuantile"
 META_FLOOR_RECURRENCES: Final = "floorRecurrences"
 # With "recurrent": a peak that has not come back is still held this many seconds (0: not).
 META_FLOOR_SINGLE_WINDOW_S: Final = "floorSingleWindowSeconds"
+# The fraction that peak is held at (0: ``floorFraction``'s), e.g. a lower one for longer.
+META_FLOOR_SINGLE_FRACTION: Final = "floorSingleFraction"
 # No scale-up that cannot arrive in time (0: unknown, off): a replica's start-up (seconds);
 # while L's excursions above the ready fleet's capacity in the last
 # ``excursionWindowSeconds`` all ended sooner than that, a new one adds no replica until it
@@ -303,6 +305,7 @@ DEFAULT_FLOOR_STATISTIC: Final = "peak"
 DEFAULT_FLOOR_QUANTILE: Final = 0.1
 DEFAULT_FLOOR_RECURRENCES: Final = 2
 DEFAULT_FLOOR_SINGLE_WINDOW_S: Final = 0
+DEFAULT_FLOOR_SINGLE_FRACTION: Final = 0  # floorFraction's
 DEFAULT_STARTUP_S: Final = 0  # off
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_EXCURSION_MARGIN: Final = 1.0
@@ -338,6 +341,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_QUANTILE: str(DEFAULT_FLOOR_QUANTILE),
     META_FLOOR_RECURRENCES: str(DEFAULT_FLOOR_RECURRENCES),
     META_FLOOR_SINGLE_WINDOW_S: str(DEFAULT_FLOOR_SINGLE_WINDOW_S),
+    META_FLOOR_SINGLE_FRACTION: str(DEFAULT_FLOOR_SINGLE_FRACTION),
     META_STARTUP_S: str(DEFAULT_STARTUP_S),
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),
     META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),

@@ -43,7 +43,8 @@ Two policies:
   of the window (time-weighted, :func:`floor_quantile`), "recurrent" the highest level L
   reached in ``floorRecurrences`` separate peaks (:func:`floor_recurrent`), so one surge
   alone holds nothing after it and bursts that come back hold what they reached (and
-  with ``floorSingleWindowSeconds``, a peak that has not come back yet for that long). Worked
+  with ``floorSingleWindowSeconds``, a peak that has not come back yet for that long, at
+  ``floorSingleFraction`` of it when that is set, 0 being ``floorFraction``'s). Worked
   example, target 4, at most 8 replicas, recurrences 2, fraction 0.6: a 300 s surge of L 20
   and then L 2 → 1 replica once the 60 s maximum has let go (the peak floor: 3 replicas for
   900 s); bursts of L 20 every 200 s → 3 replicas from the second burst on.
@@ -187,6 +188,8 @@ class PolicySpec:
     # With "recurrent": the highest peak of this last stretch (wall s) is held too, so a
     # burst that has not come back yet still holds (``floorSingleWindowSeconds``; 0: not).
     floor_single_window_s: float = float(names.DEFAULT_FLOOR_SINGLE_WINDOW_S)
+    # ... held at this fraction of it (``floorSingleFraction``; 0: ``floor_fraction``).
+    floor_single_fraction: float = float(names.DEFAULT_FLOOR_SINGLE_FRACTION)
     # No scale-up that cannot arrive in time (``startupSeconds``, wall s; 0: unknown, off;
     # ``excursionWindowSeconds``, the memory of L's excursions above capacity):
     # :func:`late_scale_up`.
@@ -520,8 +523,14 @@ def decide(
             single_s = spec.floor_single_window_s
             if single_s > 0:
                 recent = (p.value for p in kept if p.t_s >= now_s - single_s)
-                floor_peak = max(floor_peak, max(recent, default=0.0))
-                floor_how += f" or of one in the last {single_s:g} s"
+                # The single peak at its own fraction (floorSingleFraction; 0: the floor's),
+                # in units of the floor's fraction, which multiplies floor_peak below.
+                single = spec.floor_single_fraction or spec.floor_fraction
+                floor_peak = max(
+                    floor_peak, single / spec.floor_fraction * max(recent, default=0.0)
+                )
+                at = f" at {single:g} x" if single != spec.floor_fraction else ""
+                floor_how += f" or{at} of one in the last {single_s:g} s"
         else:
             floor_peak = max((p.value for p in kept), default=0.0)
         floor = spec.floor_fraction * floor_peak

@@ -148,6 +148,30 @@ def test_a_single_window_holds_a_peak_until_it_could_have_come_back() -> None:
     assert surge == [(560.0, 10.0), (595.0, 10.0), (600.0, 5.5), (605.0, 2.0), (900.0, 2.0)]
 
 
+def test_a_single_fraction_holds_a_lone_surge_lower_for_the_whole_single_window() -> None:
+    # floorSingleFraction 0.25 with a 600 s single window: one surge (smoothed L 20 until
+    # 395 s, 11 at 400 s) holds 0.25 x 20 = 5 (2 replicas) until its last L 20 leaves the
+    # window, not 0.5 x 20 = 10 as the peak floor would, and not nothing as the recurrent
+    # floor alone; then 0.25 x 11 at 1000 s, and L itself from 1005 s.
+    spec = replace(RECURRENT, floor_single_window_s=600.0, floor_single_fraction=0.25)
+    surge = [
+        (t, decide(traffic(t, ONE_SURGE), spec, t, ready_replicas=5).value)
+        for t in (560.0, 995.0, 1000.0, 1005.0)
+    ]
+    assert surge == [(560.0, 5.0), (995.0, 5.0), (1000.0, 2.75), (1005.0, 2.0)]
+    assert decide(traffic(560.0, ONE_SURGE), PEAK, 560.0, ready_replicas=5).value == 10.0
+    assert decide(traffic(560.0, ONE_SURGE), RECURRENT, 560.0, ready_replicas=5).value == 2.0
+    reason = decide(traffic(560.0, ONE_SURGE), spec, 560.0, ready_replicas=5).reason
+    assert "or at 0.25 x of one in the last 600 s" in reason
+    # Bursts that come back hold the floor's own fraction: 0.5 x 20 once the second has come,
+    # the single fraction's 0.25 x 20 before it.
+    assert decide(traffic(280.0, BURSTS), spec, 280.0, ready_replicas=3).value == 5.0
+    assert decide(traffic(640.0, BURSTS), spec, 640.0, ready_replicas=3).value == 10.0
+    # 0 is the floor's fraction (floorSingleWindowSeconds as before the key).
+    same = replace(spec, floor_single_fraction=0.0)
+    assert decide(traffic(560.0, ONE_SURGE), same, 560.0, ready_replicas=5).value == 10.0
+
+
 def test_recurring_bursts_hold_the_quantile_floor() -> None:
     # Three bursts: 180 s above 2, over the 60 s a quantile of 0.1 allows: held at 20 x 0.5.
     samples = traffic(640.0, BURSTS)
@@ -189,6 +213,7 @@ def test_metadata_keys_are_parsed_defaulted_and_checked() -> None:
             names.META_FLOOR_QUANTILE: "0.25",
             names.META_FLOOR_RECURRENCES: "3",
             names.META_FLOOR_SINGLE_WINDOW_S: "300",
+            names.META_FLOOR_SINGLE_FRACTION: "0.3",
             names.META_TIME_SCALE: "0.1",
         }
     ).policy
@@ -199,6 +224,8 @@ def test_metadata_keys_are_parsed_defaulted_and_checked() -> None:
     )
     assert spec.floor_single_window_s == pytest.approx(30.0)  # time-scaled as every window
     assert parse_metadata({}).policy.floor_single_window_s == names.DEFAULT_FLOOR_SINGLE_WINDOW_S
+    assert spec.floor_single_fraction == pytest.approx(0.3)  # a fraction: not time-scaled
+    assert parse_metadata({}).policy.floor_single_fraction == names.DEFAULT_FLOOR_SINGLE_FRACTION
     for key, bad in (
         (names.META_FLOOR_STATISTIC, "max"),
         (names.META_FLOOR_QUANTILE, "0"),
@@ -210,6 +237,9 @@ def test_metadata_keys_are_parsed_defaulted_and_checked() -> None:
         (names.META_FLOOR_RECURRENCES, "101"),
         (names.META_FLOOR_SINGLE_WINDOW_S, "-1"),
         (names.META_FLOOR_SINGLE_WINDOW_S, "90000"),
+        (names.META_FLOOR_SINGLE_FRACTION, "1.5"),
+        (names.META_FLOOR_SINGLE_FRACTION, "-0.1"),
+        (names.META_FLOOR_SINGLE_FRACTION, "half"),
     ):
         with pytest.raises(MetadataError, match=key):
             parse_metadata({key: bad})
