@@ -301,11 +301,15 @@ PROPOSED_FLOOR_WINDOW_S: Final = DEFAULT_FLOOR_WINDOW_S
 DEFAULT_FLOOR_FRACTION: Final = 0.6
 DEFAULT_FLOOR_DECAY: Final = "none"
 DEFAULT_FLOOR_PEAK: Final = "inflight"
-DEFAULT_FLOOR_STATISTIC: Final = "peak"
+# Which level of those peaks: the level that recurs (two separate peaks) at floorFraction,
+# and a peak that has not come back yet at 0.3 of it for the whole window ("C", chosen on
+# 16 in-sample rows and judged on 18 held-out rows by a rule written before them:
+# results/2026-12-02-single-fraction; before it, "peak": the highest at floorFraction).
+DEFAULT_FLOOR_STATISTIC: Final = "recurrent"
 DEFAULT_FLOOR_QUANTILE: Final = 0.1
 DEFAULT_FLOOR_RECURRENCES: Final = 2
-DEFAULT_FLOOR_SINGLE_WINDOW_S: Final = 0
-DEFAULT_FLOOR_SINGLE_FRACTION: Final = 0  # floorFraction's
+DEFAULT_FLOOR_SINGLE_WINDOW_S: Final = 900
+DEFAULT_FLOOR_SINGLE_FRACTION: Final = 0.3  # 0: floorFraction's
 DEFAULT_STARTUP_S: Final = 0  # off
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_EXCURSION_MARGIN: Final = 1.0

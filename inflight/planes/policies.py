@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
 from inflight.control.trigger import check_override_key
-from inflight.names import META_FLOOR_WINDOW_S, METADATA_DEFAULTS
+from inflight.names import (
+    META_FLOOR_SINGLE_FRACTION,
+    META_FLOOR_SINGLE_WINDOW_S,
+    META_FLOOR_STATISTIC,
+    META_FLOOR_WINDOW_S,
+    METADATA_DEFAULTS,
+)
 from inflight.planes.peers.catalog import POLICY_NAMES
 
 # The closed-loop comparison's policies (--scenario sweep|slowing) when --policies is not given.
@@ -130,20 +136,41 @@ def parse_policies(text: str, start_replicas: int = 1) -> list[Policy]:
 #: recorded before it ran without the floor, and its runs name the policy only
 #: ("saturation"), not its metadata.
 FLOOR_DEFAULT_SINCE = "2026-12-02T10:00:00+00:00"
+#: When the floor's level became the recurring one, a lone peak held at 0.3 of it
+#: (``floorStatistic`` recurrent, ``floorSingleWindowSeconds`` 900, ``floorSingleFraction``
+#: 0.3; results/2026-12-02-single-fraction). A live run recorded between the two held the
+#: highest peak at ``floorFraction`` (``floorStatistic`` peak).
+RECURRENT_FLOOR_DEFAULT_SINCE = "2026-12-02T17:30:00+00:00"
+_AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (FLOOR_DEFAULT_SINCE, ((META_FLOOR_WINDOW_S, "0"),)),
+    (
+        RECURRENT_FLOOR_DEFAULT_SINCE,
+        (
+            (META_FLOOR_STATISTIC, "peak"),
+            (META_FLOOR_SINGLE_WINDOW_S, "0"),
+            (META_FLOOR_SINGLE_FRACTION, "0"),
+        ),
+    ),
+)
 
 
 def as_recorded(policy: Policy, created_at: str | None) -> Policy:
     """``policy`` as a live run created at ``created_at`` (ISO 8601, UTC) ran it: a
-    saturation run from before :data:`FLOOR_DEFAULT_SINCE` without the floor, unless its
-    metadata names one (what ``inflight sim calibrate`` re-simulates). None: as today."""
-    if (
-        policy.kind != "saturation"
-        or created_at is None
-        or created_at >= FLOOR_DEFAULT_SINCE
-        or any(k == META_FLOOR_WINDOW_S for k, _ in policy.metadata)
-    ):
+    saturation run from before :data:`FLOOR_DEFAULT_SINCE` without the floor, one from
+    before :data:`RECURRENT_FLOOR_DEFAULT_SINCE` with the floor of the highest peak
+    (``floorStatistic`` peak); a key its metadata names stays as named (what ``inflight
+    sim calibrate`` re-simulates). None: as today."""
+    if policy.kind != "saturation" or created_at is None:
         return policy
-    return replace(policy, metadata=(*policy.metadata, (META_FLOOR_WINDOW_S, "0")))
+    named = {k for k, _ in policy.metadata}
+    added = tuple(
+        (k, v)
+        for since, then in _AS_RECORDED
+        if created_at < since
+        for k, v in then
+        if k not in named
+    )
+    return replace(policy, metadata=(*policy.metadata, *added)) if added else policy
 
 
 def resolve_policies(text: str | None, max_replicas: int, start_replicas: int) -> list[Policy]:

@@ -13,9 +13,17 @@ from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
 from inflight.control.policy import Partial, PolicySpec, Sample, decide
 
-# 4 slots at target 1.0, 1–8 replicas, a 600 s memory at half the peak.
+# 4 slots at target 1.0, 1–8 replicas, a 600 s memory at half the peak: the floor of the
+# highest peak (``floorStatistic`` peak; the default holds the recurring level, a lone peak
+# lower: tests/unit/test_scaler_floor_quantile.py).
+PEAK = {"floor_statistic": "peak", "floor_single_window_s": 0.0}
 FLOOR = PolicySpec(
-    floor_window_s=600.0, floor_fraction=0.5, min_replicas=1, max_replicas=8, scale_up_window_s=10.0
+    floor_window_s=600.0,
+    floor_fraction=0.5,
+    min_replicas=1,
+    max_replicas=8,
+    scale_up_window_s=10.0,
+    **PEAK,  # type: ignore[arg-type]
 )
 OFF = PolicySpec(floor_window_s=0.0, min_replicas=1, max_replicas=8, scale_up_window_s=10.0)
 
@@ -118,7 +126,12 @@ def test_the_floor_is_the_windows_value_or_the_remembered_peak_whichever_is_high
     samples of 0 end the series, so the remembered peak is older than the window's L."""
     values = [*values, *([0.0] * quiet)]
     samples = [Sample(1000.0 - (len(values) - 1 - i) * 5.0, v) for i, v in enumerate(values)]
-    on = PolicySpec(floor_window_s=window_s, floor_fraction=fraction, max_replicas=max_replicas)
+    on = PolicySpec(
+        floor_window_s=window_s,
+        floor_fraction=fraction,
+        max_replicas=max_replicas,
+        **PEAK,  # type: ignore[arg-type]
+    )
     off = PolicySpec(floor_window_s=0.0, max_replicas=max_replicas)
     base = decide(samples, off, 1000.0).value
     smoothed = [

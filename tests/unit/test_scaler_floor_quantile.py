@@ -29,10 +29,13 @@ BASE = {
     "min_replicas": 1,
     "max_replicas": 8,
     "scale_up_window_s": 10.0,
+    "floor_statistic": "peak",  # each statistic below is named; no lone peak held unless said
+    "floor_single_window_s": 0.0,
+    "floor_single_fraction": 0.0,
 }
 PEAK = PolicySpec(**BASE)  # type: ignore[arg-type]
-QUANTILE = PolicySpec(**BASE, floor_statistic="quantile", floor_quantile=0.1)  # type: ignore[arg-type]
-RECURRENT = PolicySpec(**BASE, floor_statistic="recurrent")  # type: ignore[arg-type]
+QUANTILE = replace(PEAK, floor_statistic="quantile", floor_quantile=0.1)
+RECURRENT = replace(PEAK, floor_statistic="recurrent")
 
 
 def series(values: list[float], step_s: float = 10.0) -> list[Sample]:
@@ -104,7 +107,7 @@ def test_a_single_surge_holds_no_recurrent_floor(
 def test_a_single_surge_holds_no_quantile_floor() -> None:
     # 305 s above 2 (the smoothed L of 100-400 s) in a 600 s window: a quantile of 0.6
     # (360 s allowed) lets it go.
-    spec = PolicySpec(**BASE, floor_statistic="quantile", floor_quantile=0.6)  # type: ignore[arg-type]
+    spec = replace(PEAK, floor_statistic="quantile", floor_quantile=0.6)
     samples = traffic(470.0, ONE_SURGE)
     assert decide(samples, spec, 470.0, ready_replicas=5).value == pytest.approx(2.0)
     # At 0.1 (60 s allowed) a 300 s surge is held, as by the peak.
@@ -170,6 +173,19 @@ def test_a_single_fraction_holds_a_lone_surge_lower_for_the_whole_single_window(
     # 0 is the floor's fraction (floorSingleWindowSeconds as before the key).
     same = replace(spec, floor_single_fraction=0.0)
     assert decide(traffic(560.0, ONE_SURGE), same, 560.0, ready_replicas=5).value == 10.0
+
+
+def test_the_default_holds_recurring_bursts_at_its_fraction_and_a_lone_surge_lower() -> None:
+    # The shipped metadata's floor (results/2026-12-02-single-fraction): 900 s, 0.6 of the
+    # level that recurs, 0.3 of a peak that has not (yet) come back.
+    spec = replace(parse_metadata({}).policy, min_replicas=1, max_replicas=8)
+    assert (spec.floor_window_s, spec.floor_fraction) == (900.0, 0.6)
+    assert decide(traffic(560.0, ONE_SURGE), spec, 560.0, ready_replicas=5).value == 6.0
+    assert decide(traffic(280.0, BURSTS), spec, 280.0, ready_replicas=3).value == 6.0
+    assert decide(traffic(640.0, BURSTS), spec, 640.0, ready_replicas=3).value == 12.0
+    # The highest peak's floor, the default before: 0.6 x 20 for the surge too.
+    peak = replace(spec, floor_statistic="peak")
+    assert decide(traffic(560.0, ONE_SURGE), peak, 560.0, ready_replicas=5).value == 12.0
 
 
 def test_recurring_bursts_hold_the_quantile_floor() -> None:

@@ -16,6 +16,8 @@ BASE = {
     "min_replicas": 1,
     "max_replicas": 8,
     "scale_up_window_s": 10.0,
+    "floor_statistic": "peak",  # the variants of the highest peak's floor
+    "floor_single_window_s": 0.0,
 }
 FLAT = PolicySpec(**BASE)  # type: ignore[arg-type]
 LINEAR = PolicySpec(**BASE, floor_decay="linear")  # type: ignore[arg-type]

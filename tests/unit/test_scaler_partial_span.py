@@ -71,10 +71,11 @@ def test_a_blip_holds_the_count_for_the_decision_span_not_the_floors_memory() ->
     partial_at = [t for t, (partial, _) in steps.items() if partial]
     # Down 300-310 s: partial while a down step is within the last 70 s, not after.
     assert partial_at and min(partial_at) == 300 and max(partial_at) <= 310 + 70 + 5
-    # Held at 5 while partial (the window reads 4, floor 0.6 x 20 = 12: 3 replicas) ...
+    # Held at 5 while partial (the window reads 4; the floor of a lone peak, the default's
+    # 0.3 x 20 = 6: 2 replicas) ...
     assert all(steps[t][1] == 5 for t in partial_at)
-    # ... then the floor's 3, until the peak at 195 s leaves its 900 s memory; then 1.
-    assert steps[400] == (False, 3) and steps[1000] == (False, 3)
+    # ... then the floor's 2, until the peak at 195 s leaves its 900 s memory; then 1.
+    assert steps[400] == (False, 2) and steps[1000] == (False, 2)
     assert steps[1400] == (False, 1)
 
 

@@ -1,0 +1,58 @@
+"""``inflight sim calibrate`` re-simulates a live run with the policy as it ran: the
+saturation policy's defaults changed twice (the floor, then its recurring level), and a
+recorded run names only "saturation". Each run here is built as calibrate builds it."""
+
+from __future__ import annotations
+
+from external_scaler.metadata import parse_metadata
+from inflight import names
+from inflight.control.policy import PolicySpec
+from inflight.planes.policies import (
+    FLOOR_DEFAULT_SINCE,
+    RECURRENT_FLOOR_DEFAULT_SINCE,
+    Policy,
+    as_recorded,
+    parse_policies,
+)
+
+
+def spec_of(text: str, created_at: str | None) -> tuple[Policy, PolicySpec]:
+    (policy,) = parse_policies(text, start_replicas=1)
+    recorded = as_recorded(policy, created_at)
+    return recorded, parse_metadata(dict(recorded.metadata)).policy
+
+
+def test_the_switch_times_are_in_order() -> None:
+    assert FLOOR_DEFAULT_SINCE < RECURRENT_FLOOR_DEFAULT_SINCE
+
+
+def test_a_run_before_the_floor_ran_without_it() -> None:
+    _, spec = spec_of("saturation", "2026-12-01T12:00:00+00:00")
+    assert not spec.floor_on
+
+
+def test_a_run_between_the_switches_held_the_highest_peak() -> None:
+    recorded, spec = spec_of("saturation", "2026-12-02T12:00:00+00:00")
+    assert spec.floor_on and spec.floor_fraction == names.DEFAULT_FLOOR_FRACTION
+    assert (spec.floor_statistic, spec.floor_single_window_s) == ("peak", 0.0)
+    assert recorded.name == "saturation"  # the run's name is kept
+
+
+def test_a_run_since_holds_the_recurring_level_as_today() -> None:
+    recorded, spec = spec_of("saturation", "2026-12-02T18:00:00+00:00")
+    assert recorded.metadata == ()
+    assert (spec.floor_statistic, spec.floor_single_fraction) == ("recurrent", 0.3)
+    assert spec_of("saturation", None)[0].metadata == ()
+
+
+def test_a_key_the_run_named_stays_as_named() -> None:
+    _, spec = spec_of("saturation[floorStatistic=quantile]", "2026-12-02T12:00:00+00:00")
+    assert spec.floor_statistic == "quantile"
+    _, named = spec_of("saturation[floorWindowSeconds=600]", "2026-12-01T12:00:00+00:00")
+    assert named.floor_window_s == 600.0 and named.floor_statistic == "peak"
+
+
+def test_fixed_fleets_and_peers_are_untouched() -> None:
+    for text in ("fixed:2", "kpa"):
+        (policy,) = parse_policies(text, start_replicas=1)
+        assert as_recorded(policy, "2026-12-01T12:00:00+00:00") == policy
