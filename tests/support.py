@@ -6,6 +6,7 @@ Nothing here sleeps to wait for a condition it could poll for.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -335,3 +336,15 @@ class ClosedLoop:
         self.stop.set()
         self.thread.join(timeout=60)
         assert not self.thread.is_alive(), "load generator did not stop"
+
+
+def open_loop_args(**overrides: Any) -> argparse.Namespace:
+    """The open-loop workload flags as ``inflight.workload.plan.plan_from_args`` reads them,
+    every one not given (None), with ``overrides`` on top."""
+    base: dict[str, Any] = dict.fromkeys(
+        (
+            "scenario", "arrivals", "trace", "prompt_tokens", "max_tokens", "seed",
+            "slo_ttft_s", "slo_tpot_s", "drain_s", "min_replicas", "max_replicas", "startup_s",
+        )
+    )  # fmt: skip
+    return argparse.Namespace(**{**base, **overrides})

@@ -25,6 +25,7 @@ from inflight.sim.calibrate import openloop_args
 from inflight.sim.cli import main, sim_config, simulate_plan
 from inflight.sim.core import SimResult
 from inflight.workload.plan import OpenLoopPlan, plan_from_args
+from tests.support import open_loop_args
 
 # 4 req/s of reference requests for 300 s (about four replicas' worth), then 0.2 req/s to
 # 600 s: with S = 300 the warm-up is the burst and the window the quiet stretch after it.
@@ -34,11 +35,7 @@ HEADER = "warm-up: the schedule's 0–300 s (1192 requests) replayed first, not 
 
 
 def _ns(**kw: Any) -> argparse.Namespace:
-    base = {"scenario": None, "arrivals": None, "trace": None, "prompt_tokens": None,
-            "max_tokens": None, "seed": None, "slo_ttft_s": None, "slo_tpot_s": None,
-            "drain_s": None, "min_replicas": 1, "max_replicas": 4,
-            "startup_s": 30.0}  # fmt: skip
-    return argparse.Namespace(**{**base, **kw})
+    return open_loop_args(**{"min_replicas": 1, "max_replicas": 4, "startup_s": 30.0, **kw})
 
 
 def _simulate(plan: OpenLoopPlan, policy: str = "saturation") -> SimResult:

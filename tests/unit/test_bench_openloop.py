@@ -27,6 +27,7 @@ from inflight.planes.policies import parse_policies, resolve_policies
 from inflight.workload.plan import OpenLoopPlan, plan_from_args
 from inflight.workload.sweep import closed_loop_args
 from inflight.workload.trace import PlannedRequest
+from tests.support import open_loop_args
 
 # --- policies -----------------------------------------------------------------------------
 
@@ -90,13 +91,7 @@ def test_fixed_max_is_the_scenarios_maximum() -> None:
 
 
 def _ns(**kw: Any) -> argparse.Namespace:
-    base: dict[str, Any] = {
-        "scenario": None, "arrivals": None, "trace": None, "prompt_tokens": None,
-        "max_tokens": None, "seed": None, "slo_ttft_s": None, "slo_tpot_s": None,
-        "drain_s": None, "min_replicas": None, "max_replicas": None, "startup_s": None,
-    }  # fmt: skip
-    base.update(kw)
-    return argparse.Namespace(**base)
+    return open_loop_args(**kw)
 
 
 def test_a_scenario_brings_its_bounds_and_lengths_and_flags_override_them() -> None:

@@ -24,17 +24,12 @@ from inflight.up.stack import router_args
 from inflight.workload.plan import plan_from_args
 from inflight.workload.priorities import assign, parse_mix
 from inflight.workload.trace import PlannedRequest
+from tests.support import open_loop_args
 
 
 def _ns(**kw: Any) -> argparse.Namespace:
-    base: dict[str, Any] = {
-        "scenario": None, "arrivals": "poisson:0:20,50:20", "trace": None,
-        "prompt_tokens": None, "max_tokens": None, "seed": None, "slo_ttft_s": None,
-        "slo_tpot_s": None, "drain_s": None, "priority_mix": None, "priority_class": None,
-        "max_late_s": None,
-    }  # fmt: skip
-    base.update(kw)
-    return argparse.Namespace(**base)
+    flags = {"priority_mix": None, "priority_class": None, "max_late_s": None}
+    return open_loop_args(**{"arrivals": "poisson:0:20,50:20", **flags, **kw})
 
 
 # --- the workload ------------------------------------------------------------------------

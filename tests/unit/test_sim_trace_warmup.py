@@ -21,17 +21,14 @@ from inflight.sim.core import SimConfig, simulate
 from inflight.workload.plan import DEFAULT_TRACE_WARMUP_S, plan_from_args
 from inflight.workload.trace import PlannedRequest, write_trace
 from inflight.workload.trace_formats import TraceWindow, load_trace
+from tests.support import open_loop_args
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 AZURE_HEAD = DATA / "azure_llm_2023_code_head.csv"  # real: the first 69 requests
 
 
 def _ns(**kw: Any) -> argparse.Namespace:
-    base = {"scenario": None, "arrivals": None, "trace": None, "prompt_tokens": None,
-            "max_tokens": None, "seed": None, "slo_ttft_s": None, "slo_tpot_s": None,
-            "drain_s": None, "min_replicas": 1, "max_replicas": 4,
-            "startup_s": 30.0}  # fmt: skip
-    return argparse.Namespace(**{**base, **kw})
+    return open_loop_args(**{"min_replicas": 1, "max_replicas": 4, "startup_s": 30.0, **kw})
 
 
 def _busy_then_quiet(path: Path) -> Path:

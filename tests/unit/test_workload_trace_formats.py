@@ -23,6 +23,7 @@ from inflight.workload.trace_formats import (
     parse_azure,
     parse_mooncake,
 )
+from tests.support import open_loop_args
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 AZURE_HEAD = DATA / "azure_llm_2023_code_head.csv"  # real: the first 69 requests
@@ -136,10 +137,7 @@ def test_bad_mooncake_lines_name_the_line_and_field(line: str, says: str) -> Non
 
 
 def _ns(**kw: Any) -> argparse.Namespace:
-    base = {"scenario": None, "arrivals": None, "trace": None, "prompt_tokens": None,
-            "max_tokens": None, "seed": None, "slo_ttft_s": None, "slo_tpot_s": None,
-            "drain_s": None}  # fmt: skip
-    return argparse.Namespace(**{**base, **kw})
+    return open_loop_args(**kw)
 
 
 def test_the_flags_reach_the_plan_and_are_checked() -> None:
