@@ -1,0 +1,50 @@
+"""The tables of this folder's README: python3 summarize.py in|held (from this folder)."""
+
+import collections
+import gzip
+import json
+import pathlib
+import sys
+
+NAMES = {
+    "saturation": "default",
+    "saturation[startupSeconds=100;excursionMargin=1.5]": "L",
+    "saturation[startupSeconds=30;excursionMargin=1.5]": "L",
+}
+group = pathlib.Path(__file__).parent / sys.argv[1]
+cells: dict[str, dict[str, str]] = {}
+gaps: dict[str, list[float]] = collections.defaultdict(list)
+dominated: collections.Counter[str] = collections.Counter()
+for path in sorted(group.glob("*/comparison.json.gz")):
+    with gzip.open(path) as f:
+        runs = json.load(f)["runs"]
+    row = cells.setdefault(path.parent.name, {})
+    for name, r in runs.items():
+        if name.startswith("fixed:"):
+            continue
+        short = NAMES.get(name, name)
+        dom = r["dominated_by_fixed"]
+        mark = f" ✗{min(int(d.split(':')[1]) for d in dom)}" if dom else ""
+        gap = 100 * r["frontier_gap"]
+        row[short] = (
+            f"{100 * r['slo_attainment']:.1f} % at {r['replica_seconds_ratio']:.2f}, "
+            f"{gap:+.1f}{mark}".replace("-", "−")
+        )
+        gaps[short].append(gap)
+        dominated[short] += bool(dom)
+cols = [c for c in dict.fromkeys(NAMES.values()) if c in gaps]
+print("| workload | " + " | ".join(cols) + " |")
+print("|---|" + "---|" * len(cols))
+for row, by in cells.items():
+    print(f"| `{row}` | " + " | ".join(by.get(c, "") for c in cols) + " |")
+print()
+print("| mean gap, dominated | " + " | ".join(cols) + " |")
+print("|---|" + "---:|" * len(cols))
+print(
+    f"| {sys.argv[1]} ({len(cells)} rows) | "
+    + " | ".join(
+        f"{sum(gaps[c]) / len(gaps[c]):+.2f}, {dominated[c]}/{len(gaps[c])}".replace("-", "−")
+        for c in cols
+    )
+    + " |"
+)
