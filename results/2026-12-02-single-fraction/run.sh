@@ -3,7 +3,7 @@
 # ROW: ramp-sN, spike-sN, diurnal-sN (seed N), bursty-warm-sN, bursty-cold-sN, code-START[-SCALE],
 # conv-START[-SCALE] (Azure LLM inference 2023), moon-START (Mooncake conversation), traces in $TRACES.
 set -euo pipefail
-D=results/2026-12-02-single-fraction
+D=${D:-results/2026-12-02-single-fraction}  # results/2026-12-02-startup-known sets its own
 T=${TRACES:-/tmp/traces}
 G=$1; shift
 B='0:0.5,200:0.5,200:3,260:3,260:0.5,500:0.5,500:3,560:3,560:0.5,800:0.5,800:3,860:3,860:0.5,1100:0.5,1100:3,1160:3,1160:0.5'

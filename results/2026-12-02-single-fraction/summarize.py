@@ -1,4 +1,5 @@
-"""The tables of this folder's README: python3 summarize.py in|held (from this folder)."""
+"""The tables of this folder's README: python3 summarize.py in|held (a group of this
+folder, or any folder of rows: results/2026-12-02-startup-known uses it on its own)."""
 
 import collections
 import gzip
@@ -13,8 +14,10 @@ NAMES = {
     R + "900;floorSingleFraction=0.4]": "single 0.4",
     R + "900;floorSingleFraction=0.5]": "single 0.5",
     R + "300]": "recurrent, 300 s",
+    "saturation[startupSeconds=100;excursionMargin=1.5]": "L",  # startup-known
+    "saturation[startupSeconds=30;excursionMargin=1.5]": "L",
 }
-group = pathlib.Path(__file__).parent / sys.argv[1]
+group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
 gaps: dict[str, list[float]] = collections.defaultdict(list)
 dominated: collections.Counter[str] = collections.Counter()
@@ -35,7 +38,7 @@ for path in sorted(group.glob("*/comparison.json.gz")):
         )
         gaps[short].append(gap)
         dominated[short] += bool(dom)
-cols = [c for c in NAMES.values() if c in gaps]
+cols = [c for c in dict.fromkeys(NAMES.values()) if c in gaps]
 print("| workload | " + " | ".join(cols) + " |")
 print("|---|" + "---|" * len(cols))
 for row, by in cells.items():
@@ -44,7 +47,7 @@ print()
 print("| mean gap, dominated | " + " | ".join(cols) + " |")
 print("|---|" + "---:|" * len(cols))
 print(
-    f"| {sys.argv[1]} ({len(cells)} rows) | "
+    f"| {group.name} ({len(cells)} rows) | "
     + " | ".join(
         f"{sum(gaps[c]) / len(gaps[c]):+.2f}, {dominated[c]}/{len(gaps[c])}".replace("-", "−")
         for c in cols
