@@ -351,8 +351,7 @@ def calibrate_openloop(
     whether the live figures lie within it, widened by the bars (``live_inside``)."""
     from inflight.planes.policies import as_recorded, resolve_policies
     from inflight.sim import report
-    from inflight.sim.cli import sim_config
-    from inflight.sim.core import simulate
+    from inflight.sim.cli import sim_config, simulate_plan
     from inflight.workload.plan import plan_from_args
 
     scenario = body.get("scenario", {})
@@ -376,19 +375,13 @@ def calibrate_openloop(
         config = replace(sim_config(plan, policy, seed), scrape_offset_s=scrape_offset_s)
         if startup_s is not None:
             config = replace(config, startup_s=startup_s)
-        result = simulate(config, plan.requests, plan.end_s, plan.warmup, plan.warmup_s)
+        result = simulate_plan(config, plan)  # after the plan's warm-up, as sim compare
         sim_runs[policy.name] = report.measures(result, plan.slo)
         spreads[policy.name] = []
         for k in range(phases if phases > 1 else 0):
             offset_s = round(k * config.scrape_interval_s / phases, 6)
             m = report.measures(
-                simulate(
-                    replace(config, scrape_offset_s=offset_s),
-                    plan.requests,
-                    plan.end_s,
-                    plan.warmup,
-                    plan.warmup_s,
-                ),
+                simulate_plan(replace(config, scrape_offset_s=offset_s), plan),
                 plan.slo,
             )
             spreads[policy.name].append({"scrape_offset_s": offset_s, **_figures(m)})
