@@ -143,11 +143,14 @@ def test_with_token_admission_the_kv_dimension_reads_the_routers_demand(
             lambda: (
                 _instant(prometheus, f"sum({names.ROUTER_QUEUED_TOKENS})") == 4000
                 and _instant(prometheus, f"sum({names.ROUTER_ENDPOINT_INFLIGHT_TOKENS})") == 4000
+                # the vllm job is scraped on its own schedule: wait for its 2 running too
+                and _instant(prometheus, f"sum({names.VLLM_RUNNING})") == 2
             ),
             timeout_s=60,
-            what="Prometheus sees 4,000 tokens in flight and 4,000 held at the router",
+            what="Prometheus sees 4,000 tokens in flight, 4,000 held at the router, 2 running",
         )
-        assert _instant(prometheus, f"sum({names.VLLM_WAITING})") == 0  # none in vLLM's queue
+        # the same scrape of the vllm job: none in vLLM's queue
+        assert _instant(prometheus, f"sum({names.VLLM_WAITING})") == 0
         auto = {**META, **SOURCES["router"], "capacity": "auto"}
         wait_for(
             lambda: math.isclose(scaler.value(auto) or 0, 8000 / 5120 * SLOTS, rel_tol=1e-6),
