@@ -209,6 +209,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         'a replica\'s start-up in seconds from 0 (unknown: off) to 86400, e.g. "100"',
         high=MAX_WINDOW_S,
     )
+    anticipate_s = _decimal(
+        names.META_ANTICIPATE_S,
+        values,
+        'seconds ahead of a recurring burst, from 0 (off) to 86400, e.g. "150"',
+        high=MAX_WINDOW_S,
+    )
     excursion_window_s = _decimal(
         names.META_EXCURSION_WINDOW_S,
         values,
@@ -290,6 +296,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_single_window_s=floor_single_window_s * time_scale,
             floor_single_fraction=floor_single_fraction,
             startup_s=startup_s * time_scale,
+            anticipate_s=anticipate_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,
             excursion_margin=excursion_margin,
             min_replicas=int(min_count),

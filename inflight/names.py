@@ -257,6 +257,10 @@ META_FLOOR_SINGLE_FRACTION: Final = "floorSingleFraction"
 # has lasted longer (at most a start-up) or risen higher than ``excursionMargin`` x the
 # longest or highest of them (inflight.control.policy.late_scale_up).
 META_STARTUP_S: Final = "startupSeconds"
+# Bursts that come back on a period, met ahead (0: off): from this many seconds before the
+# next burst is due (a replica's start-up and the loop's lag) until it comes, the value is at
+# least the level the bursts reached (inflight.control.recurrence).
+META_ANTICIPATE_S: Final = "anticipateSeconds"
 META_EXCURSION_WINDOW_S: Final = "excursionWindowSeconds"
 META_EXCURSION_MARGIN: Final = "excursionMargin"
 # The ScaledObject's ``minReplicaCount`` and ``maxReplicaCount``, repeated in the trigger
@@ -311,6 +315,7 @@ DEFAULT_FLOOR_RECURRENCES: Final = 2
 DEFAULT_FLOOR_SINGLE_WINDOW_S: Final = 900
 DEFAULT_FLOOR_SINGLE_FRACTION: Final = 0.3  # 0: floorFraction's
 DEFAULT_STARTUP_S: Final = 0  # off
+DEFAULT_ANTICIPATE_S: Final = 0  # off
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_EXCURSION_MARGIN: Final = 1.0
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
@@ -347,6 +352,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_SINGLE_WINDOW_S: str(DEFAULT_FLOOR_SINGLE_WINDOW_S),
     META_FLOOR_SINGLE_FRACTION: str(DEFAULT_FLOOR_SINGLE_FRACTION),
     META_STARTUP_S: str(DEFAULT_STARTUP_S),
+    META_ANTICIPATE_S: str(DEFAULT_ANTICIPATE_S),
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),
     META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),
     META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),

@@ -96,6 +96,8 @@ from typing import Final, Literal
 from inflight import names
 from inflight.control.hpa_math import HPA_TOLERANCE, replicas_for_average_value
 from inflight.control.keda import replicas_settled
+from inflight.control.recurrence import Recurrence, anticipating, floor_recurrent, recurrence
+from inflight.control.samples import Sample as Sample  # the policy's callers name it here
 
 PolicyName = Literal["saturation", "qps"]
 POLICIES: Final[tuple[PolicyName, ...]] = ("saturation", "qps")
@@ -114,8 +116,9 @@ FLOOR_PEAKS: Final[tuple[FloorPeak, ...]] = ("inflight", "demand")
 # separate peaks (:func:`floor_recurrent`).
 FloorStatistic = Literal["peak", "quantile", "recurrent"]
 FLOOR_STATISTICS: Final[tuple[FloorStatistic, ...]] = ("peak", "quantile", "recurrent")
-# Two peaks are separate when the remembered L fell to this fraction of the lower one between.
-FLOOR_RECURRENCE_DIP: Final = 0.5
+
+# The bursts' recurrence looks this many floor windows back (``anticipateSeconds``).
+RECURRENCE_MEMORY_WINDOWS: Final = 2
 
 # The seed's rule, in seed time (seconds, requests per second).
 QPS_WINDOW_S: Final = 10.0
@@ -134,14 +137,6 @@ SAMPLE_GAP_SCRAPES: Final = 3
 
 class NoSamples(ValueError):
     """The window holds no sample to decide on ("no data yet" is not a 0)."""
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One observation: ``value`` at unix time ``t_s`` (seconds)."""
-
-    t_s: float
-    value: float
 
 
 @dataclass(frozen=True)
@@ -198,6 +193,9 @@ class PolicySpec:
     # ``excursionWindowSeconds``, the memory of L's excursions above capacity):
     # :func:`late_scale_up`.
     startup_s: float = float(names.DEFAULT_STARTUP_S)
+    # Bursts that come back on a period, met ahead (``anticipateSeconds``, wall s; 0: off):
+    # :mod:`inflight.control.recurrence`, in the floor's memory (the floor on).
+    anticipate_s: float = float(names.DEFAULT_ANTICIPATE_S)
     excursion_window_s: float = float(names.DEFAULT_EXCURSION_WINDOW_S)
     excursion_margin: float = names.DEFAULT_EXCURSION_MARGIN
 
@@ -210,6 +208,15 @@ class PolicySpec:
     def floor_on(self) -> bool:
         """Whether the learned floor is in force (a window and a fraction above 0)."""
         return self.floor_window_s > 0 and self.floor_fraction > 0
+
+    @property
+    def recurrence_memory_s(self) -> float:
+        """How far back (wall s) bursts are looked for when ``anticipate_s`` is on (the
+        floor on): ``RECURRENCE_MEMORY_WINDOWS`` floor windows, so bursts up to about
+        two-thirds of a floor window apart show three onsets; 0 when off."""
+        if not (self.floor_on and self.anticipate_s > 0):
+            return 0.0
+        return RECURRENCE_MEMORY_WINDOWS * self.floor_window_s
 
     @property
     def target(self) -> float:
@@ -230,6 +237,7 @@ class PolicySpec:
         when :func:`late_scale_up` is on (each behind a scale-up mean)."""
         up_s = self.scale_up_window_s
         floor_s = self.floor_window_s + up_s if self.floor_on else 0.0
+        floor_s = max(floor_s, self.recurrence_memory_s + up_s)
         late_s = self.excursion_window_s + up_s if self.late_scale_up_on else 0.0
         return max(self.scale_down_window_s + up_s, floor_s, late_s)
 
@@ -485,9 +493,12 @@ def decide(
     headroom = peak - plain_peak
     floor = 0.0
     floor_how = ""
+    anticipated: Recurrence | None = None
     if spec.floor_on:
         window_s = spec.floor_window_s
-        remembered = [t for t in times if t >= now_s - window_s] + [now_s]
+        # The bursts' recurrence reads a longer memory than the floor's (three periods).
+        recall_s = spec.recurrence_memory_s
+        remembered = [t for t in times if t >= now_s - max(window_s, recall_s)] + [now_s]
         # A peak beyond the most replicas there can be is queue, not demand to remember.
         cap = spec.max_replicas * spec.target
         service_s = None
@@ -506,6 +517,7 @@ def decide(
         if math.isfinite(spec.max_sample_gap_s):
             rate_s = max(up_s, spec.max_sample_gap_s / SAMPLE_GAP_SCRAPES)
         kept: list[Sample] = []
+        recalled: list[Sample] = []  # as kept, undecayed, over the recurrence's memory
         for tau_s in remembered:
             v = smoothed(tau_s)
             if v is None:
@@ -515,6 +527,9 @@ def decide(
                 a_now, a_then = rate.at(tau_s), rate.at(tau_s - rate_s)
                 if a_now is not None and a_then is not None:
                     v = min(v, max(0.0, a_now - a_then) / rate_s * service_s)
+            recalled.append(Sample(tau_s, v))
+            if tau_s < now_s - window_s:
+                continue
             if spec.floor_decay == "linear":
                 v *= max(0.0, 1.0 - (now_s - tau_s) / window_s)
             kept.append(Sample(tau_s, v))
@@ -538,6 +553,11 @@ def decide(
         else:
             floor_peak = max((p.value for p in kept), default=0.0)
         floor = spec.floor_fraction * floor_peak
+        if spec.anticipate_s > 0:
+            found = recurrence(recalled)
+            due = found is not None and anticipating(found, now_s, spec.anticipate_s)
+            if found is not None and due and found.level > floor:
+                floor, anticipated = found.level, found
         if spec.floor_decay == "linear":
             floor_how += ", decayed by age"
         if service_s is not None:
@@ -591,6 +611,12 @@ def decide(
             f"floor: {spec.floor_fraction:g} x the peak of L over the last "
             f"{spec.floor_window_s:g} s{floor_how} is {value:g} (now {current:g}) = "
             f"{desired} x {target:g}"
+        )
+    if anticipated is not None and floor > peak and value > round(current, _DECIMALS):
+        reason = (
+            f"anticipating: bursts to L {anticipated.level:g} every "
+            f"{anticipated.period_s:g} s, the next due at {anticipated.next_s:g} (held from "
+            f"{spec.anticipate_s:g} s ahead) = {desired} x {target:g} (now {current:g})"
         )
     if late is not None:
         reason = f"{late}: holding {value:g} = {desired} x {target:g}"
@@ -653,31 +679,6 @@ def floor_quantile(remembered: Sequence[Sample], quantile: float, window_s: floa
             break
         answer = level
     return max(0.0, answer)
-
-
-def floor_recurrent(remembered: Sequence[Sample], recurrences: int) -> float:
-    """The highest level the remembered L reached in ``recurrences`` separate peaks.
-
-    A peak reaches level x when L ≥ x; the next counts as separate only after L fell to
-    ``FLOOR_RECURRENCE_DIP`` × x (half) or below in between. One surge, however long, is one
-    peak: it holds no floor by itself once ``recurrences`` is 2; bursts that come back hold
-    the level they all reached. 0 when fewer peaks than that.
-
-    Worked example, recurrences 2: L 2, 20, 20, 2, 16, 2 → 16 (at 16 there are two peaks:
-    L fell to 2, under 8, between them; at 20 only one). L 2, 20, 12, 20, 2 → 0: at 20 the
-    dip to 12 is above 10, so one peak; at 12 it never falls to 6; at 2 it never falls to 1.
-    """
-    ordered = [s.value for s in sorted(remembered, key=lambda s: s.t_s)]
-    for level in sorted({v for v in ordered if v > 0}, reverse=True):
-        peaks, inside = 0, False
-        for v in ordered:
-            if not inside and v >= level:
-                peaks, inside = peaks + 1, True
-            elif inside and v <= FLOOR_RECURRENCE_DIP * level:
-                inside = False
-        if peaks >= recurrences:
-            return level
-    return 0.0
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from inflight.control.policy import (
     decide,
     evaluate,
     floor_quantile,
-    floor_recurrent,
 )
+from inflight.control.recurrence import floor_recurrent
 
 # 4 slots a replica, at most 8 replicas (the floor's cap: 32), L smoothed over 10 s.
 BASE = {

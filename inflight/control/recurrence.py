@@ -1,0 +1,198 @@
+"""Peaks of L that come back: the floor's level, and bursts due again on a period.
+
+Pure (no I/O, no clock): the saturation policy (:mod:`inflight.control.policy`) calls these
+on L's smoothed history (the floor's memory), and tests step ``now_s``.
+
+* :func:`floor_recurrent` — the highest level L reached in ``n`` separate peaks: the
+  recurrent floor's level (``floorStatistic: recurrent``).
+* :func:`peaks` — the separate peaks that reached a level: when each began and ended.
+* :func:`recurrence` — bursts that reached one level and began at regular times: their
+  period, how long each lasts and when the next is due.
+* :func:`anticipating` — whether that next one is near enough to hold its level now
+  (``anticipateSeconds``: a lead, a replica's start-up and the loop's lag, before it).
+
+Why: a burst shorter than a replica's start-up is over before the replicas it asks for
+serve. The floor keeps part of the burst's fleet between bursts; bursts that come back on a
+period can be met by the whole of it, asked for a start-up ahead of when the next is due,
+and let go once it has come. Bursts at irregular times are not anticipated: each gap between
+onsets must be within ``tolerance`` of the period (their median).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Final
+
+from inflight.control.samples import Sample
+
+# Two peaks are separate when the remembered L fell to this fraction of the lower one between.
+FLOOR_RECURRENCE_DIP: Final = 0.5
+# How many separate peaks make a period (two gaps that agree), and how far (a fraction of
+# the period) a gap may be from it.
+RECURRENCE_BURSTS: Final = 3
+RECURRENCE_TOLERANCE: Final = 0.2
+# The most levels searched for them (spread over the distinct values of L, highest first).
+RECURRENCE_LEVELS: Final = 64
+
+
+def floor_recurrent(remembered: Sequence[Sample], recurrences: int) -> float:
+    """The highest level the remembered L reached in ``recurrences`` separate peaks.
+
+    A peak reaches level x when L ≥ x; the next counts as separate only after L fell to
+    ``FLOOR_RECURRENCE_DIP`` × x (half) or below in between. One surge, however long, is one
+    peak: it holds no floor by itself once ``recurrences`` is 2; bursts that come back hold
+    the level they all reached. 0 when fewer peaks than that.
+
+    Worked example, recurrences 2: L 2, 20, 20, 2, 16, 2 → 16 (at 16 there are two peaks:
+    L fell to 2, under 8, between them; at 20 only one). L 2, 20, 12, 20, 2 → 0: at 20 the
+    dip to 12 is above 10, so one peak; at 12 it never falls to 6; at 2 it never falls to 1.
+    """
+    ordered = [s.value for s in sorted(remembered, key=lambda s: s.t_s)]
+    for level in sorted({v for v in ordered if v > 0}, reverse=True):
+        peaks, inside = 0, False
+        for v in ordered:
+            if not inside and v >= level:
+                peaks, inside = peaks + 1, True
+            elif inside and v <= FLOOR_RECURRENCE_DIP * level:
+                inside = False
+        if peaks >= recurrences:
+            return level
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A separate peak of L that reached a level: from its ``onset_s`` (its rise's first
+    sample above half the level) to ``end_s``, its first sample at or below half again
+    (None while it lasts); ``height``: the highest L in it."""
+
+    onset_s: float
+    end_s: float | None
+    height: float
+
+
+def peaks(remembered: Sequence[Sample], level: float) -> list[Peak]:
+    """The separate peaks reaching ``level`` whose onset is known, oldest first.
+
+    Peaks are separated as in :func:`floor_recurrent`; a peak's onset is the first sample
+    above half the level (``FLOOR_RECURRENCE_DIP``) after L was at or below it, on the rise
+    that reached the level. A peak whose rise is not all in the memory (L above half the
+    level at its first sample) has no known onset and is left out.
+    Worked example, level 16, L every 10 s from 0 s: 2, 10, 20, 2, 2, 9, 16, 4 → from 10 to
+    30 s (height 20) and from 50 to 70 s (height 16): the 10 and the 9 are above 8, the
+    rises' first samples over half the level; L 12, 20, 2, 16 → one, from 30 s, still on
+    (the first peak's rise began before the memory).
+    """
+    if level <= 0:
+        return []
+    half = FLOOR_RECURRENCE_DIP * level
+    found: list[Peak] = []
+    rising: float | None = None  # the rise under way: its first sample above half
+    known = False  # whether L has been at or below half since the memory began
+    onset: float | None = None  # the peak under way (it reached the level), if known
+    inside = False
+    height = 0.0
+    for s in sorted(remembered, key=lambda s: s.t_s):
+        if s.value <= half:
+            if inside and onset is not None:
+                found.append(Peak(onset, s.t_s, height))
+            known, rising, inside, onset = True, None, False, None
+            continue
+        if rising is None and not inside and known:
+            rising, height = s.t_s, 0.0
+        height = max(height, s.value)
+        if not inside and s.value >= level:
+            inside, onset = True, rising
+    if inside and onset is not None:
+        found.append(Peak(onset, None, height))
+    return found
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """The latest bursts of L, oldest first, one every ``period_s`` (the median gap between
+    their onsets), each lasting about ``duration_s`` (the median of the ended ones, onset to
+    the fall under half the level they were found at); ``level``: the highest L they
+    reached (what the next one is met with)."""
+
+    level: float
+    period_s: float
+    duration_s: float
+    bursts: tuple[Peak, ...]
+
+    @property
+    def last_s(self) -> float:
+        """When the latest burst began."""
+        return self.bursts[-1].onset_s
+
+    @property
+    def next_s(self) -> float:
+        """When the next one is due: the last onset plus the period."""
+        return self.last_s + self.period_s
+
+
+def recurrence(
+    remembered: Sequence[Sample],
+    bursts: int = RECURRENCE_BURSTS,
+    tolerance: float = RECURRENCE_TOLERANCE,
+) -> Recurrence | None:
+    """The latest ``bursts`` separate peaks of L, if they came on a period; else None.
+
+    At each level L reached from the highest level of ``bursts`` separate peaks
+    (:func:`floor_recurrent`) down to half of it (at most ``RECURRENCE_LEVELS`` of them;
+    lower, L's noise between bursts has peaks of its own), the peaks reaching it
+    (:func:`peaks`): their last ``bursts`` recur when every gap between consecutive onsets
+    is within ``tolerance`` × the period of it (the period: their median). Of the levels
+    where they do, the one whose last burst is the latest wins (the highest level on a tie):
+    a burst met well reads a lower L than the bursts before it, and must not break the chain
+    it continues. The level held is the highest of those bursts.
+    Worked example, L every 10 s: bursts to 16 beginning at 100, 400 and 700 s, each back
+    under 8 60 s later → level 16, period 300 s, duration 60 s, next due at 1,000 s; a 4th
+    at 1,000 s reaching 13 only → the last three (400, 700, 1,000 s, found at level 13),
+    level 16, next due at 1,300 s; bursts beginning at 100, 400 and 550 s → None (gaps 300
+    and 150 s: the median 225 s, 300 is a third off it).
+    """
+    if bursts < 2:
+        return None
+    top = floor_recurrent(remembered, bursts)
+    lowest = FLOOR_RECURRENCE_DIP * top
+    values = sorted({s.value for s in remembered if s.value >= lowest > 0}, reverse=True)
+    if len(values) > RECURRENCE_LEVELS:
+        step = (len(values) - 1) / (RECURRENCE_LEVELS - 1)
+        values = [values[round(i * step)] for i in range(RECURRENCE_LEVELS)]
+    best: Recurrence | None = None
+    for level in values:
+        last = peaks(remembered, level)[-bursts:]
+        if len(last) < bursts:
+            continue
+        gaps = [b.onset_s - a.onset_s for a, b in pairwise(last)]
+        period = statistics.median(gaps)
+        if period <= 0 or any(abs(g - period) > tolerance * period for g in gaps):
+            continue
+        if best is not None and last[-1].onset_s <= best.last_s:
+            continue
+        ended = [p.end_s - p.onset_s for p in last if p.end_s is not None]
+        duration = statistics.median(ended) if ended else 0.0
+        best = Recurrence(max(p.height for p in last), period, duration, tuple(last))
+    return best
+
+
+def anticipating(
+    found: Recurrence, now_s: float, lead_s: float, tolerance: float = RECURRENCE_TOLERANCE
+) -> bool:
+    """Whether to hold the bursts' level now: the latest burst began at most its typical
+    duration ago (the replicas asked for it stay through it), or the next is due within
+    ``lead_s`` of ``now_s`` or is late by at most ``tolerance`` × the period (after that,
+    the period is taken as broken).
+
+    Worked example, period 300 s, duration 60 s, last onset 700 s, lead 150 s: until 760 s,
+    then from 850 s (1,000 − 150) to 1,060 s (1,000 + 0.2 × 300); once the next burst begins,
+    its onset is the last one: held for its 60 s, and the next is due 300 s later.
+    """
+    if found.last_s <= now_s <= found.last_s + found.duration_s:
+        return True
+    due = found.next_s
+    return due - lead_s <= now_s <= due + tolerance * found.period_s

@@ -1,0 +1,155 @@
+"""Bursts that come back on a period, met ahead (``anticipateSeconds``), stepped through time.
+
+The docstrings' worked examples of :mod:`inflight.control.recurrence`, then the policy: with
+``anticipateSeconds`` the value rises to the bursts' level a lead before the next is due,
+holds through it, and lets go; irregular bursts are not anticipated. Worked numbers: 4 slots
+a replica (target 4), at most 8 replicas, L every 5 s smoothed over 10 s, a 60 s scale-down
+window, the floor's 900 s window at 0.6 (the default recurrent floor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from external_scaler.metadata import MetadataError, parse_metadata
+from inflight import names
+from inflight.control.policy import PolicySpec, Sample, decide
+from inflight.control.recurrence import (
+    Peak,
+    Recurrence,
+    anticipating,
+    peaks,
+    recurrence,
+)
+
+SPEC = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, min_replicas=1, max_replicas=8)
+AHEAD = replace(SPEC, anticipate_s=150.0)
+
+
+def every_10s(values: list[float], start_s: float = 0.0) -> list[Sample]:
+    return [Sample(start_s + 10.0 * i, float(v)) for i, v in enumerate(values)]
+
+
+def bursts(end_s: float, starts: list[float], length_s: float = 60.0, level: float = 16.0):
+    """L every 5 s from 0 to ``end_s``: ``level`` for ``length_s`` from each start, 2 else."""
+    out = []
+    for t in (5.0 * i for i in range(int(end_s / 5) + 1)):
+        inside = any(a <= t < a + length_s for a in starts)
+        out.append(Sample(t, level if inside else 2.0))
+    return out
+
+
+def test_peaks_worked_example() -> None:
+    assert peaks(every_10s([2, 10, 20, 2, 2, 9, 16, 4]), 16) == [
+        Peak(10.0, 30.0, 20.0),
+        Peak(50.0, 70.0, 16.0),
+    ]
+    # The first peak's rise began before the memory: no onset known, left out.
+    assert peaks(every_10s([12, 20, 2, 16]), 16) == [Peak(30.0, None, 16.0)]
+    assert peaks(every_10s([2, 20, 2]), 0) == []
+
+
+def burst_series(starts: list[float], heights: list[float], end_s: float) -> list[Sample]:
+    """L every 10 s: 2, and each burst 60 s long at its height (back to 2 after)."""
+    out = []
+    for t in (10.0 * i for i in range(int(end_s / 10) + 1)):
+        v = next((h for a, h in zip(starts, heights, strict=True) if a <= t < a + 60), 2.0)
+        out.append(Sample(t, v))
+    return out
+
+
+def test_recurrence_worked_example() -> None:
+    found = recurrence(burst_series([100, 400, 700], [16, 16, 16], 900))
+    assert found is not None
+    assert (found.level, found.period_s, found.duration_s) == (16.0, 300.0, 60.0)
+    assert found.next_s == 1000.0
+    # A 4th burst met well reads 13: the chain goes on through it, the level held stays 16.
+    found = recurrence(burst_series([100, 400, 700, 1000], [16, 16, 16, 13], 1200))
+    assert found is not None
+    assert [b.onset_s for b in found.bursts] == [400.0, 700.0, 1000.0]
+    assert (found.level, found.next_s) == (16.0, 1300.0)
+    # Gaps of 300 and 150 s: the median 225 s, 300 is a third off it.
+    assert recurrence(burst_series([100, 400, 550], [16, 16, 16], 900)) is None
+    # Two bursts are one gap: nothing to check it against.
+    assert recurrence(burst_series([100, 400], [16, 16], 900)) is None
+
+
+def test_noise_between_bursts_is_not_a_recurrence() -> None:
+    """Small peaks (L 4) every 50 s under bursts to 16 at irregular times: the levels
+    searched stop at half the bursts' level, so the noise's regular peaks do not count."""
+    series = burst_series([100, 400, 550], [16, 16, 16], 900)
+    noisy = [Sample(s.t_s, 4.0 if s.value == 2 and s.t_s % 50 == 0 else s.value) for s in series]
+    assert recurrence(noisy) is None
+    # Without the bursts, the noise alone is periodic, and is found at its own level.
+    alone = [Sample(s.t_s, 4.0 if s.t_s % 50 == 0 else 2.0) for s in series]
+    found = recurrence(alone)
+    assert found is not None and (found.level, found.period_s) == (4.0, 50.0)
+
+
+def test_anticipating_worked_example() -> None:
+    found = Recurrence(
+        16.0, 300.0, 60.0, (Peak(100, 160, 16), Peak(400, 460, 16), Peak(700, 760, 16))
+    )
+    held = [t for t in range(600, 1400, 10) if anticipating(found, t, 150.0)]
+    assert held[:7] == [700, 710, 720, 730, 740, 750, 760]  # through the latest burst
+    assert 770 not in held and 840 not in held
+    assert [t for t in held if t > 760] == list(range(850, 1061, 10))  # 150 s ahead, 60 s late
+
+
+def values(spec: PolicySpec, samples: list[Sample], times: range) -> dict[int, float]:
+    return {t: decide(samples, spec, float(t), ready_replicas=3).value for t in times}
+
+
+def test_the_value_rises_a_lead_before_the_next_burst_and_lets_go_after() -> None:
+    """Bursts of L 16 for 60 s every 300 s from 100 s (their onsets: the first smoothed
+    sample above 8, at each start). Without ``anticipateSeconds`` the floor holds 0.6 x 16 =
+    9.6 (3 replicas) between them; with 150 s, from 150 s before the next one is due
+    (1,000 s: 850 s) the value is 16 (4 replicas), held through that burst, back to the
+    floor once the scale-down window has let it go (1,120 s), and 16 again from 1,150 s."""
+    samples = bursts(1400.0, [100.0, 400.0, 700.0, 1000.0])
+    plain = values(SPEC, samples, range(820, 1180, 5))
+    ahead = values(AHEAD, samples, range(820, 1180, 5))
+    assert all(plain[t] == pytest.approx(9.6) for t in range(820, 1005, 5))
+    assert all(ahead[t] == pytest.approx(9.6) for t in range(820, 850, 5))  # not yet
+    assert all(ahead[t] == 16.0 for t in range(850, 1120, 5))  # ahead, and through it
+    assert all(ahead[t] == pytest.approx(9.6) for t in range(1120, 1150, 5))  # let go
+    assert all(ahead[t] == 16.0 for t in range(1150, 1180, 5))  # the next, 150 s ahead
+    decision = decide(samples, AHEAD, 900.0, ready_replicas=3)
+    assert decision.desired_replicas == 4
+    assert decision.reason.startswith("anticipating: bursts to L 16 every 300 s")
+
+
+def test_irregular_bursts_are_not_anticipated() -> None:
+    samples = bursts(1400.0, [100.0, 400.0, 550.0, 1000.0])
+    assert values(AHEAD, samples, range(700, 1000, 5)) == values(SPEC, samples, range(700, 1000, 5))
+
+
+def test_bursts_600_s_apart_are_seen_in_two_floor_windows() -> None:
+    """The recurrence reads two floor windows (1,800 s), the floor one (900 s). Bursts 600 s
+    apart from 100 s: at 2,360 s the onsets at 700, 1,300 and 1,900 s are in the memory
+    (from 560 s): next due at 2,500 s, held from 2,350 s; one floor window back (from
+    1,460 s) holds a single burst: the floor alone would answer 0.3 x 16 = 4.8."""
+    samples = bursts(2600.0, [100.0, 700.0, 1300.0, 1900.0])
+    assert AHEAD.memory_s == pytest.approx(2 * 900.0 + 10.0)
+    assert SPEC.memory_s == pytest.approx(900.0 + 10.0)
+    assert decide(samples, SPEC, 2360.0, ready_replicas=3).value == pytest.approx(4.8)
+    assert decide(samples, AHEAD, 2340.0, ready_replicas=3).value == pytest.approx(4.8)
+    assert decide(samples, AHEAD, 2360.0, ready_replicas=3).value == 16.0
+
+
+def test_anticipation_needs_the_floor() -> None:
+    off = replace(AHEAD, floor_window_s=0.0)
+    samples = bursts(1400.0, [100.0, 400.0, 700.0, 1000.0])
+    assert off.memory_s == pytest.approx(70.0)
+    assert decide(samples, off, 900.0, ready_replicas=3).value == pytest.approx(2.0)
+
+
+def test_metadata_anticipate_seconds() -> None:
+    spec = parse_metadata({names.META_ANTICIPATE_S: "150", names.META_TIME_SCALE: "0.1"}).policy
+    assert spec.anticipate_s == pytest.approx(15.0)  # seconds: time-scaled
+    assert parse_metadata({}).policy.anticipate_s == names.DEFAULT_ANTICIPATE_S == 0
+    for bad in ("-1", "soon", "90000"):
+        with pytest.raises(MetadataError, match=names.META_ANTICIPATE_S):
+            parse_metadata({names.META_ANTICIPATE_S: bad})
