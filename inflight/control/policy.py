@@ -212,8 +212,8 @@ class PolicySpec:
     @property
     def recurrence_memory_s(self) -> float:
         """How far back (wall s) bursts are looked for when ``anticipate_s`` is on (the
-        floor on): ``RECURRENCE_MEMORY_WINDOWS`` floor windows, so bursts up to about
-        two-thirds of a floor window apart show three onsets; 0 when off."""
+        floor on): ``RECURRENCE_MEMORY_WINDOWS`` floor windows, so four bursts up to about
+        half a floor window apart are all in it when the next is due; 0 when off."""
         if not (self.floor_on and self.anticipate_s > 0):
             return 0.0
         return RECURRENCE_MEMORY_WINDOWS * self.floor_window_s
@@ -496,7 +496,7 @@ def decide(
     anticipated: Recurrence | None = None
     if spec.floor_on:
         window_s = spec.floor_window_s
-        # The bursts' recurrence reads a longer memory than the floor's (three periods).
+        # The bursts' recurrence reads a longer memory than the floor's (four bursts).
         recall_s = spec.recurrence_memory_s
         remembered = [t for t in times if t >= now_s - max(window_s, recall_s)] + [now_s]
         # A peak beyond the most replicas there can be is queue, not demand to remember.

@@ -30,10 +30,11 @@ from inflight.control.samples import Sample
 
 # Two peaks are separate when the remembered L fell to this fraction of the lower one between.
 FLOOR_RECURRENCE_DIP: Final = 0.5
-# How many separate peaks make a period (two gaps that agree), and how far (a fraction of
-# the period) a gap may be from it.
-RECURRENCE_BURSTS: Final = 3
-RECURRENCE_TOLERANCE: Final = 0.2
+# How many separate peaks make a period (three gaps that agree), and how far (a fraction of
+# the period) a gap may be from it: chosen in sample (results/2026-12-02-anticipate), where
+# 3 peaks, or 20 %, found periods in the Azure traces' noise.
+RECURRENCE_BURSTS: Final = 4
+RECURRENCE_TOLERANCE: Final = 0.1
 # The most levels searched for them (spread over the distinct values of L, highest first).
 RECURRENCE_LEVELS: Final = 64
 
@@ -149,11 +150,11 @@ def recurrence(
     where they do, the one whose last burst is the latest wins (the highest level on a tie):
     a burst met well reads a lower L than the bursts before it, and must not break the chain
     it continues. The level held is the highest of those bursts.
-    Worked example, L every 10 s: bursts to 16 beginning at 100, 400 and 700 s, each back
-    under 8 60 s later → level 16, period 300 s, duration 60 s, next due at 1,000 s; a 4th
-    at 1,000 s reaching 13 only → the last three (400, 700, 1,000 s, found at level 13),
-    level 16, next due at 1,300 s; bursts beginning at 100, 400 and 550 s → None (gaps 300
-    and 150 s: the median 225 s, 300 is a third off it).
+    Worked example, L every 10 s, ``bursts`` 4: bursts to 16 beginning at 100, 400, 700 and
+    1,000 s, each back under 8 60 s later → level 16, period 300 s, duration 60 s, next due
+    at 1,300 s; a 5th at 1,300 s reaching 13 only → the last four (400 to 1,300 s, found at
+    level 13), level 16, next due at 1,600 s; bursts beginning at 100, 400, 700 and 850 s →
+    None (gaps 300, 300 and 150 s: the median 300 s, 150 is half off it).
     """
     if bursts < 2:
         return None
@@ -189,7 +190,7 @@ def anticipating(
     the period is taken as broken).
 
     Worked example, period 300 s, duration 60 s, last onset 700 s, lead 150 s: until 760 s,
-    then from 850 s (1,000 − 150) to 1,060 s (1,000 + 0.2 × 300); once the next burst begins,
+    then from 850 s (1,000 − 150) to 1,030 s (1,000 + 0.1 × 300); once the next burst begins,
     its onset is the last one: held for its 60 s, and the next is due 300 s later.
     """
     if found.last_s <= now_s <= found.last_s + found.duration_s:

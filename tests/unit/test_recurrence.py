@@ -61,25 +61,30 @@ def burst_series(starts: list[float], heights: list[float], end_s: float) -> lis
 
 
 def test_recurrence_worked_example() -> None:
-    found = recurrence(burst_series([100, 400, 700], [16, 16, 16], 900))
+    found = recurrence(burst_series([100, 400, 700, 1000], [16] * 4, 1200))
     assert found is not None
     assert (found.level, found.period_s, found.duration_s) == (16.0, 300.0, 60.0)
-    assert found.next_s == 1000.0
-    # A 4th burst met well reads 13: the chain goes on through it, the level held stays 16.
-    found = recurrence(burst_series([100, 400, 700, 1000], [16, 16, 16, 13], 1200))
+    assert found.next_s == 1300.0
+    # A 5th burst met well reads 13: the chain goes on through it, the level held stays 16.
+    found = recurrence(burst_series([100, 400, 700, 1000, 1300], [16, 16, 16, 16, 13], 1500))
     assert found is not None
-    assert [b.onset_s for b in found.bursts] == [400.0, 700.0, 1000.0]
-    assert (found.level, found.next_s) == (16.0, 1300.0)
-    # Gaps of 300 and 150 s: the median 225 s, 300 is a third off it.
-    assert recurrence(burst_series([100, 400, 550], [16, 16, 16], 900)) is None
-    # Two bursts are one gap: nothing to check it against.
-    assert recurrence(burst_series([100, 400], [16, 16], 900)) is None
+    assert [b.onset_s for b in found.bursts] == [400.0, 700.0, 1000.0, 1300.0]
+    assert (found.level, found.next_s) == (16.0, 1600.0)
+    # Gaps of 300, 300 and 150 s: the median 300 s, 150 is half off it.
+    assert recurrence(burst_series([100, 400, 700, 850], [16] * 4, 1200)) is None
+    # 10 % off (330 s) is still the period; 12 % (336 s) is not.
+    assert recurrence(burst_series([100, 400, 700, 1030], [16] * 4, 1200)) is not None
+    assert recurrence(burst_series([100, 400, 700, 1040], [16] * 4, 1200)) is None
+    # Three bursts (two gaps) are not enough by default; they are with bursts=3.
+    three = burst_series([100, 400, 700], [16] * 3, 900)
+    assert recurrence(three) is None
+    assert recurrence(three, bursts=3) is not None
 
 
 def test_noise_between_bursts_is_not_a_recurrence() -> None:
     """Small peaks (L 4) every 50 s under bursts to 16 at irregular times: the levels
     searched stop at half the bursts' level, so the noise's regular peaks do not count."""
-    series = burst_series([100, 400, 550], [16, 16, 16], 900)
+    series = burst_series([100, 400, 700, 850], [16] * 4, 1200)
     noisy = [Sample(s.t_s, 4.0 if s.value == 2 and s.t_s % 50 == 0 else s.value) for s in series]
     assert recurrence(noisy) is None
     # Without the bursts, the noise alone is periodic, and is found at its own level.
@@ -89,13 +94,11 @@ def test_noise_between_bursts_is_not_a_recurrence() -> None:
 
 
 def test_anticipating_worked_example() -> None:
-    found = Recurrence(
-        16.0, 300.0, 60.0, (Peak(100, 160, 16), Peak(400, 460, 16), Peak(700, 760, 16))
-    )
+    found = Recurrence(16.0, 300.0, 60.0, tuple(Peak(t, t + 60, 16) for t in (100, 400, 700)))
     held = [t for t in range(600, 1400, 10) if anticipating(found, t, 150.0)]
     assert held[:7] == [700, 710, 720, 730, 740, 750, 760]  # through the latest burst
     assert 770 not in held and 840 not in held
-    assert [t for t in held if t > 760] == list(range(850, 1061, 10))  # 150 s ahead, 60 s late
+    assert [t for t in held if t > 760] == list(range(850, 1031, 10))  # 150 s ahead, 30 s late
 
 
 def values(spec: PolicySpec, samples: list[Sample], times: range) -> dict[int, float]:
@@ -105,45 +108,48 @@ def values(spec: PolicySpec, samples: list[Sample], times: range) -> dict[int, f
 def test_the_value_rises_a_lead_before_the_next_burst_and_lets_go_after() -> None:
     """Bursts of L 16 for 60 s every 300 s from 100 s (their onsets: the first smoothed
     sample above 8, at each start). Without ``anticipateSeconds`` the floor holds 0.6 x 16 =
-    9.6 (3 replicas) between them; with 150 s, from 150 s before the next one is due
-    (1,000 s: 850 s) the value is 16 (4 replicas), held through that burst, back to the
-    floor once the scale-down window has let it go (1,120 s), and 16 again from 1,150 s."""
-    samples = bursts(1400.0, [100.0, 400.0, 700.0, 1000.0])
-    plain = values(SPEC, samples, range(820, 1180, 5))
-    ahead = values(AHEAD, samples, range(820, 1180, 5))
-    assert all(plain[t] == pytest.approx(9.6) for t in range(820, 1005, 5))
-    assert all(ahead[t] == pytest.approx(9.6) for t in range(820, 850, 5))  # not yet
-    assert all(ahead[t] == 16.0 for t in range(850, 1120, 5))  # ahead, and through it
-    assert all(ahead[t] == pytest.approx(9.6) for t in range(1120, 1150, 5))  # let go
-    assert all(ahead[t] == 16.0 for t in range(1150, 1180, 5))  # the next, 150 s ahead
-    decision = decide(samples, AHEAD, 900.0, ready_replicas=3)
+    9.6 (3 replicas) between them; with 150 s, once four bursts are in the memory, from 150 s
+    before the next is due (1,300 s: 1,150 s) the value is 16 (4 replicas), held through that
+    burst, back to the floor once the scale-down window has let it go (1,420 s), and 16
+    again from 1,450 s."""
+    samples = bursts(1700.0, [100.0, 400.0, 700.0, 1000.0, 1300.0])
+    plain = values(SPEC, samples, range(1120, 1480, 5))
+    ahead = values(AHEAD, samples, range(1120, 1480, 5))
+    assert all(plain[t] == pytest.approx(9.6) for t in range(1120, 1305, 5))
+    assert all(ahead[t] == pytest.approx(9.6) for t in range(1120, 1150, 5))  # not yet
+    assert all(ahead[t] == 16.0 for t in range(1150, 1420, 5))  # ahead, and through it
+    assert all(ahead[t] == pytest.approx(9.6) for t in range(1420, 1450, 5))  # let go
+    assert all(ahead[t] == 16.0 for t in range(1450, 1480, 5))  # the next, 150 s ahead
+    decision = decide(samples, AHEAD, 1200.0, ready_replicas=3)
     assert decision.desired_replicas == 4
     assert decision.reason.startswith("anticipating: bursts to L 16 every 300 s")
+    # Three bursts in: not yet a period (the 4th, at 1,000 s, is not anticipated).
+    assert values(AHEAD, samples, range(850, 1000, 5)) == values(SPEC, samples, range(850, 1000, 5))
 
 
 def test_irregular_bursts_are_not_anticipated() -> None:
-    samples = bursts(1400.0, [100.0, 400.0, 550.0, 1000.0])
-    assert values(AHEAD, samples, range(700, 1000, 5)) == values(SPEC, samples, range(700, 1000, 5))
+    samples = bursts(1700.0, [100.0, 400.0, 700.0, 850.0, 1300.0])
+    assert values(AHEAD, samples, range(900, 1300, 5)) == values(SPEC, samples, range(900, 1300, 5))
 
 
-def test_bursts_600_s_apart_are_seen_in_two_floor_windows() -> None:
-    """The recurrence reads two floor windows (1,800 s), the floor one (900 s). Bursts 600 s
-    apart from 100 s: at 2,360 s the onsets at 700, 1,300 and 1,900 s are in the memory
-    (from 560 s): next due at 2,500 s, held from 2,350 s; one floor window back (from
-    1,460 s) holds a single burst: the floor alone would answer 0.3 x 16 = 4.8."""
-    samples = bursts(2600.0, [100.0, 700.0, 1300.0, 1900.0])
+def test_bursts_450_s_apart_are_seen_in_two_floor_windows() -> None:
+    """The recurrence reads two floor windows (1,800 s), the floor one (900 s). Bursts 450 s
+    apart from 100 s: at 1,760 s the onsets at 100, 550, 1,000 and 1,450 s are in the memory
+    (from −40 s): next due at 1,900 s, held from 1,750 s; one floor window back (from 860 s)
+    holds two bursts, not four: the floor alone answers 0.6 x 16 = 9.6."""
+    samples = bursts(2200.0, [100.0, 550.0, 1000.0, 1450.0])
     assert AHEAD.memory_s == pytest.approx(2 * 900.0 + 10.0)
     assert SPEC.memory_s == pytest.approx(900.0 + 10.0)
-    assert decide(samples, SPEC, 2360.0, ready_replicas=3).value == pytest.approx(4.8)
-    assert decide(samples, AHEAD, 2340.0, ready_replicas=3).value == pytest.approx(4.8)
-    assert decide(samples, AHEAD, 2360.0, ready_replicas=3).value == 16.0
+    assert decide(samples, SPEC, 1760.0, ready_replicas=3).value == pytest.approx(9.6)
+    assert decide(samples, AHEAD, 1740.0, ready_replicas=3).value == pytest.approx(9.6)
+    assert decide(samples, AHEAD, 1760.0, ready_replicas=3).value == 16.0
 
 
 def test_anticipation_needs_the_floor() -> None:
     off = replace(AHEAD, floor_window_s=0.0)
-    samples = bursts(1400.0, [100.0, 400.0, 700.0, 1000.0])
+    samples = bursts(1700.0, [100.0, 400.0, 700.0, 1000.0, 1300.0])
     assert off.memory_s == pytest.approx(70.0)
-    assert decide(samples, off, 900.0, ready_replicas=3).value == pytest.approx(2.0)
+    assert decide(samples, off, 1200.0, ready_replicas=3).value == pytest.approx(2.0)
 
 
 def test_metadata_anticipate_seconds() -> None:
