@@ -16,6 +16,7 @@ NAMES = {
     R + "300]": "recurrent, 300 s",
     "saturation[startupSeconds=100;excursionMargin=1.5]": "L",  # startup-known
     "saturation[startupSeconds=30;excursionMargin=1.5]": "L",
+    "saturation[anticipateSeconds=130]": "A",  # results/2026-12-02-anticipate
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
