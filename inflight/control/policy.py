@@ -52,6 +52,16 @@ Two policies:
   replicas, for 900 s (the peak floor: 12, 3 replicas; recurrent alone: 1 replica once
   the 60 s maximum has let go); bursts of L 20 every 200 s → 2 replicas after the first,
   3 from the second on.
+  **Bursts that come back on a period, met ahead** (on by default: ``anticipateSeconds``
+  130; 0 off; :mod:`inflight.control.recurrence`, results/2026-12-02-anticipate): when the
+  latest four separate peaks of L, read over two floor windows, began at regular times (each
+  gap within 10 % of their median, the period), the value is at least the highest L they
+  reached from ``anticipateSeconds`` before the next is due until it comes (or 10 % of a
+  period late), and through a burst for its typical duration. The floor keeps part of a
+  burst's fleet; this asks for all of it a start-up ahead. Worked example, target 4:
+  bursts of L 16 for 60 s at 100, 400, 700 and 1,000 s, the floor at 9.6 (3 replicas)
+  between them → from 1,170 s (1,300 − 130) the value is 16 (4 replicas), through the
+  burst at 1,300 s, then back to the floor when the scale-down window lets it go.
   **No scale-up that cannot arrive in time** (opt-in: ``startupSeconds``, a replica's
   start-up, 0 off; :func:`late_scale_up`): while L's recent excursions above the ready
   fleet's capacity all ended sooner than a start-up, a new one like them (no longer, no

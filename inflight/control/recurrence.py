@@ -87,6 +87,11 @@ def peaks(remembered: Sequence[Sample], level: float) -> list[Peak]:
     rises' first samples over half the level; L 12, 20, 2, 16 → one, from 30 s, still on
     (the first peak's rise began before the memory).
     """
+    return _peaks(sorted(remembered, key=lambda s: s.t_s), level)
+
+
+def _peaks(ordered: Sequence[Sample], level: float) -> list[Peak]:
+    """:func:`peaks` of samples already in time order."""
     if level <= 0:
         return []
     half = FLOOR_RECURRENCE_DIP * level
@@ -96,16 +101,18 @@ def peaks(remembered: Sequence[Sample], level: float) -> list[Peak]:
     onset: float | None = None  # the peak under way (it reached the level), if known
     inside = False
     height = 0.0
-    for s in sorted(remembered, key=lambda s: s.t_s):
-        if s.value <= half:
+    for s in ordered:
+        v = s.value
+        if v <= half:
             if inside and onset is not None:
                 found.append(Peak(onset, s.t_s, height))
             known, rising, inside, onset = True, None, False, None
             continue
         if rising is None and not inside and known:
             rising, height = s.t_s, 0.0
-        height = max(height, s.value)
-        if not inside and s.value >= level:
+        if v > height:
+            height = v
+        if not inside and v >= level:
             inside, onset = True, rising
     if inside and onset is not None:
         found.append(Peak(onset, None, height))
@@ -158,15 +165,16 @@ def recurrence(
     """
     if bursts < 2:
         return None
-    top = floor_recurrent(remembered, bursts)
+    ordered = sorted(remembered, key=lambda s: s.t_s)
+    top = floor_recurrent(ordered, bursts)
     lowest = FLOOR_RECURRENCE_DIP * top
-    values = sorted({s.value for s in remembered if s.value >= lowest > 0}, reverse=True)
+    values = sorted({s.value for s in ordered if s.value >= lowest > 0}, reverse=True)
     if len(values) > RECURRENCE_LEVELS:
         step = (len(values) - 1) / (RECURRENCE_LEVELS - 1)
         values = [values[round(i * step)] for i in range(RECURRENCE_LEVELS)]
     best: Recurrence | None = None
     for level in values:
-        last = peaks(remembered, level)[-bursts:]
+        last = _peaks(ordered, level)[-bursts:]
         if len(last) < bursts:
             continue
         gaps = [b.onset_s - a.onset_s for a, b in pairwise(last)]

@@ -17,6 +17,7 @@ from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
 from inflight.control.trigger import check_override_key
 from inflight.names import (
+    META_ANTICIPATE_S,
     META_FLOOR_SINGLE_FRACTION,
     META_FLOOR_SINGLE_WINDOW_S,
     META_FLOOR_STATISTIC,
@@ -141,6 +142,9 @@ FLOOR_DEFAULT_SINCE = "2026-12-02T10:00:00+00:00"
 #: 0.3; results/2026-12-02-single-fraction). A live run recorded between the two held the
 #: highest peak at ``floorFraction`` (``floorStatistic`` peak).
 RECURRENT_FLOOR_DEFAULT_SINCE = "2026-12-02T17:30:00+00:00"
+#: When bursts that come back on a period became met ahead (``anticipateSeconds`` 130;
+#: results/2026-12-02-anticipate). A live run recorded before it did not anticipate.
+ANTICIPATE_DEFAULT_SINCE = "2026-12-02T22:30:00+00:00"
 _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (FLOOR_DEFAULT_SINCE, ((META_FLOOR_WINDOW_S, "0"),)),
     (
@@ -151,6 +155,7 @@ _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             (META_FLOOR_SINGLE_FRACTION, "0"),
         ),
     ),
+    (ANTICIPATE_DEFAULT_SINCE, ((META_ANTICIPATE_S, "0"),)),
 )
 
 
@@ -158,7 +163,8 @@ def as_recorded(policy: Policy, created_at: str | None) -> Policy:
     """``policy`` as a live run created at ``created_at`` (ISO 8601, UTC) ran it: a
     saturation run from before :data:`FLOOR_DEFAULT_SINCE` without the floor, one from
     before :data:`RECURRENT_FLOOR_DEFAULT_SINCE` with the floor of the highest peak
-    (``floorStatistic`` peak); a key its metadata names stays as named (what ``inflight
+    (``floorStatistic`` peak), one from before :data:`ANTICIPATE_DEFAULT_SINCE` without
+    ``anticipateSeconds``; a key its metadata names stays as named (what ``inflight
     sim calibrate`` re-simulates). None: as today."""
     if policy.kind != "saturation" or created_at is None:
         return policy

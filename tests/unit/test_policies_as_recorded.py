@@ -1,5 +1,6 @@
 """``inflight sim calibrate`` re-simulates a live run with the policy as it ran: the
-saturation policy's defaults changed twice (the floor, then its recurring level), and a
+saturation policy's defaults changed three times (the floor, its recurring level, bursts
+met ahead), and a
 recorded run names only "saturation". Each run here is built as calibrate builds it."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from external_scaler.metadata import parse_metadata
 from inflight import names
 from inflight.control.policy import PolicySpec
 from inflight.planes.policies import (
+    ANTICIPATE_DEFAULT_SINCE,
     FLOOR_DEFAULT_SINCE,
     RECURRENT_FLOOR_DEFAULT_SINCE,
     Policy,
@@ -23,7 +25,7 @@ def spec_of(text: str, created_at: str | None) -> tuple[Policy, PolicySpec]:
 
 
 def test_the_switch_times_are_in_order() -> None:
-    assert FLOOR_DEFAULT_SINCE < RECURRENT_FLOOR_DEFAULT_SINCE
+    assert FLOOR_DEFAULT_SINCE < RECURRENT_FLOOR_DEFAULT_SINCE < ANTICIPATE_DEFAULT_SINCE
 
 
 def test_a_run_before_the_floor_ran_without_it() -> None:
@@ -38,10 +40,17 @@ def test_a_run_between_the_switches_held_the_highest_peak() -> None:
     assert recorded.name == "saturation"  # the run's name is kept
 
 
-def test_a_run_since_holds_the_recurring_level_as_today() -> None:
+def test_a_run_between_the_second_and_third_held_the_recurring_level_unanticipated() -> None:
     recorded, spec = spec_of("saturation", "2026-12-02T18:00:00+00:00")
-    assert recorded.metadata == ()
+    assert recorded.metadata == ((names.META_ANTICIPATE_S, "0"),)
     assert (spec.floor_statistic, spec.floor_single_fraction) == ("recurrent", 0.3)
+    assert spec.anticipate_s == 0.0
+
+
+def test_a_run_since_anticipates_as_today() -> None:
+    recorded, spec = spec_of("saturation", "2026-12-02T23:00:00+00:00")
+    assert recorded.metadata == ()
+    assert spec.anticipate_s == names.DEFAULT_ANTICIPATE_S == 130
     assert spec_of("saturation", None)[0].metadata == ()
 
 

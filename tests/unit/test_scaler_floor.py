@@ -4,6 +4,7 @@ through time: a burst, the quiet after it, the memory running out."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -57,7 +58,10 @@ def test_the_floor_holds_a_fraction_of_the_peak_for_the_floor_window(
 def test_off_the_quiet_after_the_burst_reads_the_quiet_l() -> None:
     d = decide(burst_then_quiet(300.0), OFF, 300.0, ready_replicas=5)
     assert d.value == pytest.approx(2.0) and d.desired_replicas == 1
-    assert OFF.lookback_s == 70.0 and FLOOR.lookback_s == 610.0
+    # The floor's 600 s memory + the smoothing; two of them with the bursts' recurrence
+    # (anticipateSeconds, on by default).
+    assert OFF.lookback_s == 70.0 and replace(FLOOR, anticipate_s=0.0).lookback_s == 610.0
+    assert FLOOR.lookback_s == 1210.0
 
 
 def test_the_reason_names_the_floor() -> None:

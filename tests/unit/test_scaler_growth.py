@@ -65,8 +65,10 @@ def test_a_settled_closed_loop_is_not_padded() -> None:
 def test_lookback_covers_two_growth_windows() -> None:
     assert replace(GROWING, floor_window_s=0.0).lookback_s == 120.0
     assert PolicySpec(floor_window_s=0.0).lookback_s == 70.0
-    # The floor (on by default): its memory (900 s) plus the smoothing is the longest.
-    assert GROWING.lookback_s == PolicySpec().lookback_s == 910.0
+    # The floor (on by default): its memory (900 s) plus the smoothing is the longest; the
+    # bursts' recurrence (anticipateSeconds, on by default) reads two of them.
+    assert PolicySpec(anticipate_s=0.0).lookback_s == 910.0
+    assert GROWING.lookback_s == PolicySpec().lookback_s == 1810.0
 
 
 def test_metadata_keys_scale_with_time_scale_and_are_checked() -> None:

@@ -59,11 +59,13 @@ def _step(overrides: dict[str, str], whole_lookback: bool = False) -> dict[int, 
 def test_the_decision_span_leaves_out_the_floors_memory() -> None:
     assert PolicySpec().decision_span_s == 70.0
     floor = PolicySpec(floor_window_s=900.0, floor_fraction=0.6)
-    assert (floor.decision_span_s, floor.lookback_s) == (70.0, 910.0)
+    # the floor's memory, twice with the bursts' recurrence (anticipateSeconds, on by default)
+    assert (floor.decision_span_s, floor.lookback_s) == (70.0, 1810.0)
+    assert dataclasses.replace(floor, anticipate_s=0.0).lookback_s == 910.0
     growth = PolicySpec(growth_horizon_s=120.0, growth_window_s=60.0, floor_window_s=900.0)
     assert growth.decision_span_s == 120.0  # the growth's two windows are decided on
     q = range_query(parse_metadata(FLOOR))
-    assert (q.lookback_s, q.partial_span_s) == (910.0, 70.0)
+    assert (q.lookback_s, q.partial_span_s) == (1810.0, 70.0)
 
 
 def test_a_blip_holds_the_count_for_the_decision_span_not_the_floors_memory() -> None:

@@ -34,7 +34,8 @@ def test_router_query_has_five_labelled_signals() -> None:
     assert names.promql(names.PROMQL_ROUTERS_DOWN, 'job="router"') in q.expr
     assert f'min(timestamp({names.ROUTER_INFLIGHT}{{job="router"}}))' in q.expr
     assert q.expr.count("label_replace(") == 5
-    assert q.lookback_s == 910.0  # the floor's 900 s memory + the 10 s smoothing
+    # two of the floor's 900 s windows (the bursts' recurrence) + the 10 s smoothing
+    assert q.lookback_s == 1810.0
     assert q.partial_span_s == 70.0  # partial data judged over the decision's span
     assert q.max_sample_age_s == 45.0  # 3 scrape intervals
 
