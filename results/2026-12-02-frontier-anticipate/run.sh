@@ -14,7 +14,7 @@ TW='--min-replicas 1 --max-replicas 8 --seeds 1 --trace-duration-s 1200'
 sim() {
   n=$1; shift; echo "== $n $(date -u +%T)"
   nice -n 10 .venv/bin/python -m inflight sim compare --policies "$P" --out-dir "$D/$n" --force "$@" >"$D/$n.log" 2>&1
-  gzip -9f "$D/$n/comparison.json"; rm -f "$D/$n/timeseries.png" "$D/$n.log"
+  gzip -9f "$D/$n/comparison.json"; rm -f "$D/$n/timeseries.png" "$D/$n/pareto.png" "$D/$n.log"
 }
 sim ramp --scenario ramp --seeds 12,13
 sim spike --scenario spike --seeds 12,13
