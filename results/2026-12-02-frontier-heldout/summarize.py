@@ -1,10 +1,12 @@
-"""The table of this folder's README: python3 summarize.py (from this folder)."""
+"""The table of this folder's README: python3 summarize.py [FOLDER] (this folder unless
+given: results/2026-12-02-frontier-anticipate uses it on its own rows)."""
 
 import gzip
 import json
 import pathlib
+import sys
 
-HERE = pathlib.Path(__file__).parent
+HERE = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else pathlib.Path(__file__).parent
 ROWS = [
     "ramp",
     "spike",
