@@ -243,11 +243,13 @@ class PolicySpec:
     @property
     def memory_s(self) -> float:
         """How far back (wall seconds) :func:`decide` reads L: the scale-down maximum of
-        the scale-up means, the floor's window when the floor is on, and the excursions'
-        when :func:`late_scale_up` is on (each behind a scale-up mean)."""
+        the scale-up means, the floor's window when the floor is on (the recurrence's
+        longer one with ``anticipate_s``), and the excursions' when :func:`late_scale_up` is
+        on (each behind a scale-up mean)."""
         up_s = self.scale_up_window_s
-        floor_s = self.floor_window_s + up_s if self.floor_on else 0.0
-        floor_s = max(floor_s, self.recurrence_memory_s + up_s)
+        floor_s = (
+            max(self.floor_window_s, self.recurrence_memory_s) + up_s if self.floor_on else 0.0
+        )
         late_s = self.excursion_window_s + up_s if self.late_scale_up_on else 0.0
         return max(self.scale_down_window_s + up_s, floor_s, late_s)
 

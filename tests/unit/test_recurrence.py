@@ -9,6 +9,7 @@ window, the floor's 900 s window at 0.6 (the default recurrent floor).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -38,12 +39,19 @@ def every_10s(values: list[float], start_s: float = 0.0) -> list[Sample]:
     return [Sample(start_s + 10.0 * i, float(v)) for i, v in enumerate(values)]
 
 
-def bursts(end_s: float, starts: list[float], length_s: float = 60.0, level: float = 16.0):
-    """L every 5 s from 0 to ``end_s``: ``level`` for ``length_s`` from each start, 2 else."""
+def bursts(
+    end_s: float,
+    starts: Sequence[float],
+    heights: float | Sequence[float] = 16.0,
+    step_s: float = 5.0,
+) -> list[Sample]:
+    """L every ``step_s`` from 0 to ``end_s``: 2, and each burst 60 s long from its start at
+    its height (one for all, or one a burst)."""
+    tall = [heights] * len(starts) if isinstance(heights, float | int) else heights
     out = []
-    for t in (5.0 * i for i in range(int(end_s / 5) + 1)):
-        inside = any(a <= t < a + length_s for a in starts)
-        out.append(Sample(t, level if inside else 2.0))
+    for t in (step_s * i for i in range(int(end_s / step_s) + 1)):
+        v = next((h for a, h in zip(starts, tall, strict=True) if a <= t < a + 60), 2.0)
+        out.append(Sample(t, v))
     return out
 
 
@@ -57,32 +65,23 @@ def test_peaks_worked_example() -> None:
     assert peaks(every_10s([2, 20, 2]), 0) == []
 
 
-def burst_series(starts: list[float], heights: list[float], end_s: float) -> list[Sample]:
-    """L every 10 s: 2, and each burst 60 s long at its height (back to 2 after)."""
-    out = []
-    for t in (10.0 * i for i in range(int(end_s / 10) + 1)):
-        v = next((h for a, h in zip(starts, heights, strict=True) if a <= t < a + 60), 2.0)
-        out.append(Sample(t, v))
-    return out
-
-
 def test_recurrence_worked_example() -> None:
-    found = recurrence(burst_series([100, 400, 700, 1000], [16] * 4, 1200))
+    found = recurrence(bursts(1200, [100, 400, 700, 1000], step_s=10.0))
     assert found is not None
     assert (found.level, found.period_s, found.duration_s) == (16.0, 300.0, 60.0)
     assert found.next_s == 1300.0
     # A 5th burst met well reads 13: the chain goes on through it, the level held stays 16.
-    found = recurrence(burst_series([100, 400, 700, 1000, 1300], [16, 16, 16, 16, 13], 1500))
+    found = recurrence(bursts(1500, [100, 400, 700, 1000, 1300], [16, 16, 16, 16, 13], step_s=10.0))
     assert found is not None
     assert [b.onset_s for b in found.bursts] == [400.0, 700.0, 1000.0, 1300.0]
     assert (found.level, found.next_s) == (16.0, 1600.0)
     # Gaps of 300, 300 and 150 s: the median 300 s, 150 is half off it.
-    assert recurrence(burst_series([100, 400, 700, 850], [16] * 4, 1200)) is None
+    assert recurrence(bursts(1200, [100, 400, 700, 850], step_s=10.0)) is None
     # 10 % off (330 s) is still the period; 12 % (336 s) is not.
-    assert recurrence(burst_series([100, 400, 700, 1030], [16] * 4, 1200)) is not None
-    assert recurrence(burst_series([100, 400, 700, 1040], [16] * 4, 1200)) is None
+    assert recurrence(bursts(1200, [100, 400, 700, 1030], step_s=10.0)) is not None
+    assert recurrence(bursts(1200, [100, 400, 700, 1040], step_s=10.0)) is None
     # Three bursts (two gaps) are not enough by default; they are with bursts=3.
-    three = burst_series([100, 400, 700], [16] * 3, 900)
+    three = bursts(900, [100, 400, 700], step_s=10.0)
     assert recurrence(three) is None
     assert recurrence(three, bursts=3) is not None
 
@@ -90,7 +89,7 @@ def test_recurrence_worked_example() -> None:
 def test_noise_between_bursts_is_not_a_recurrence() -> None:
     """Small peaks (L 4) every 50 s under bursts to 16 at irregular times: the levels
     searched stop at half the bursts' level, so the noise's regular peaks do not count."""
-    series = burst_series([100, 400, 700, 850], [16] * 4, 1200)
+    series = bursts(1200, [100, 400, 700, 850], step_s=10.0)
     noisy = [Sample(s.t_s, 4.0 if s.value == 2 and s.t_s % 50 == 0 else s.value) for s in series]
     assert recurrence(noisy) is None
     # Without the bursts, the noise alone is periodic, and is found at its own level.
