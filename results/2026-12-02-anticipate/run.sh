@@ -5,7 +5,7 @@
 # start-up, seed N. No setting was chosen on it.
 # Usage, from the repository root: POLICIES='fixed:MAX,...' results/2026-12-02-anticipate/run.sh GROUP ROW...
 set -euo pipefail
-D=results/2026-12-02-anticipate
+D=${D:-results/2026-12-02-anticipate}  # results/2026-12-03-startup-default sets its own
 G=$1; shift
 for row in "$@"; do
   case $row in
