@@ -62,13 +62,14 @@ Two policies:
   bursts of L 16 for 60 s at 100, 400, 700 and 1,000 s, the floor at 9.6 (3 replicas)
   between them → from 1,170 s (1,300 − 130) the value is 16 (4 replicas), through the
   burst at 1,300 s, then back to the floor when the scale-down window lets it go.
-  **No scale-up that cannot arrive in time** (opt-in: ``startupSeconds``, a replica's
-  start-up, 0 off; :func:`late_scale_up`): while L's recent excursions above the ready
-  fleet's capacity all ended sooner than a start-up, a new one like them (no longer, no
-  higher, × ``excursionMargin``) leaves the value's maximum, so the count stays at the
-  ready fleet, the floor or what stood before it began; one that outlasts or outgrows
-  them scales. Worked example, target 4, 3 ready, start-up 100 s: bursts held L above 12
-  for 55 s each; the next one, 50 s in, answers 12 (3 replicas), not its L 20 (5).
+  **No scale-up that cannot arrive in time** (``startupSeconds``, a replica's start-up,
+  by default 30 s, a lower bound on one; 0 off; :func:`late_scale_up`): while L's recent
+  excursions above the ready fleet's capacity all ended sooner than a start-up, a new one
+  like them (no longer, no higher, × ``excursionMargin``) leaves the value's maximum, so
+  the count stays at the ready fleet, the floor or what stood before it began; one that
+  outlasts or outgrows them scales. Worked example, target 4, 3 ready, start-up 100 s:
+  bursts held L above 12 for 55 s each; the next one, 50 s in, answers 12 (3 replicas),
+  not its L 20 (5).
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,
@@ -199,7 +200,7 @@ class PolicySpec:
     floor_single_window_s: float = float(names.DEFAULT_FLOOR_SINGLE_WINDOW_S)
     # ... held at this fraction of it (``floorSingleFraction``; 0: ``floor_fraction``).
     floor_single_fraction: float = float(names.DEFAULT_FLOOR_SINGLE_FRACTION)
-    # No scale-up that cannot arrive in time (``startupSeconds``, wall s; 0: unknown, off;
+    # No scale-up that cannot arrive in time (``startupSeconds``, wall s; 0: off;
     # ``excursionWindowSeconds``, the memory of L's excursions above capacity):
     # :func:`late_scale_up`.
     startup_s: float = float(names.DEFAULT_STARTUP_S)
@@ -768,7 +769,7 @@ def late_scale_up(
     now_s: float,
 ) -> LateHold | None:
     """The excursion whose scale-up would serve only after it is over, or None when
-    nothing says so (``startupSeconds``, opt-in).
+    nothing says so (``startupSeconds``; by default a lower bound on a start-up, 30 s).
 
     A replica asked for now serves only after its start-up. ``levels`` (L smoothed over the
     scale-up window) and ``ready`` over the last ``excursion_window_s`` give L's

@@ -22,6 +22,7 @@ from inflight.names import (
     META_FLOOR_SINGLE_WINDOW_S,
     META_FLOOR_STATISTIC,
     META_FLOOR_WINDOW_S,
+    META_STARTUP_S,
     METADATA_DEFAULTS,
 )
 from inflight.planes.peers.catalog import POLICY_NAMES
@@ -145,6 +146,9 @@ RECURRENT_FLOOR_DEFAULT_SINCE = "2026-12-02T17:30:00+00:00"
 #: When bursts that come back on a period became met ahead (``anticipateSeconds`` 130;
 #: results/2026-12-02-anticipate). A live run recorded before it did not anticipate.
 ANTICIPATE_DEFAULT_SINCE = "2026-12-02T22:30:00+00:00"
+#: When a scale-up that cannot arrive in time became held by default (``startupSeconds``
+#: 30; results/2026-12-03-startup-default). A live run recorded before it had it off.
+STARTUP_DEFAULT_SINCE = "2026-12-03T04:20:00+00:00"
 _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (FLOOR_DEFAULT_SINCE, ((META_FLOOR_WINDOW_S, "0"),)),
     (
@@ -156,6 +160,7 @@ _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (ANTICIPATE_DEFAULT_SINCE, ((META_ANTICIPATE_S, "0"),)),
+    (STARTUP_DEFAULT_SINCE, ((META_STARTUP_S, "0"),)),
 )
 
 
@@ -164,7 +169,8 @@ def as_recorded(policy: Policy, created_at: str | None) -> Policy:
     saturation run from before :data:`FLOOR_DEFAULT_SINCE` without the floor, one from
     before :data:`RECURRENT_FLOOR_DEFAULT_SINCE` with the floor of the highest peak
     (``floorStatistic`` peak), one from before :data:`ANTICIPATE_DEFAULT_SINCE` without
-    ``anticipateSeconds``; a key its metadata names stays as named (what ``inflight
+    ``anticipateSeconds``, one from before :data:`STARTUP_DEFAULT_SINCE` without
+    ``startupSeconds``; a key its metadata names stays as named (what ``inflight
     sim calibrate`` re-simulates). None: as today."""
     if policy.kind != "saturation" or created_at is None:
         return policy

@@ -151,7 +151,7 @@ def test_bursts_450_s_apart_are_seen_in_two_floor_windows() -> None:
 
 
 def test_anticipation_needs_the_floor() -> None:
-    off = replace(AHEAD, floor_window_s=0.0)
+    off = replace(AHEAD, floor_window_s=0.0, startup_s=0.0)  # no memory at all
     samples = bursts(1700.0, [100.0, 400.0, 700.0, 1000.0, 1300.0])
     assert off.memory_s == pytest.approx(70.0)
     assert decide(samples, off, 1200.0, ready_replicas=3).value == pytest.approx(2.0)

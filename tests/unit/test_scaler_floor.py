@@ -26,7 +26,10 @@ FLOOR = PolicySpec(
     scale_up_window_s=10.0,
     **PEAK,  # type: ignore[arg-type]
 )
-OFF = PolicySpec(floor_window_s=0.0, min_replicas=1, max_replicas=8, scale_up_window_s=10.0)
+# The floor off, and the late scale-up's hold (its 900 s of excursions) with it.
+OFF = PolicySpec(
+    floor_window_s=0.0, startup_s=0.0, min_replicas=1, max_replicas=8, scale_up_window_s=10.0
+)
 
 
 def burst_then_quiet(end_s: float, burst: float = 20.0, quiet: float = 2.0) -> list[Sample]:
@@ -58,9 +61,10 @@ def test_the_floor_holds_a_fraction_of_the_peak_for_the_floor_window(
 def test_off_the_quiet_after_the_burst_reads_the_quiet_l() -> None:
     d = decide(burst_then_quiet(300.0), OFF, 300.0, ready_replicas=5)
     assert d.value == pytest.approx(2.0) and d.desired_replicas == 1
-    # The floor's 600 s memory + the smoothing; two of them with the bursts' recurrence
-    # (anticipateSeconds, on by default).
-    assert OFF.lookback_s == 70.0 and replace(FLOOR, anticipate_s=0.0).lookback_s == 610.0
+    # The floor's 600 s memory + the smoothing (the late scale-up's 900 s off); two of them
+    # with the bursts' recurrence (anticipateSeconds, on by default).
+    alone = replace(FLOOR, anticipate_s=0.0, startup_s=0.0)
+    assert OFF.lookback_s == 70.0 and alone.lookback_s == 610.0
     assert FLOOR.lookback_s == 1210.0
 
 

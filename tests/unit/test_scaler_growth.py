@@ -63,8 +63,9 @@ def test_a_settled_closed_loop_is_not_padded() -> None:
 
 
 def test_lookback_covers_two_growth_windows() -> None:
-    assert replace(GROWING, floor_window_s=0.0).lookback_s == 120.0
-    assert PolicySpec(floor_window_s=0.0).lookback_s == 70.0
+    # Without the floor's memory, or the late scale-up's (on by default, 900 s).
+    assert replace(GROWING, floor_window_s=0.0, startup_s=0.0).lookback_s == 120.0
+    assert PolicySpec(floor_window_s=0.0, startup_s=0.0).lookback_s == 70.0
     # The floor (on by default): its memory (900 s) plus the smoothing is the longest; the
     # bursts' recurrence (anticipateSeconds, on by default) reads two of them.
     assert PolicySpec(anticipate_s=0.0).lookback_s == 910.0

@@ -1,4 +1,5 @@
-"""No scale-up that cannot arrive in time (``startupSeconds``, opt-in), stepped through time.
+"""No scale-up that cannot arrive in time (``startupSeconds``, 30 s by default), stepped
+through time.
 
 A replica asked for during an excursion of L above the ready fleet's capacity serves only
 after its start-up. While the recent excursions (with the fleet now ready) all ended sooner
@@ -29,6 +30,7 @@ OFF = PolicySpec(
     scale_up_window_s=10.0,
     scale_down_window_s=60.0,
     floor_window_s=0.0,  # the floor off unless a test turns it on
+    startup_s=0.0,  # the hold off (30 s by default): LATE turns it on
     min_replicas=1,
     max_replicas=8,
 )
@@ -193,8 +195,10 @@ def test_metadata_parses_the_keys_time_scaled() -> None:
     assert spec.excursion_window_s == pytest.approx(60.0)
     assert spec.excursion_margin == 1.5
     default = parse_metadata({}).policy
-    assert default.startup_s == names.DEFAULT_STARTUP_S == 0
-    assert not default.late_scale_up_on
+    # On by default at a lower bound on a start-up (results/2026-12-03-startup-default); 0 off.
+    assert default.startup_s == names.DEFAULT_STARTUP_S == 30
+    assert default.late_scale_up_on
+    assert not parse_metadata({names.META_STARTUP_S: "0"}).policy.late_scale_up_on
     assert default.excursion_window_s == names.DEFAULT_EXCURSION_WINDOW_S
     assert default.excursion_margin == names.DEFAULT_EXCURSION_MARGIN
 

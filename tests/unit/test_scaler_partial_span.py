@@ -93,7 +93,7 @@ def test_without_the_floor_only_the_step_before_the_span_changes() -> None:
     # Without the floor the lookback is the decision's span (70 s) plus the one step the
     # range query reads before it: only a blip whose last down step (309 s) is that step
     # (at 380 s: 71 s ago, older than every mean the maximum takes) no longer holds.
-    off = {"floorWindowSeconds": "0"}
+    off = {"floorWindowSeconds": "0", "startupSeconds": "0"}  # no 900 s memory of any kind
     whole, span = _step(off, whole_lookback=True), _step(off)
     assert [t for t in span if span[t] != whole[t]] == [380]
     assert whole[380] == (True, 5) and span[380] == (False, 1)

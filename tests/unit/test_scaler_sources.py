@@ -53,7 +53,12 @@ def test_vllm_query_uses_vllm_names() -> None:
         ({"timeScale": "0.1"}, 0.1),
         ({"scaleUpWindowSeconds": "0"}, 6.0),  # a tenth of the 60 s window
         (
-            {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0", "floorWindowSeconds": "0"},
+            {
+                "scaleUpWindowSeconds": "0",
+                "scaleDownWindowSeconds": "0",
+                "floorWindowSeconds": "0",
+                "startupSeconds": "0",
+            },
             0.05,
         ),
         ({"timeScale": "0.001"}, 0.05),  # floor
@@ -67,7 +72,8 @@ def test_step(metadata: dict[str, str], step: float) -> None:
 
 
 def test_bounds_are_aligned_so_replicas_agree() -> None:
-    q = range_query(parse_metadata({"floorWindowSeconds": "0"}))  # 70 s to look back
+    # 70 s to look back: no floor, no late scale-up's excursions
+    q = range_query(parse_metadata({"floorWindowSeconds": "0", "startupSeconds": "0"}))
     assert q.bounds(1000.2) == q.bounds(1000.9) == (929.0, 1000.0)
     assert q.bounds(1001.0)[1] == 1001.0
 

@@ -17,7 +17,8 @@ from inflight.sim import scrapes as S
 from inflight.sim.scaler import SimScaler
 
 # The 70 s window these cases count steps in: the floor (on by default) looks back 910 s.
-NO_FLOOR = {names.META_FLOOR_WINDOW_S: "0"}
+# No 900 s memory: the floor off, and the late scale-up's excursions (on by default).
+NO_FLOOR = {names.META_FLOOR_WINDOW_S: "0", names.META_STARTUP_S: "0"}
 
 
 def _scrapes(values: list[tuple[float, float]], ready: float | None = 2.0) -> S.Scrapes:
