@@ -2,13 +2,19 @@
 second (the scaler's 1 s range-query step), anticipateSeconds 0 against 130, interleaved in
 one run. Usage, from the repository root:
 .venv/bin/python results/2026-12-02-anticipate/decide_cost.py
+Another key of the policy, off against on, the rest the default's:
+.venv/bin/python results/2026-12-02-anticipate/decide_cost.py startup_s 0 30
 """
 
+import dataclasses
 import random
+import sys
 import time
 from collections.abc import Callable
 
 from inflight.control.policy import PolicySpec, Sample, decide
+
+FIELD, OFF, ON = sys.argv[1:4] if len(sys.argv) > 1 else ("anticipate_s", "0", "130")
 
 ROUNDS, CALLS = 5, 5
 random.seed(1)
@@ -17,11 +23,12 @@ SHAPES: dict[str, Callable[[int], float]] = {
     "bursts (L 20 for 60 s every 300 s)": lambda t: 20.0 if t % 300 < 60 else 1.0,
     "flat (L 5)": lambda t: 5.0,
 }
+BASE = PolicySpec(min_replicas=1, max_replicas=8)
 SPECS = {
-    "off (0)": PolicySpec(min_replicas=1, max_replicas=8, anticipate_s=0.0),
-    "on (130)": PolicySpec(min_replicas=1, max_replicas=8, anticipate_s=130.0),
+    f"off ({OFF})": dataclasses.replace(BASE, **{FIELD: float(OFF)}),
+    f"on ({ON})": dataclasses.replace(BASE, **{FIELD: float(ON)}),
 }
-print("| L | anticipateSeconds 0 | 130 | ratio |")
+print(f"| L | {FIELD} {OFF} | {ON} | ratio |")
 print("|---|---:|---:|---:|")
 for shape, level in SHAPES.items():
     samples = [Sample(float(t), level(t)) for t in range(4000)]

@@ -22,8 +22,14 @@ from inflight.control.policy import evaluate
 from tests.component.test_scaler_servicer import FakeRouter
 
 # The 60 s window is the subject: the floor (its 900 s memory) off.
+# A 60 s window: no floor and no late scale-up's excursions (each on by default, 900 s).
 SPEC = parse_metadata(
-    {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "60", "floorWindowSeconds": "0"}
+    {
+        "scaleUpWindowSeconds": "0",
+        "scaleDownWindowSeconds": "60",
+        "floorWindowSeconds": "0",
+        "startupSeconds": "0",
+    }
 )
 
 
