@@ -5,7 +5,8 @@ The workload flags are ``inflight bench``'s open-loop flags, read by the same co
 distributions, ``--seed``, the SLO, ``--drain-s``, replica bounds and start-up), so a
 scenario can go to either. ``run`` simulates one policy and writes ``run.json`` (the live
 bench's measures, ``inflight.measure.slo.run_measures``), ``timeline.jsonl``,
-``decisions.jsonl`` and ``requests.jsonl``. ``compare`` simulates several policies
+``decisions.jsonl`` (KEDA's and the HPA's), ``scaler.jsonl`` (the scaler's answers and the
+policy's reasons) and ``requests.jsonl``. ``compare`` simulates several policies
 (``--policies``, parsed as ``inflight bench compare`` parses them:
 ``inflight.planes.policies``) on several seeds, every policy seeing the same requests for
 a seed, and writes the live comparison's ``comparison.json`` / ``comparison.md``

@@ -51,7 +51,7 @@ from inflight.sim import scrapes as S
 from inflight.sim.events import EventQueue
 from inflight.sim.fleet import Fleet, SimReplica
 from inflight.sim.router import MAX_QUEUE, QUEUE_TIMEOUT_S, Held, SimRouter, discovered_capacity
-from inflight.sim.scaler import SimScaler
+from inflight.sim.scaler import ScalerAnswer, SimScaler
 from inflight.statedir import DecisionRecord
 from router.errors import NoEndpoint, QueueFull, QueueTimeout, Shed
 from router.pool import Endpoint
@@ -234,6 +234,8 @@ class SimResult:
     warmup: list[RequestResult] = field(default_factory=list)  # the warm-up's, unmeasured
     # The scaler's binding dimension per fresh decision (docs/capacity.md; scaler policies)
     capacity_bindings: list[str] = field(default_factory=list)
+    # The scaler's own answers, with its reasons (scaler policies; scaler.jsonl)
+    scaler_answers: list[ScalerAnswer] = field(default_factory=list)
 
     def points(self, key: str) -> list[tuple[float, int]]:
         return [(p["t"], int(p[key])) for p in self.timeline]
@@ -583,6 +585,7 @@ class Simulation:
             l_integral=self._l_integral - carried,
             warmup=self.warmup,
             capacity_bindings=list(self.scaler.bindings) if self.autoscaler is not None else [],
+            scaler_answers=list(self.scaler.answers) if self.autoscaler is not None else [],
             inflight_samples=[
                 (t, v)
                 for t, v in zip(self.scrapes.times_s, self.scrapes.values[S.INFLIGHT], strict=True)

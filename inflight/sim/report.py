@@ -114,7 +114,8 @@ def write_run(
     command: Sequence[str],
     force: bool,
 ) -> dict[str, Any]:
-    """run.json, timeline.jsonl, decisions.jsonl, requests.jsonl in ``out_dir``."""
+    """run.json, timeline.jsonl, decisions.jsonl, scaler.jsonl (the scaler's answers and
+    reasons; empty for fixed fleets and peers), requests.jsonl in ``out_dir``."""
     figures = measures(result, slo)
     body = {
         "schema": RUN_SCHEMA,
@@ -129,5 +130,6 @@ def write_run(
     write_new(out_dir / "run.json", json.dumps(body, indent=2, sort_keys=True) + "\n", force)
     write_new(out_dir / "timeline.jsonl", _jsonl(result.timeline), force)
     write_new(out_dir / "decisions.jsonl", _jsonl(asdict(d) for d in result.decisions), force)
+    write_new(out_dir / "scaler.jsonl", _jsonl(asdict(a) for a in result.scaler_answers), force)
     write_new(out_dir / "requests.jsonl", _jsonl(asdict(r) for r in result.requests), force)
     return body

@@ -17,6 +17,7 @@ sees the same answers it sees live.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from external_scaler.decide import decide
 from external_scaler.errors import SourceError
@@ -27,6 +28,20 @@ from inflight.control.capacity import Dimension
 from inflight.control.policy import Decision, NoSamples
 from inflight.planes.scaler_client import MetricSpec, ScalerUnavailable
 from inflight.sim.scrapes import Scrapes
+
+
+@dataclass(frozen=True)
+class ScalerAnswer:
+    """One fresh decision as the scaler's log states it live: at the range query's aligned
+    end ``t``, the ``value`` KEDA reads, the count the HPA would derive and the policy's
+    ``reason`` (the floor, the anticipation, a held late scale-up, ...), which the
+    autoscaler's ``decisions.jsonl`` does not carry (it records the HPA's)."""
+
+    t: float
+    value: float
+    desired_replicas: int
+    ready_replicas: int | None
+    reason: str
 
 
 class SimScaler:
@@ -44,6 +59,7 @@ class SimScaler:
         self._cached: tuple[float, Decision | str] | None = None
         self.decisions: list[Decision] = []
         self.bindings: list[Dimension] = []  # the dimension that bound, per decision
+        self.answers: list[ScalerAnswer] = []  # per decision, for scaler.jsonl
 
     def decide(self) -> Decision:
         start_s, end_s = self.query.bounds(self.clock())
@@ -56,6 +72,15 @@ class SimScaler:
                 answer = decided.decision
                 self.decisions.append(answer)
                 self.bindings.append(decided.dimension)
+                self.answers.append(
+                    ScalerAnswer(
+                        end_s,
+                        answer.value,
+                        answer.desired_replicas,
+                        answer.ready_replicas,
+                        answer.reason,
+                    )
+                )
             except (SourceError, NoSamples) as exc:
                 answer = f"StatusCode.UNAVAILABLE: {exc}"
             self._cached = (end_s, answer)

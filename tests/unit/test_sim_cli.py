@@ -31,6 +31,14 @@ def test_run_writes_the_run_files(tmp_path: Path) -> None:
     timeline = [json.loads(line) for line in (out / "timeline.jsonl").read_text().splitlines()]
     assert {"t", "desired", "live", "ready"} <= set(timeline[0])
     assert (out / "decisions.jsonl").read_text()  # the autoscaler decided
+    # The scaler's own answers, with the policy's reasons (the HPA's are in decisions.jsonl).
+    answers = [json.loads(line) for line in (out / "scaler.jsonl").read_text().splitlines()]
+    assert answers and [a["t"] for a in answers] == sorted({a["t"] for a in answers})
+    assert {"value", "desired_replicas", "ready_replicas", "reason"} <= set(answers[0])
+    assert all(a["reason"] and not a["reason"].startswith("HPA") for a in answers)
+    assert any(a["reason"].startswith(("L ", "holding", "floor")) for a in answers), answers[:3]
+    hpa = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    assert {d["value"] for d in hpa if d["value"] is not None} <= {a["value"] for a in answers}
 
 
 def test_run_takes_a_saturation_variant_and_metadata(tmp_path: Path) -> None:
@@ -49,6 +57,7 @@ def test_run_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = tmp_path / "run"
     args = ["sim", "run", *SMALL, "--policy", "fixed:2", "--out-dir", str(out)]
     assert main(args) == 0
+    assert (out / "scaler.jsonl").read_text() == ""  # a fixed fleet asks no scaler
     assert main(args) == 2
     assert "--out-dir" in capsys.readouterr().err
 
@@ -57,7 +66,7 @@ def test_the_same_seed_writes_the_same_run(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
         assert main(["sim", "run", *SMALL, "--seed", "7", "--out-dir", str(out)]) == 0
-    for name in ("timeline.jsonl", "decisions.jsonl", "requests.jsonl"):
+    for name in ("timeline.jsonl", "decisions.jsonl", "scaler.jsonl", "requests.jsonl"):
         assert (a / name).read_text() == (b / name).read_text()
 
 
