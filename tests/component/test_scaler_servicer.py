@@ -40,8 +40,14 @@ from inflight import names
 from inflight.control.policy import Window
 from tests.support import LoopbackHTTPServer, QuietHandler
 
-# The value is L now: no windows, and no floor (its memory would hold 0.6 x the peak).
-INSTANT = {"scaleUpWindowSeconds": "0", "scaleDownWindowSeconds": "0", "floorWindowSeconds": "0"}
+# The value is L now: no windows, no floor (its memory would hold 0.6 x the peak) and no
+# late scale-up's hold (on by default: a scale-up like recent short excursions is held).
+INSTANT = {
+    "scaleUpWindowSeconds": "0",
+    "scaleDownWindowSeconds": "0",
+    "floorWindowSeconds": "0",
+    "startupSeconds": "0",
+}
 
 
 class FakeRouter:
