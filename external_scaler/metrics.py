@@ -61,6 +61,13 @@ class ScalerMetrics:
             label,
             registry=registry,
         )
+        self.scale_up_held = Gauge(
+            names.SCALER_SCALE_UP_HELD,
+            "1 while the latest decision held a scale-up that could not arrive in time "
+            "(startupSeconds), 0 otherwise",
+            label,
+            registry=registry,
+        )
         self.decisions = Counter(
             names.SCALER_DECISIONS.removesuffix("_total"),
             "Decisions returned by GetMetrics, by direction against the ready replicas",
@@ -121,7 +128,8 @@ class ScalerMetrics:
 
     def forget(self, metric_name: str) -> None:
         """Remove every gauge series of ``metric_name`` (its trigger is gone)."""
-        for gauge in (self.value, self.target, self.desired, self.saturation, self.active):
+        gauges = (self.value, self.target, self.desired, self.saturation, self.active)
+        for gauge in (*gauges, self.scale_up_held):
             gauge.remove(metric_name)
         for each in DIMENSIONS:
             self.capacity_binding.remove(metric_name, each)
@@ -136,6 +144,7 @@ class ScalerMetrics:
             float("nan") if decision.saturation is None else decision.saturation
         )
         self.active.labels(metric_name).set(1 if decision.active else 0)
+        self.scale_up_held.labels(metric_name).set(1 if decision.held_scale_up else 0)
         if count:
             self.decisions.labels(metric_name, decision.direction).inc()
             # Answered, but on a window that may understate L (it raises or keeps the

@@ -89,6 +89,10 @@ SCALER_CAPACITY_BINDING: Final = "inflight_scaler_capacity_binding"
 # gauge{metric_name,dimension}: L in each capacity dimension at the latest step (requests:
 # L; kv_tokens: the KV-equivalent L); a dimension not measured has no series
 SCALER_DIMENSION_INFLIGHT: Final = "inflight_scaler_dimension_inflight"
+# gauge{metric_name}: 1 while the latest decision held a scale-up that could not arrive in
+# time (startupSeconds: inflight.control.policy.late_scale_up), 0 otherwise; a hold changes
+# no replica count, so this is where it shows
+SCALER_SCALE_UP_HELD: Final = "inflight_scaler_scale_up_held"
 
 SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_METRIC_VALUE: "gauge",
@@ -102,6 +106,7 @@ SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_GRPC_REQUESTS: "counter",
     SCALER_CAPACITY_BINDING: "gauge",
     SCALER_DIMENSION_INFLIGHT: "gauge",
+    SCALER_SCALE_UP_HELD: "gauge",
 }
 
 # Values of SCALER_ERRORS' ``kind`` label (external_scaler/errors.py, servicer.py, sources/).

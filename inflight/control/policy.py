@@ -319,7 +319,9 @@ class Decision:
     L ÷ (slots × ready), None when ready is unknown or 0; ``direction``: desired vs ready
     (``up``/``down``/``hold``, ``unknown`` without a ready count); ``partial``: why the
     window may understate L (empty when it is whole): the answer then raises or keeps the
-    count, never lowers it (:func:`guard`).
+    count, never lowers it (:func:`guard`); ``held_scale_up``: the value was kept below L's
+    maximum because a replica asked for now would be ready only after the excursion
+    (:func:`late_scale_up`; the scaler exports it: a hold changes no count).
     """
 
     policy: PolicyName
@@ -333,6 +335,7 @@ class Decision:
     direction: Literal["up", "down", "hold", "unknown"]
     reason: str
     partial: tuple[Partial, ...] = ()
+    held_scale_up: bool = False
 
 
 def evaluate(window: Window, spec: PolicySpec, now_s: float) -> Decision:
@@ -659,6 +662,7 @@ def decide(
         saturation=_saturation(inflight, spec, ready_replicas),
         direction=direction,
         reason=reason,
+        held_scale_up=late is not None,
     )
     return guard(decision, partial, spec)
 

@@ -193,6 +193,7 @@ async def test_scaler_metrics_are_exported(router: FakeRouter, direct: Harness) 
     assert reg.get_sample_value(names.SCALER_DESIRED_REPLICAS, labels) == 3.0
     assert reg.get_sample_value(names.SCALER_SATURATION, labels) == 9.0 / 4
     assert reg.get_sample_value(names.SCALER_ACTIVE, labels) == 1.0
+    assert reg.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) == 0.0  # nothing held
     assert (reg.get_sample_value(names.SCALER_DECISIONS, {**labels, "direction": "up"}) or 0) >= 1
     ok = {"method": "GetMetrics", "code": "OK"}
     assert (reg.get_sample_value(names.SCALER_GRPC_REQUESTS, ok) or 0) >= 1

@@ -137,6 +137,9 @@ def test_held_reason_and_count() -> None:
     d = decide(samples, LATE, 430.0, ready_replicas=3, ready_series=THREE)
     assert d.desired_replicas == 3 and d.direction == "hold"
     assert d.reason.startswith("late scale-up held") and "100 s start-up" in d.reason
+    assert d.held_scale_up  # what the scaler exports (inflight_scaler_scale_up_held)
+    off = decide(samples, OFF, 430.0, ready_replicas=3, ready_series=THREE)
+    assert off.desired_replicas == 5 and not off.held_scale_up
 
 
 def test_a_bigger_burst_scales_at_once() -> None:

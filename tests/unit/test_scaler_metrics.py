@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prometheus_client import CollectorRegistry
 
 from external_scaler.metrics import ScalerMetrics
 from inflight import names
+from inflight.control.policy import Decision
 
 
 def test_every_error_kind_exists_at_zero_from_the_start() -> None:
@@ -14,3 +17,21 @@ def test_every_error_kind_exists_at_zero_from_the_start() -> None:
     ScalerMetrics(registry)
     for kind in names.SCALER_ERROR_KINDS:
         assert registry.get_sample_value(names.SCALER_ERRORS, {"kind": kind}) == 0.0, kind
+
+
+def test_a_held_scale_up_shows_in_its_gauge_and_leaves_with_the_trigger() -> None:
+    """A hold changes no replica count; the gauge is where a dashboard sees it."""
+    registry = CollectorRegistry()
+    metrics = ScalerMetrics(registry)
+    held = Decision(
+        policy="saturation", value=12.0, target=4.0, desired_replicas=3, active=True,
+        inflight=20.0, ready_replicas=3, saturation=5 / 3, direction="hold",
+        reason="late scale-up held: ...", held_scale_up=True,
+    )  # fmt: skip
+    labels = {"metric_name": "m"}
+    metrics.record("m", held, count=True)
+    assert registry.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) == 1.0
+    metrics.record("m", replace(held, held_scale_up=False, value=20.0), count=True)
+    assert registry.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) == 0.0
+    metrics.forget("m")
+    assert registry.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) is None
