@@ -27,6 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from inflight import kv_blocks as vllm_kv
 from inflight import names
 
 TTFT_BUCKETS_S = (
@@ -123,15 +124,19 @@ def cache_config_info(
     >>> info["kv_cache_size_tokens"], info["kv_cache_max_concurrency"], info["num_gpu_blocks"]
     ('5120', '2.5', '40')
     """
-    tokens = block_size * num_gpu_blocks
     return {
         **CACHE_CONFIG_INFO_LABELS,
         names.VLLM_CACHE_BLOCK_SIZE_LABEL: str(block_size),
         "effective_attention_block_size": str(block_size),
         names.VLLM_CACHE_NUM_BLOCKS_LABEL: str(num_gpu_blocks),
         "num_gpu_blocks_override": str(num_gpu_blocks) if overridden else "None",
-        names.VLLM_CACHE_SIZE_TOKENS_LABEL: str(tokens),
-        "kv_cache_max_concurrency": f"{tokens / max_model_len:g}",
+        names.VLLM_CACHE_SIZE_TOKENS_LABEL: str(
+            vllm_kv.size_tokens(num_gpu_blocks, block_size, max_model_len)
+        ),
+        # vLLM writes str(float): "2.5", "2.1052631578947367", "5.0" (the real-engine test).
+        "kv_cache_max_concurrency": str(
+            vllm_kv.max_concurrency(num_gpu_blocks, block_size, max_model_len)
+        ),
         names.VLLM_ENGINE_LABEL: ENGINE_INDEX,
     }
 

@@ -155,8 +155,9 @@ class Profile:
 
     @property
     def kv_cache_size_tokens(self) -> int:
-        """vLLM's ``kv_cache_size_tokens`` label: blocks × block size (null block included)."""
-        return self.kv_blocks * self.block_size
+        """vLLM's ``kv_cache_size_tokens`` label: blocks × block size (null block included)
+        when ``max_model_len`` is a whole number of blocks (:func:`vllm_kv.size_tokens`)."""
+        return vllm_kv.size_tokens(self.kv_blocks, self.block_size, self.max_model_len)
 
     @cached_property
     def watermark_blocks(self) -> int:

@@ -345,3 +345,25 @@ def test_an_abort_of_the_scheduled_sequence_then_a_submit_at_that_instant() -> N
     assert engine.step_new and a not in engine.step_new
     engine.advance(100.0)
     assert b.tokens == 5
+
+
+@pytest.mark.parametrize(
+    ("max_model_len", "concurrency", "tokens"),
+    [
+        (2048, "2.5", "5120"),
+        # 19 blocks a request: vLLM writes the float as str() does (the real-engine test
+        # read "2.1052631578947367" where the emulator wrote "2.10526").
+        (2432, "2.1052631578947367", "5120"),
+        # Not a whole number of blocks: 16 a request, int(2.5 × 2,000), not 40 × 128.
+        (2000, "2.5", "5000"),
+        (1024, "5.0", "5120"),
+    ],
+)
+def test_cache_config_info_writes_vllms_capacity_figures(
+    max_model_len: int, concurrency: str, tokens: str
+) -> None:
+    info = cache_config_info(128, 40, max_model_len, overridden=True)
+    assert info["kv_cache_max_concurrency"] == concurrency
+    assert info[names.VLLM_CACHE_SIZE_TOKENS_LABEL] == tokens
+    profile = Profile(num_gpu_blocks=40, block_size=128, max_model_len=max_model_len)
+    assert str(profile.kv_cache_size_tokens) == tokens
