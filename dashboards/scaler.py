@@ -1,7 +1,8 @@
 """The "Scaler" dashboard: is the external scaler doing its job for KEDA?
 
 What it returned (value and target, so the HPA's ceil(value ÷ target) can be read off),
-the replica count that implies, whether it reports the workload active, which capacity
+the replica count that implies, whether it reports the workload active, when it held a
+scale-up that could not arrive in time, which capacity
 dimension binds (request slots or the replicas' KV cache, docs/capacity.md) and L in
 each, beside vLLM's KV series, how long its Prometheus queries take, and its errors by
 kind (most make KEDA fall back; ``source_partial`` and ``source_stale`` are answered
@@ -30,6 +31,8 @@ VARIABLES: Final = {
 VLLM_JOB_VARIABLE: Final = "vllm_job"
 #: The binding panel's states.
 BINDING_STATES: Final = {0: ("not binding", "transparent"), 1: ("binds", "orange")}
+#: The late scale-up panel's states.
+HELD_STATES: Final = {0: ("not held", "transparent"), 1: ("held", "purple")}
 
 
 def build() -> dash_b.Dashboard:
@@ -103,6 +106,22 @@ def build() -> dash_b.Dashboard:
                     )
                 ],
                 unit="short",
+            )
+        )
+        .with_panel(
+            p.state_timeline(
+                11,
+                "Scale-up held: it could not arrive in time",
+                "1 while the scaler's latest decision held a scale-up back: L is above the "
+                "ready replicas' capacity, but every excursion like it in the last "
+                "excursionWindowSeconds ended sooner than a replica starts (startupSeconds), "
+                "so a new replica would serve after it; the value keeps the ready count "
+                "(docs/ARCHITECTURE.md). Requests wait at the router meanwhile. Held while "
+                "the excursions grow longer: raise startupSeconds to the replicas' own "
+                "start-up, or set it to 0 to turn the hold off.",
+                [q(f"max by (metric_name) ({n.SCALER_SCALE_UP_HELD}{{{sel}}})", "{{metric_name}}")],
+                width=24,
+                states=HELD_STATES,
             )
         )
     )

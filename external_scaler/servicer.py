@@ -81,7 +81,8 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self.call_budget_s = call_budget_s
         self.stream_interval_s = stream_interval_s
         self._clock = clock
-        self._last_desired: dict[str, int] = {}
+        # Per metric name: the desired count and hold last logged (change_message).
+        self._last_logged: dict[str, tuple[int, bool]] = {}
         # Metric names with gauge series, to remove when their trigger is gone.
         self._recorded: set[str] = set()
 
@@ -273,24 +274,41 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         for metric_name in gone:
             self.metrics.forget(metric_name)
             self._recorded.discard(metric_name)
-            self._last_desired.pop(metric_name, None)
+            self._last_logged.pop(metric_name, None)
         return gone
 
     def _log_change(self, metric_name: str, decision: Decision) -> None:
-        """One log line when the replica count HPA will derive changes (not every poll)."""
-        before = self._last_desired.get(metric_name)
-        if before != decision.desired_replicas:
-            self._last_desired[metric_name] = decision.desired_replicas
-            log.info(
-                "%s: desired %s -> %d (%s policy, value %g, target %g): %s",
-                metric_name,
-                "?" if before is None else before,
-                decision.desired_replicas,
-                decision.policy,
-                decision.value,
-                decision.target,
-                decision.reason,
-            )
+        """One log line when the replica count HPA will derive changes, or a late scale-up's
+        hold begins or ends (not every poll)."""
+        before = self._last_logged.get(metric_name)
+        line = change_message(metric_name, before, decision)
+        self._last_logged[metric_name] = (decision.desired_replicas, decision.held_scale_up)
+        if line is not None:
+            log.info("%s", line)
 
     def _count(self, method: str, code: grpc.StatusCode) -> None:
         self.metrics.grpc_requests.labels(method, code.name).inc()
+
+
+def change_message(
+    metric_name: str, before: tuple[int, bool] | None, decision: Decision
+) -> str | None:
+    """The scaler's log line for ``decision`` after ``before`` (the desired count and hold
+    last logged; None: nothing yet), or None when neither changed. A late scale-up's hold
+    changes no count, so its start and end get lines of their own
+    (``tests/unit/test_scaler_change_log.py``).
+    """
+    desired, held = decision.desired_replicas, decision.held_scale_up
+    was_held = before is not None and before[1]
+    if before is not None and before == (desired, held):
+        return None
+    if held and not was_held:
+        what = f"scale-up held at {desired}"
+    elif was_held and not held:
+        what = f"scale-up no longer held, desired {before[0] if before else '?'} -> {desired}"
+    else:
+        what = f"desired {'?' if before is None else before[0]} -> {desired}"
+    return (
+        f"{metric_name}: {what} ({decision.policy} policy, value {decision.value:g}, "
+        f"target {decision.target:g}): {decision.reason}"
+    )

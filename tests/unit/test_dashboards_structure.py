@@ -204,6 +204,24 @@ def test_scaler_dashboard_graphs_l_in_each_capacity_dimension() -> None:
     assert kv_row["gridPos"]["y"] < panel["gridPos"]["y"] < min(below, default=10**6)
 
 
+def test_scaler_dashboard_shows_when_a_scale_up_was_held() -> None:
+    """The late scale-up's hold changes no replica count, so only its gauge shows it: a
+    state timeline by trigger in the first row, 1 mapped to "held"."""
+    board = json.loads((ROOT / b.DASHBOARD_DIR / "scaler.json").read_text())
+    panel = _panel(board, "Scale-up held")
+    assert panel["type"] == "state-timeline"
+    [target] = panel["targets"]
+    sel = 'namespace=~"$namespace",job=~"$job",metric_name=~"$metric_name"'
+    assert target["expr"] == f"max by (metric_name) ({n.SCALER_SCALE_UP_HELD}{{{sel}}})"
+    assert target["legendFormat"] == "{{metric_name}}"
+    [mapping] = panel["fieldConfig"]["defaults"]["mappings"]
+    assert mapping["options"]["1"]["text"] == "held"
+    assert "startupSeconds" in panel["description"]
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    first, *later = sorted(r["gridPos"]["y"] for r in rows)
+    assert first < panel["gridPos"]["y"] < min(later)
+
+
 # --- rules -----------------------------------------------------------------------------
 
 
