@@ -30,6 +30,7 @@ from inflight.control.policy import (
     FloorStatistic,
     PolicyName,
     PolicySpec,
+    default_anticipate_s,
 )
 
 _T = TypeVar("_T", bound=str)
@@ -209,11 +210,15 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         'a replica\'s start-up in seconds from 0 (unknown: off) to 86400, e.g. "100"',
         high=MAX_WINDOW_S,
     )
-    anticipate_s = _decimal(
-        names.META_ANTICIPATE_S,
-        values,
-        'seconds ahead of a recurring burst, from 0 (off) to 86400, e.g. "150"',
-        high=MAX_WINDOW_S,
+    anticipate_s = (
+        _decimal(
+            names.META_ANTICIPATE_S,
+            values,
+            'seconds ahead of a recurring burst, from 0 (off) to 86400, e.g. "150"',
+            high=MAX_WINDOW_S,
+        )
+        if names.META_ANTICIPATE_S in raw
+        else default_anticipate_s(startup_s)  # follows a long start-up
     )
     excursion_window_s = _decimal(
         names.META_EXCURSION_WINDOW_S,

@@ -330,6 +330,9 @@ DEFAULT_STARTUP_S: Final = 30
 # of the loop's lag), chosen on 16 in-sample rows and adopted on 13 held-out rows by a rule
 # written before them (results/2026-12-02-anticipate); 0 turns it off.
 DEFAULT_ANTICIPATE_S: Final = 130
+# Left out of the metadata, anticipateSeconds follows a longer startupSeconds: the start-up
+# plus this much of the loop's lag (as 130 is 100 + 30), never under the default.
+ANTICIPATE_LOOP_LAG_S: Final = 30
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_EXCURSION_MARGIN: Final = 1.0
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious

@@ -338,6 +338,17 @@ class Decision:
     held_scale_up: bool = False
 
 
+def default_anticipate_s(startup_s: float) -> float:
+    """``anticipateSeconds`` when the metadata leaves it out: the default (130 s: the
+    scenarios' 100 s start-up plus 30 s of the loop's lag), or a longer ``startupSeconds``
+    plus that lag, so replicas asked for a burst due next start soon enough to serve it.
+
+    >>> default_anticipate_s(30), default_anticipate_s(100), default_anticipate_s(600)
+    (130.0, 130.0, 630.0)
+    """
+    return float(max(names.DEFAULT_ANTICIPATE_S, startup_s + names.ANTICIPATE_LOOP_LAG_S))
+
+
 def evaluate(window: Window, spec: PolicySpec, now_s: float) -> Decision:
     """Run the policy ``spec.policy`` names; a partial window's answer goes through
     :func:`guard`."""

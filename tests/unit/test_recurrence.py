@@ -16,7 +16,7 @@ import pytest
 
 from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
-from inflight.control.policy import PolicySpec, Sample, decide
+from inflight.control.policy import PolicySpec, Sample, decide, default_anticipate_s
 from inflight.control.recurrence import (
     Peak,
     Recurrence,
@@ -166,3 +166,29 @@ def test_metadata_anticipate_seconds() -> None:
     for bad in ("-1", "soon", "90000"):
         with pytest.raises(MetadataError, match=names.META_ANTICIPATE_S):
             parse_metadata({names.META_ANTICIPATE_S: bad})
+
+
+def test_left_out_anticipate_seconds_follows_a_longer_start_up() -> None:
+    """Replicas that take 240 s to start, asked 130 s ahead of a burst, serve after it:
+    left out of the metadata, the lead is the start-up plus 30 s of the loop's lag (never
+    under 130 s); an explicit value, 0 included, is kept."""
+    lead = parse_metadata({names.META_STARTUP_S: "240"}).policy.anticipate_s
+    assert lead == 270.0 == default_anticipate_s(240.0)
+    assert parse_metadata({names.META_STARTUP_S: "100"}).policy.anticipate_s == 130.0
+    assert parse_metadata({names.META_STARTUP_S: "0"}).policy.anticipate_s == 130.0
+    scaled = {names.META_STARTUP_S: "600", names.META_TIME_SCALE: "0.1"}
+    assert parse_metadata(scaled).policy.anticipate_s == pytest.approx(63.0)
+    for given in ("0", "130", "200"):
+        explicit = {names.META_STARTUP_S: "600", names.META_ANTICIPATE_S: given}
+        assert parse_metadata(explicit).policy.anticipate_s == float(given)
+    # Bursts of L 16 for 60 s every 300 s (240 s apart): with the 270 s lead the level
+    # is held from one burst to the next; at 130 s it falls to the floor between them
+    # (1,120-1,160 s) and is asked for again at 1,170 s, a replica ready at 1,410 s, after
+    # the burst due at 1,300 s.
+    samples = bursts(1700.0, [100.0, 400.0, 700.0, 1000.0, 1300.0])
+    start_up = replace(SPEC, startup_s=240.0)
+    follows = values(replace(start_up, anticipate_s=lead), samples, range(1000, 1480, 10))
+    assert set(follows.values()) == {16.0}
+    short = values(replace(start_up, anticipate_s=130.0), samples, range(1000, 1480, 10))
+    assert all(short[t] == pytest.approx(9.6) for t in range(1120, 1170, 10))
+    assert short[1170] == 16.0
