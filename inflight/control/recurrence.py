@@ -119,6 +119,40 @@ def _peaks(ordered: Sequence[Sample], level: float) -> list[Peak]:
     return found
 
 
+def _latest_peaks(ordered: Sequence[Sample], level: float, count: int) -> list[Peak]:
+    """The latest ``count`` of :func:`_peaks`, oldest first, read from the newest sample
+    back and no further than they reach (the same peaks: ``_peaks(...)[-count:]``).
+
+    A peak of :func:`_peaks` is a run of samples above half the level, its highest at or
+    above the level, with a sample at or below half before it (its onset known): the run's
+    first sample is its onset, the sample after its last its end (None at the memory's end).
+    """
+    if level <= 0 or count <= 0:
+        return []
+    half = FLOOR_RECURRENCE_DIP * level
+    found: list[Peak] = []
+    end_s: float | None = None  # the first sample at or below half after the run
+    i = len(ordered) - 1
+    while i >= 0 and len(found) < count:
+        s = ordered[i]
+        if s.value <= half:
+            end_s, i = s.t_s, i - 1
+            continue
+        height = s.value
+        j = i - 1
+        while j >= 0 and ordered[j].value > half:
+            if ordered[j].value > height:
+                height = ordered[j].value
+            j -= 1
+        if j < 0:  # the run began before the memory: no onset known
+            break
+        if height >= level:
+            found.append(Peak(ordered[j + 1].t_s, end_s, height))
+        i = j
+    found.reverse()
+    return found
+
+
 @dataclass(frozen=True)
 class Recurrence:
     """The latest bursts of L, oldest first, one every ``period_s`` (the median gap between
@@ -174,7 +208,7 @@ def recurrence(
         values = [values[round(i * step)] for i in range(RECURRENCE_LEVELS)]
     best: Recurrence | None = None
     for level in values:
-        last = _peaks(ordered, level)[-bursts:]
+        last = _latest_peaks(ordered, level, bursts)
         if len(last) < bursts:
             continue
         gaps = [b.onset_s - a.onset_s for a, b in pairwise(last)]
