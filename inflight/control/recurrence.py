@@ -119,9 +119,12 @@ def _peaks(ordered: Sequence[Sample], level: float) -> list[Peak]:
     return found
 
 
-def _latest_peaks(ordered: Sequence[Sample], level: float, count: int) -> list[Peak]:
-    """The latest ``count`` of :func:`_peaks`, oldest first, read from the newest sample
-    back and no further than they reach (the same peaks: ``_peaks(...)[-count:]``).
+def _latest_peaks(
+    times: Sequence[float], values: Sequence[float], level: float, count: int
+) -> list[Peak]:
+    """The latest ``count`` of :func:`_peaks` of the samples ``times``, ``values`` (in time
+    order), oldest first: the same peaks as ``_peaks(...)[-count:]``, read from the newest
+    run back and no further than they reach.
 
     A peak of :func:`_peaks` is a run of samples above half the level, its highest at or
     above the level, with a sample at or below half before it (its onset known): the run's
@@ -130,25 +133,18 @@ def _latest_peaks(ordered: Sequence[Sample], level: float, count: int) -> list[P
     if level <= 0 or count <= 0:
         return []
     half = FLOOR_RECURRENCE_DIP * level
+    low = [i for i, v in enumerate(values) if v <= half]  # the samples between runs
     found: list[Peak] = []
-    end_s: float | None = None  # the first sample at or below half after the run
-    i = len(ordered) - 1
-    while i >= 0 and len(found) < count:
-        s = ordered[i]
-        if s.value <= half:
-            end_s, i = s.t_s, i - 1
-            continue
-        height = s.value
-        j = i - 1
-        while j >= 0 and ordered[j].value > half:
-            if ordered[j].value > height:
-                height = ordered[j].value
-            j -= 1
-        if j < 0:  # the run began before the memory: no onset known
-            break
-        if height >= level:
-            found.append(Peak(ordered[j + 1].t_s, end_s, height))
-        i = j
+    after = len(values)  # the run's end: the next sample at or below half (or none)
+    for before in reversed(low):
+        if after - before > 1:  # a run from before + 1 to after - 1
+            height = max(values[before + 1 : after])
+            if height >= level:
+                end_s = times[after] if after < len(values) else None
+                found.append(Peak(times[before + 1], end_s, height))
+                if len(found) == count:
+                    break
+        after = before
     found.reverse()
     return found
 
@@ -207,8 +203,10 @@ def recurrence(
         step = (len(values) - 1) / (RECURRENCE_LEVELS - 1)
         values = [values[round(i * step)] for i in range(RECURRENCE_LEVELS)]
     best: Recurrence | None = None
+    times = [s.t_s for s in ordered]
+    heights = [s.value for s in ordered]
     for level in values:
-        last = _latest_peaks(ordered, level, bursts)
+        last = _latest_peaks(times, heights, level, bursts)
         if len(last) < bursts:
             continue
         gaps = [b.onset_s - a.onset_s for a, b in pairwise(last)]

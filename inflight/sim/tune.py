@@ -61,11 +61,15 @@ class Candidate:
     activation_inflight: float = 0.0
     floor_fraction: float = names.DEFAULT_FLOOR_FRACTION
     floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
+    # The replicas' start-up the search simulated (``startupSeconds``; None: left out, the
+    # scaler's default): not searched, stated, as the README tells a user to.
+    startup_s: float | None = None
 
     def metadata(self) -> dict[str, str]:
         """The ScaledObject trigger metadata keys for this candidate (a floor window of 0
-        when the floor is off)."""
+        when the floor is off; ``startupSeconds`` when the start-up is known)."""
         window_s = self.floor_window_s if self.floor_fraction > 0 else 0.0
+        startup = {} if self.startup_s is None else {names.META_STARTUP_S: f"{self.startup_s:g}"}
         return {
             names.META_FLOOR_WINDOW_S: f"{window_s:g}",
             names.META_FLOOR_FRACTION: f"{self.floor_fraction:g}",
@@ -74,6 +78,7 @@ class Candidate:
             names.META_SCALE_DOWN_WINDOW_S: f"{self.scale_down_window_s:g}",
             names.META_GROWTH_HORIZON_S: f"{self.growth_horizon_s:g}",
             names.META_ACTIVATION_INFLIGHT: f"{self.activation_inflight:g}",
+            **startup,
         }
 
 
@@ -116,6 +121,7 @@ class SearchSpace:
     # the default only; --floor-fractions 0,0.6 also tries it off
     floor_fractions: tuple[float, ...] = (names.DEFAULT_FLOOR_FRACTION,)
     floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
+    startup_s: float | None = None  # every candidate's (Candidate.startup_s)
 
     def __post_init__(self) -> None:
         for label, values in (
@@ -143,7 +149,7 @@ class SearchSpace:
         """
         horizons = tuple(sorted({0.0, float(startup_s), float(startup_s) + 60.0}))
         activations = (0.0, 1.0) if min_replicas == 0 else (0.0,)
-        return cls(growth_horizons_s=horizons, activations=activations)
+        return cls(growth_horizons_s=horizons, activations=activations, startup_s=startup_s)
 
 
 @dataclass(frozen=True)
@@ -223,7 +229,10 @@ def tune(
     # index known to meet (or len): the answer lies in (lo, hi].
     def line(combo: tuple[float, float, float, float, float]) -> list[Candidate]:
         down, growth, up, act, floor = combo
-        return [Candidate(t, down, growth, up, act, floor, space.floor_window_s) for t in targets]
+        return [
+            Candidate(t, down, growth, up, act, floor, space.floor_window_s, space.startup_s)
+            for t in targets
+        ]
 
     def knobs(c: Candidate) -> tuple[float, float, float, float, float]:
         return (
@@ -245,7 +254,9 @@ def tune(
         if not probes:
             break
         candidates = [
-            Candidate(targets[i], down, growth, up, act, floor, space.floor_window_s)
+            Candidate(
+                targets[i], down, growth, up, act, floor, space.floor_window_s, space.startup_s
+            )
             for (down, growth, up, act, floor), i in probes.items()
         ]
         for combo, judged in zip(probes, judge_all(candidates), strict=True):

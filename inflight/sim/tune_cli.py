@@ -384,6 +384,7 @@ def search_space(a: argparse.Namespace, startup_s: float, min_replicas: int) -> 
         activations=space.activations,
         floor_fractions=floors or space.floor_fractions,
         floor_window_s=space.floor_window_s,
+        startup_s=space.startup_s,
     )
 
 

@@ -210,4 +210,5 @@ def test_the_latest_peaks_read_from_the_end_are_the_last_of_all_peaks(
     once it has them; they must be the last ``count`` of every peak read from the oldest."""
     ordered = [Sample(5.0 * i, v) for i, v in enumerate(values_)]
     every = peaks(ordered, level)
-    assert _latest_peaks(ordered, level, count) == (every[-count:] if count else [])
+    times, heights = [s.t_s for s in ordered], [s.value for s in ordered]
+    assert _latest_peaks(times, heights, level, count) == (every[-count:] if count else [])

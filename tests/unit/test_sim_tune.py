@@ -7,8 +7,12 @@ simulator's own judge is tested with the simulator.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from external_scaler.metadata import parse_metadata
+from inflight import names
 from inflight.sim.tune import Candidate, SearchSpace, Verdict, tune
 
 
@@ -134,3 +138,26 @@ def test_a_monotone_surface_reports_no_crossing() -> None:
 def test_an_unknown_search_is_named() -> None:
     with pytest.raises(ValueError, match="--search must be one of bisect, grid, got 'newton'"):
         tune(surface, SearchSpace(), 0.95, seeds=[1], search="newton")
+
+
+def test_the_start_up_is_in_every_candidates_metadata_when_known() -> None:
+    """``sim tune --startup-s`` simulates replicas that start that slowly; the metadata it
+    prints states it (``startupSeconds``), as the README tells a user to, so the scaler
+    holds scale-ups that cannot arrive in time as the search's runs did."""
+    space = SearchSpace.for_startup(240.0, min_replicas=1)
+    assert space.startup_s == 240.0
+    meta = Candidate(0.9, 60.0, 0.0, startup_s=space.startup_s).metadata()
+    assert meta[names.META_STARTUP_S] == "240"
+    parsed = parse_metadata(meta).policy
+    assert parsed.startup_s == 240.0
+    assert parsed.anticipate_s == 270.0  # left out: it follows the start-up
+    assert names.META_STARTUP_S not in Candidate(0.9, 60.0, 0.0).metadata()
+
+    seen: list[Candidate] = []
+
+    def judge(c: Candidate, seed: int) -> Verdict:
+        seen.append(c)
+        return Verdict(1.0, c.target_saturation)
+
+    tune(judge, replace(space, targets=(1.0, 0.5)), 0.9, [1])
+    assert seen and {c.startup_s for c in seen} == {240.0}

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from inflight import names
 from inflight.sim.cli import main
 from inflight.sim.tune import Candidate, Verdict
 from inflight.sim.tune_cli import WORKLOAD_KEYS, JudgeContext, judge
@@ -101,7 +102,9 @@ def test_the_printed_block_is_the_scaled_object_metadata(tuned: Tuned) -> None:
     block = tuned.out.split("\n\n")[0]
     parsed = yaml.safe_load(block)
     assert parsed == {"metadata": tuned.body["metadata"]}
-    assert set(parsed["metadata"]) == set(Candidate(1.0, 60.0, 0.0).metadata())
+    assert set(parsed["metadata"]) == set(Candidate(1.0, 60.0, 0.0, startup_s=30.0).metadata())
+    # The start-up it simulated (--startup-s 30), stated as the README tells a user to.
+    assert parsed["metadata"][names.META_STARTUP_S] == "30"
     for key, value in tuned.body["metadata"].items():
         assert f'  {key}: "{value}"' in block  # quoted strings, as the ScaledObject has them
     assert f"margin {100 * tuned.body['margin']:+.1f} points" in tuned.out
