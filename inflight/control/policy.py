@@ -492,20 +492,13 @@ def decide(
     times = [p.t_s for p in points]
     prefix = [0.0, *accumulate(p.value for p in points)]
 
-    means: dict[float, float | None] = {}  # by tau: the floor and the hold read them again
-
     def smoothed(tau_s: float) -> float | None:
         """Mean of L over (tau − up, tau]; the latest sample at or before tau if none."""
-        if tau_s in means:
-            return means[tau_s]
         hi = bisect.bisect_right(times, tau_s)
         lo = bisect.bisect_right(times, tau_s - up_s) if up_s > 0 else hi
         if hi > lo:
-            mean: float | None = (prefix[hi] - prefix[lo]) / (hi - lo)
-        else:
-            mean = points[hi - 1].value if hi > 0 else None
-        means[tau_s] = mean
-        return mean
+            return (prefix[hi] - prefix[lo]) / (hi - lo)
+        return points[hi - 1].value if hi > 0 else None
 
     # Evaluate at every sample time in the scale-down window, and at now itself.
     taus = [t for t in times if t >= now_s - down_s] + [now_s]

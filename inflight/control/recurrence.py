@@ -119,36 +119,6 @@ def _peaks(ordered: Sequence[Sample], level: float) -> list[Peak]:
     return found
 
 
-def _latest_peaks(
-    times: Sequence[float], values: Sequence[float], level: float, count: int
-) -> list[Peak]:
-    """The latest ``count`` of :func:`_peaks` of the samples ``times``, ``values`` (in time
-    order), oldest first: the same peaks as ``_peaks(...)[-count:]``, read from the newest
-    run back and no further than they reach.
-
-    A peak of :func:`_peaks` is a run of samples above half the level, its highest at or
-    above the level, with a sample at or below half before it (its onset known): the run's
-    first sample is its onset, the sample after its last its end (None at the memory's end).
-    """
-    if level <= 0 or count <= 0:
-        return []
-    half = FLOOR_RECURRENCE_DIP * level
-    low = [i for i, v in enumerate(values) if v <= half]  # the samples between runs
-    found: list[Peak] = []
-    after = len(values)  # the run's end: the next sample at or below half (or none)
-    for before in reversed(low):
-        if after - before > 1:  # a run from before + 1 to after - 1
-            height = max(values[before + 1 : after])
-            if height >= level:
-                end_s = times[after] if after < len(values) else None
-                found.append(Peak(times[before + 1], end_s, height))
-                if len(found) == count:
-                    break
-        after = before
-    found.reverse()
-    return found
-
-
 @dataclass(frozen=True)
 class Recurrence:
     """The latest bursts of L, oldest first, one every ``period_s`` (the median gap between
@@ -203,10 +173,8 @@ def recurrence(
         step = (len(values) - 1) / (RECURRENCE_LEVELS - 1)
         values = [values[round(i * step)] for i in range(RECURRENCE_LEVELS)]
     best: Recurrence | None = None
-    times = [s.t_s for s in ordered]
-    heights = [s.value for s in ordered]
     for level in values:
-        last = _latest_peaks(times, heights, level, bursts)
+        last = _peaks(ordered, level)[-bursts:]
         if len(last) < bursts:
             continue
         gaps = [b.onset_s - a.onset_s for a, b in pairwise(last)]

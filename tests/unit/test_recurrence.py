@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
@@ -22,7 +20,6 @@ from inflight.control.policy import PolicySpec, Sample, decide, default_anticipa
 from inflight.control.recurrence import (
     Peak,
     Recurrence,
-    _latest_peaks,
     anticipating,
     peaks,
     recurrence,
@@ -195,20 +192,3 @@ def test_left_out_anticipate_seconds_follows_a_longer_start_up() -> None:
     short = values(replace(start_up, anticipate_s=130.0), samples, range(1000, 1480, 10))
     assert all(short[t] == pytest.approx(9.6) for t in range(1120, 1170, 10))
     assert short[1170] == 16.0
-
-
-@settings(max_examples=400, deadline=None)
-@given(
-    st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 16.0, 20.0, 7.5]), max_size=60),
-    st.sampled_from([0.0, 1.0, 4.0, 8.0, 10.0, 15.0, 16.0, 20.0]),
-    st.integers(min_value=0, max_value=6),
-)
-def test_the_latest_peaks_read_from_the_end_are_the_last_of_all_peaks(
-    values_: list[float], level: float, count: int
-) -> None:
-    """``recurrence`` reads each level's latest bursts from the newest sample back, stopping
-    once it has them; they must be the last ``count`` of every peak read from the oldest."""
-    ordered = [Sample(5.0 * i, v) for i, v in enumerate(values_)]
-    every = peaks(ordered, level)
-    times, heights = [s.t_s for s in ordered], [s.value for s in ordered]
-    assert _latest_peaks(times, heights, level, count) == (every[-count:] if count else [])
