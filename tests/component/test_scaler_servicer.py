@@ -8,6 +8,7 @@ server that never answers stands in for a hung Prometheus.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -37,7 +38,7 @@ from external_scaler.sources import Observed
 from external_scaler.sources.direct import DirectSource
 from external_scaler.sources.prometheus import PrometheusSource
 from inflight import names
-from inflight.control.policy import Window
+from inflight.control.policy import Sample, Window
 from tests.support import LoopbackHTTPServer, QuietHandler
 
 # The value is L now: no windows, no floor (its memory would hold 0.6 x the peak) and no
@@ -465,3 +466,55 @@ async def test_unreachable_prometheus_is_unavailable(refused_port: Callable[[], 
 
 async def _equals(value_coro, expected: float) -> bool:
     return (await value_coro) == expected
+
+
+class ScriptedSource:
+    """A WindowSource replaying ``windows`` of L (seconds from a start, shifted to end at
+    the time it is asked for) one per call, 3 replicas ready throughout: the late
+    scale-up's hold needs 15 minutes of history, which a live router would take 15 minutes
+    to make (the policy's own tests step it; this one checks what the servicer does with a
+    hold: the gauge, the log, the value KEDA gets)."""
+
+    def __init__(self, windows: list[list[tuple[float, float]]]) -> None:
+        self.windows = windows
+        self.calls = 0
+
+    async def observe(self, spec: ScalerSpec, now_s: float, timeout_s: float) -> Observed:
+        samples = self.windows[min(self.calls, len(self.windows) - 1)]
+        self.calls += 1
+        shift = now_s - samples[-1][0]
+        inflight = tuple(Sample(t + shift, v) for t, v in samples)
+        ready = (Sample(samples[0][0] + shift, 3.0),)
+        return Observed(Window(inflight=inflight, arrivals_total=(), ready_replicas=ready), now_s)
+
+    async def close(self) -> None:
+        pass
+
+
+def _bursts(end_s: float, bursts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """L every 5 s from 0 to ``end_s``: 20 inside each [start, end) burst, 2 elsewhere."""
+    times = (5.0 * i for i in range(int(end_s / 5) + 1))
+    return [(t, 20.0 if any(a <= t < b for a, b in bursts) else 2.0) for t in times]
+
+
+async def test_a_held_scale_up_is_in_the_gauge_and_the_log_while_it_lasts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Bursts of L 20 (above 3 ready x 4) lasting 55 s, under a 100 s start-up: the second,
+    25 s in, is held at the ready 12 (gauge 1, a "held" line); 100 s after it ended the
+    value is L again (gauge 0, a "no longer held" line). Trigger metadata as KEDA sends it."""
+    bursts = [(100.0, 160.0), (400.0, 460.0)]
+    source = ScriptedSource([_bursts(430.0, bursts), _bursts(560.0, bursts)])
+    meta = {"startupSeconds": "100", "floorWindowSeconds": "0", "minReplicaCount": "1"}
+    labels = {"metric_name": "inflight"}
+    caplog.set_level(logging.INFO, logger="external_scaler.servicer")
+    async for h in _harness(lambda _metrics: source, CollectorRegistry()):
+        assert await h.value(**meta) == 12.0  # held at the ready 3 x 4, not L's 20
+        assert h.registry.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) == 1.0
+        assert await h.value(**meta) == 2.0
+        assert h.registry.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) == 0.0
+    lines = [r.getMessage() for r in caplog.records if r.name == "external_scaler.servicer"]
+    held = [i for i, line in enumerate(lines) if line.startswith("inflight: scale-up held at 3")]
+    ended = [i for i, line in enumerate(lines) if "scale-up no longer held" in line]
+    assert len(held) == 1 and "late scale-up held" in lines[held[0]], lines
+    assert len(ended) == 1 and ended[0] > held[0], lines
