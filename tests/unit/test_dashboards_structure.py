@@ -159,6 +159,14 @@ def test_saturation_dashboard_counts_the_routers_missing_from_l() -> None:
     assert missing["gridPos"]["y"] < _panel(board, "L (in flight) and λ")["gridPos"]["y"]
 
 
+def _row_of(board: dict[str, Any], panel: dict[str, Any]) -> str:
+    """The title of the row ``panel`` sits in: the last row above it."""
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    above = [r for r in rows if r["gridPos"]["y"] < panel["gridPos"]["y"]]
+    title: str = max(above, key=lambda r: r["gridPos"]["y"])["title"]
+    return title
+
+
 def test_scaler_dashboard_has_the_panels_the_issue_asks_for() -> None:
     board = json.loads((ROOT / b.DASHBOARD_DIR / "scaler.json").read_text())
     for title in ("Value and target", "Derived replica count", "Active", "latency", "Errors"):
@@ -198,28 +206,22 @@ def test_scaler_dashboard_graphs_l_in_each_capacity_dimension() -> None:
     want = f"max by (metric_name, dimension) ({n.SCALER_DIMENSION_INFLIGHT}{{{sel}}})"
     assert target["expr"] == want
     assert target["legendFormat"] == "{{metric_name}} {{dimension}}"
-    rows = [p for p in board["panels"] if p["type"] == "row"]
-    kv_row = next(r for r in rows if "which dimension binds" in r["title"])
-    below = [r["gridPos"]["y"] for r in rows if r["gridPos"]["y"] > kv_row["gridPos"]["y"]]
-    assert kv_row["gridPos"]["y"] < panel["gridPos"]["y"] < min(below, default=10**6)
+    assert _row_of(board, panel) == "Capacity: which dimension binds"
 
 
 def test_scaler_dashboard_shows_when_a_scale_up_was_held() -> None:
     """The late scale-up's hold changes no replica count, so only its gauge shows it: a
     state timeline by trigger in the first row, 1 mapped to "held"."""
+    sel = 'namespace=~"$namespace",job=~"$job",metric_name=~"$metric_name"'
     board = json.loads((ROOT / b.DASHBOARD_DIR / "scaler.json").read_text())
     panel = _panel(board, "Scale-up held")
-    assert panel["type"] == "state-timeline"
-    [target] = panel["targets"]
-    sel = 'namespace=~"$namespace",job=~"$job",metric_name=~"$metric_name"'
-    assert target["expr"] == f"max by (metric_name) ({n.SCALER_SCALE_UP_HELD}{{{sel}}})"
-    assert target["legendFormat"] == "{{metric_name}}"
+    assert (panel["type"], _row_of(board, panel)) == ("state-timeline", "What KEDA is told")
+    assert [(t["expr"], t["legendFormat"]) for t in panel["targets"]] == [
+        (f"max by (metric_name) ({n.SCALER_SCALE_UP_HELD}{{{sel}}})", "{{metric_name}}")
+    ]
     [mapping] = panel["fieldConfig"]["defaults"]["mappings"]
     assert mapping["options"]["1"]["text"] == "held"
     assert "startupSeconds" in panel["description"]
-    rows = [p for p in board["panels"] if p["type"] == "row"]
-    first, *later = sorted(r["gridPos"]["y"] for r in rows)
-    assert first < panel["gridPos"]["y"] < min(later)
 
 
 # --- rules -----------------------------------------------------------------------------
