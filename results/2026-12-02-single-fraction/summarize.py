@@ -17,6 +17,8 @@ NAMES = {
     "saturation[startupSeconds=100;excursionMargin=1.5]": "L",  # startup-known
     "saturation[startupSeconds=30;excursionMargin=1.5]": "L",
     "saturation[anticipateSeconds=130]": "A",  # results/2026-12-02-anticipate
+    "saturation[scaleDownWindowSeconds=120]": "down 120",  # results/2026-12-03-down-window
+    "saturation[scaleDownWindowSeconds=300]": "down 300",
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
