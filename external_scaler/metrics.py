@@ -128,8 +128,14 @@ class ScalerMetrics:
 
     def forget(self, metric_name: str) -> None:
         """Remove every gauge series of ``metric_name`` (its trigger is gone)."""
-        gauges = (self.value, self.target, self.desired, self.saturation, self.active)
-        for gauge in (*gauges, self.scale_up_held):
+        for gauge in (
+            self.value,
+            self.target,
+            self.desired,
+            self.saturation,
+            self.active,
+            self.scale_up_held,
+        ):
             gauge.remove(metric_name)
         for each in DIMENSIONS:
             self.capacity_binding.remove(metric_name, each)

@@ -299,15 +299,15 @@ def change_message(
     (``tests/unit/test_scaler_change_log.py``).
     """
     desired, held = decision.desired_replicas, decision.held_scale_up
-    was_held = before is not None and before[1]
-    if before is not None and before == (desired, held):
+    if before == (desired, held):
         return None
+    was, was_held = ("?", False) if before is None else (str(before[0]), before[1])
     if held and not was_held:
         what = f"scale-up held at {desired}"
     elif was_held and not held:
-        what = f"scale-up no longer held, desired {before[0] if before else '?'} -> {desired}"
+        what = f"scale-up no longer held, desired {was} -> {desired}"
     else:
-        what = f"desired {'?' if before is None else before[0]} -> {desired}"
+        what = f"desired {was} -> {desired}"
     return (
         f"{metric_name}: {what} ({decision.policy} policy, value {decision.value:g}, "
         f"target {decision.target:g}): {decision.reason}"

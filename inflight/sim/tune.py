@@ -227,12 +227,14 @@ def tune(
     # Bisection per combination, all combinations advancing together so each round's runs
     # can go to the mapper at once: lo = highest index known to fail (or -1), hi = lowest
     # index known to meet (or len): the answer lies in (lo, hi].
-    def line(combo: tuple[float, float, float, float, float]) -> list[Candidate]:
+    def candidate(target: float, combo: tuple[float, float, float, float, float]) -> Candidate:
         down, growth, up, act, floor = combo
-        return [
-            Candidate(t, down, growth, up, act, floor, space.floor_window_s, space.startup_s)
-            for t in targets
-        ]
+        return Candidate(
+            target, down, growth, up, act, floor, space.floor_window_s, space.startup_s
+        )
+
+    def line(combo: tuple[float, float, float, float, float]) -> list[Candidate]:
+        return [candidate(t, combo) for t in targets]
 
     def knobs(c: Candidate) -> tuple[float, float, float, float, float]:
         return (
@@ -253,12 +255,7 @@ def tune(
                 probes[combo] = (lo + hi) // 2
         if not probes:
             break
-        candidates = [
-            Candidate(
-                targets[i], down, growth, up, act, floor, space.floor_window_s, space.startup_s
-            )
-            for (down, growth, up, act, floor), i in probes.items()
-        ]
+        candidates = [candidate(targets[i], combo) for combo, i in probes.items()]
         for combo, judged in zip(probes, judge_all(candidates), strict=True):
             lo, hi = bounds[combo]
             if judged.meets(attainment):

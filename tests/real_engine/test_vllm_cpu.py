@@ -33,7 +33,7 @@ import aiohttp
 import openai
 import pytest
 
-from inflight import names
+from inflight import kv_blocks, names
 from inflight.emulator.metrics import FINISHED_REASONS, cache_config_info
 from inflight.engines import vllm_cpu
 from inflight.statedir import StackInfo, read_stack
@@ -376,7 +376,8 @@ def test_kv_bound_the_router_holds_what_the_cache_cannot_take(stack: Stack) -> N
     # two done). A step can also show 2 running with the second prompt only partly in the
     # cache (chunked prefill: 2,048 tokens a step on the CPU build), so the state waited for
     # has both prompts' blocks: 2 × 12 of the 39 (0.615).
-    full = 2 * 12 / 39
+    prompt_tokens = 1500
+    full = 2 * kv_blocks.blocks_for(prompt_tokens, 128) / kv_blocks.usable_blocks(BLOCKS)
     seen: list[Sample] = []
 
     def kv_bound() -> Sample | None:
@@ -401,7 +402,7 @@ def test_kv_bound_the_router_holds_what_the_cache_cannot_take(stack: Stack) -> N
 
     with Streams(stack.info.router_url) as streams:
         for seed in range(SLOTS):
-            streams.send(token_body(prompt_tokens=1500, max_tokens=900, seed=seed))
+            streams.send(token_body(prompt_tokens=prompt_tokens, max_tokens=900, seed=seed))
         bound = wait_for(kv_bound, timeout_s=TIMEOUT_S, what="2 in the cache, 2 held at L = 4")
     assert bound.waiting == 0, f"vLLM queued {bound.waiting} that the router should have held"
     assert bound.running == 2, f"{bound.running} running while 2 are held at L = 4"
