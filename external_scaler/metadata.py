@@ -227,6 +227,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         positive=True,
         high=MAX_WINDOW_S,
     )
+    rebound_window_s = _decimal(
+        names.META_REBOUND_WINDOW_S,
+        values,
+        'seconds from 0 (off) to 86400, e.g. "190" (the scale-down window plus a start-up)',
+        high=MAX_WINDOW_S,
+    )
     margin_form = 'a factor from 1 to 100 on the longest recent excursion, e.g. "1.5"'
     excursion_margin = _decimal(
         names.META_EXCURSION_MARGIN, values, margin_form, low=1.0, high=100.0
@@ -304,6 +310,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             anticipate_s=anticipate_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,
             excursion_margin=excursion_margin,
+            rebound_window_s=rebound_window_s * time_scale,
             min_replicas=int(min_count),
             max_replicas=int(max_count),
         ),

@@ -268,6 +268,10 @@ META_STARTUP_S: Final = "startupSeconds"
 # least the level the bursts reached (inflight.control.recurrence).
 META_ANTICIPATE_S: Final = "anticipateSeconds"
 META_EXCURSION_WINDOW_S: Final = "excursionWindowSeconds"
+# Levels L came back to sooner than a replica could (0: off): a level L fell below for
+# longer than the scale-down window but at most this many seconds, and then reached again,
+# is held this many seconds after L last reached it (inflight.control.recurrence.rebound_level).
+META_REBOUND_WINDOW_S: Final = "reboundWindowSeconds"
 META_EXCURSION_MARGIN: Final = "excursionMargin"
 # The ScaledObject's ``minReplicaCount`` and ``maxReplicaCount``, repeated in the trigger
 # (KEDA does not pass them to an external scaler): the bounds KEDA and its HPA clamp the
@@ -334,6 +338,7 @@ DEFAULT_ANTICIPATE_S: Final = 130
 # plus this much of the loop's lag (as 130 is 100 + 30), never under the default.
 ANTICIPATE_LOOP_LAG_S: Final = 30
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
+DEFAULT_REBOUND_WINDOW_S: Final = 0  # off
 DEFAULT_EXCURSION_MARGIN: Final = 1.0
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
 # assumption for a trigger that does not state them: a minimum of 0 treats every answer
@@ -371,6 +376,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_STARTUP_S: str(DEFAULT_STARTUP_S),
     META_ANTICIPATE_S: str(DEFAULT_ANTICIPATE_S),
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),
+    META_REBOUND_WINDOW_S: str(DEFAULT_REBOUND_WINDOW_S),
     META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),
     META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),
     META_MAX_REPLICA_COUNT: str(DEFAULT_MAX_REPLICA_COUNT),

@@ -107,7 +107,13 @@ from typing import Final, Literal
 from inflight import names
 from inflight.control.hpa_math import HPA_TOLERANCE, replicas_for_average_value
 from inflight.control.keda import replicas_settled
-from inflight.control.recurrence import Recurrence, anticipating, floor_recurrent, recurrence
+from inflight.control.recurrence import (
+    Recurrence,
+    anticipating,
+    floor_recurrent,
+    rebound_level,
+    recurrence,
+)
 from inflight.control.samples import Sample as Sample  # the policy's callers name it here
 
 PolicyName = Literal["saturation", "qps"]
@@ -130,6 +136,10 @@ FLOOR_STATISTICS: Final[tuple[FloorStatistic, ...]] = ("peak", "quantile", "recu
 
 # The bursts' recurrence looks this many floor windows back (``anticipateSeconds``).
 RECURRENCE_MEMORY_WINDOWS: Final = 2
+
+# A rebound (``reboundWindowSeconds``) is looked for this many of its windows back: the
+# gap, the stretch L came back in, and the hold since it ended.
+REBOUND_MEMORY_WINDOWS: Final = 3
 
 # The seed's rule, in seed time (seconds, requests per second).
 QPS_WINDOW_S: Final = 10.0
@@ -209,6 +219,9 @@ class PolicySpec:
     anticipate_s: float = float(names.DEFAULT_ANTICIPATE_S)
     excursion_window_s: float = float(names.DEFAULT_EXCURSION_WINDOW_S)
     excursion_margin: float = names.DEFAULT_EXCURSION_MARGIN
+    # Levels L came back to sooner than a replica could, held this long (wall s) after L
+    # last reached them (``reboundWindowSeconds``; 0: off): :func:`rebound_level`.
+    rebound_window_s: float = float(names.DEFAULT_REBOUND_WINDOW_S)
 
     @property
     def late_scale_up_on(self) -> bool:
@@ -252,7 +265,8 @@ class PolicySpec:
             max(self.floor_window_s, self.recurrence_memory_s) + up_s if self.floor_on else 0.0
         )
         late_s = self.excursion_window_s + up_s if self.late_scale_up_on else 0.0
-        return max(self.scale_down_window_s + up_s, floor_s, late_s)
+        rebound_s = REBOUND_MEMORY_WINDOWS * self.rebound_window_s + up_s
+        return max(self.scale_down_window_s + up_s, floor_s, late_s, rebound_s)
 
     @property
     def decision_span_s(self) -> float:
@@ -589,6 +603,18 @@ def decide(
             floor_how += ", decayed by age"
         if service_s is not None:
             floor_how += f", capped at arrivals x {service_s:.3g} s of service"
+    rebound = 0.0
+    if spec.rebound_window_s > 0:
+        # The gap, the stretch after it and the hold since: a few rebound windows back.
+        rebound_memory_s = REBOUND_MEMORY_WINDOWS * spec.rebound_window_s
+        cap = spec.max_replicas * spec.target
+        series = [
+            Sample(t, min(v, cap))
+            for t in [*(t for t in times if t >= now_s - rebound_memory_s), now_s]
+            if (v := smoothed(t)) is not None
+        ]
+        rebound = rebound_level(series, now_s, max(peak, floor), down_s, spec.rebound_window_s)
+        floor = max(floor, rebound)
     value = round(max(peak, floor, 0.0), _DECIMALS)
     late = None
     if spec.late_scale_up_on and ready_replicas:
@@ -644,6 +670,12 @@ def decide(
             f"anticipating: bursts to L {anticipated.level:g} every "
             f"{anticipated.period_s:g} s, the next due at {anticipated.next_s:g} (held from "
             f"{spec.anticipate_s:g} s ahead) = {desired} x {target:g} (now {current:g})"
+        )
+    if rebound > 0 and rebound >= floor and value > round(current, _DECIMALS):
+        reason = (
+            f"rebound: L came back to {rebound:g} within {spec.rebound_window_s:g} s of "
+            f"falling below it, held {spec.rebound_window_s:g} s = {desired} x {target:g} "
+            f"(now {current:g})"
         )
     if late is not None:
         reason = f"{late}: holding {value:g} = {desired} x {target:g}"

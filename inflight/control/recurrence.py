@@ -8,6 +8,8 @@ on L's smoothed history (the floor's memory), and tests step ``now_s``.
 * :func:`peaks` — the separate peaks that reached a level: when each began and ended.
 * :func:`recurrence` — bursts that reached one level and began at regular times: their
   period, how long each lasts and when the next is due.
+* :func:`rebound_level` — the highest level L came back to sooner than a replica could:
+  held longer than the scale-down window (``reboundWindowSeconds``).
 * :func:`anticipating` — whether that next one is near enough to hold its level now
   (``anticipateSeconds``: a lead, a replica's start-up and the loop's lag, before it).
 
@@ -20,6 +22,7 @@ onsets must be within ``tolerance`` of the period (their median).
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -205,3 +208,56 @@ def anticipating(
         return True
     due = found.next_s
     return due - lead_s <= now_s <= due + tolerance * found.period_s
+
+
+def rebound_level(
+    remembered: Sequence[Sample],
+    now_s: float,
+    above: float,
+    min_gap_s: float,
+    max_gap_s: float,
+    levels: int = RECURRENCE_LEVELS,
+) -> float:
+    """The highest level above ``above`` that L came back to after a gap, to hold (or 0).
+
+    A level x rebounded when L reached x within ``max_gap_s`` of ``now_s`` and, before that
+    latest stretch of L ≥ x began, it had been below x for longer than ``min_gap_s`` (the
+    scale-down window: long enough that the replicas for x were let go) and at most
+    ``max_gap_s`` (a replica's start-up and the loop's lag after that release: the replicas
+    let go were needed again before new ones could serve). Such a level is held for
+    ``max_gap_s`` after L last reached it: the scale-down window of a level whose gaps are
+    shorter than a replica can come back. A lone peak, or peaks farther apart, hold nothing.
+    ``remembered``: L smoothed, in time order; the levels tried are the distinct values
+    over ``above`` in the last ``max_gap_s`` (at most ``levels`` of them), highest first.
+
+    The gap runs from L's last sample at or above x to its next one.
+    Worked example, gaps 60 to 190 s, L every 10 s: 32 from 0 to 50 s, 20 from 60 to 150
+    s, 32 from 160 to 200 s, 20 after → at 300 s, ``above`` 20: 32 (a gap from 50 to 160
+    s, 110 s), until 390 s; had the gap been 50 s (the scale-down window holds then) or
+    200 s long, 0.
+    """
+    ordered = list(remembered)
+    times = [s.t_s for s in ordered]
+    values = [s.value for s in ordered]
+    since = bisect.bisect_left(times, now_s - max_gap_s)
+    tried = sorted({v for v in values[since:] if v > above}, reverse=True)
+    if len(tried) > levels:
+        step = (len(tried) - 1) / (levels - 1)
+        tried = [tried[round(i * step)] for i in range(levels)]
+    for level in tried:
+        last = len(values) - 1
+        while last >= since and values[last] < level:
+            last -= 1
+        if last < since:
+            continue  # not reached within max_gap_s (only lower values there)
+        start = last
+        while start > 0 and values[start - 1] >= level:
+            start -= 1
+        before = start - 1
+        while before >= 0 and values[before] < level and times[start] - times[before] <= max_gap_s:
+            before -= 1
+        if before < 0 or values[before] < level:
+            continue  # the gap began before the memory, or lasted longer than max_gap_s
+        if times[start] - times[before] > min_gap_s:
+            return level
+    return 0.0

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The rows of results/2026-12-02-anticipate/run.sh (and single-fraction's), written into this folder:
+# the default against reboundWindowSeconds (levels L came back to sooner than a replica could, held).
+# Usage, from the repository root: results/2026-12-03-rebound/run.sh GROUP ROW...
+set -euo pipefail
+export D=results/2026-12-03-rebound
+export POLICIES=${POLICIES:-'fixed:MAX,saturation,saturation[reboundWindowSeconds=130],saturation[reboundWindowSeconds=190],saturation[reboundWindowSeconds=250]'}
+results/2026-12-02-anticipate/run.sh "$@"
