@@ -204,6 +204,16 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         'a fraction from 0 (floorFraction\'s) to 1, e.g. "0.4"',
         high=1.0,
     )
+    floor_smoothing_s = (
+        _decimal(
+            names.META_FLOOR_SMOOTHING_S,
+            values,
+            'seconds from 0 (each sample) to 86400, or "" (the scale-up window), e.g. "0"',
+            high=MAX_WINDOW_S,
+        )
+        if values[names.META_FLOOR_SMOOTHING_S] != ""
+        else None
+    )
     startup_s = _decimal(
         names.META_STARTUP_S,
         values,
@@ -306,6 +316,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_recurrences=int(floor_recurrences),
             floor_single_window_s=floor_single_window_s * time_scale,
             floor_single_fraction=floor_single_fraction,
+            floor_smoothing_s=None if floor_smoothing_s is None else floor_smoothing_s * time_scale,
             startup_s=startup_s * time_scale,
             anticipate_s=anticipate_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,

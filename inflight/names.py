@@ -256,6 +256,9 @@ META_FLOOR_RECURRENCES: Final = "floorRecurrences"
 META_FLOOR_SINGLE_WINDOW_S: Final = "floorSingleWindowSeconds"
 # The fraction that peak is held at (0: ``floorFraction``'s), e.g. a lower one for longer.
 META_FLOOR_SINGLE_FRACTION: Final = "floorSingleFraction"
+# The window L is smoothed over before the floor remembers it ("": the scale-up window; 0:
+# each sample as scraped, so a burst shorter than the scale-up window keeps its height).
+META_FLOOR_SMOOTHING_S: Final = "floorSmoothingSeconds"
 # No scale-up that cannot arrive in time (0: off): a replica's start-up (seconds), by default
 # a lower bound on it (30);
 # while L's excursions above the ready fleet's capacity in the last
@@ -373,6 +376,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_RECURRENCES: str(DEFAULT_FLOOR_RECURRENCES),
     META_FLOOR_SINGLE_WINDOW_S: str(DEFAULT_FLOOR_SINGLE_WINDOW_S),
     META_FLOOR_SINGLE_FRACTION: str(DEFAULT_FLOOR_SINGLE_FRACTION),
+    META_FLOOR_SMOOTHING_S: "",
     META_STARTUP_S: str(DEFAULT_STARTUP_S),
     META_ANTICIPATE_S: str(DEFAULT_ANTICIPATE_S),
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),

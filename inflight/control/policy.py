@@ -210,6 +210,9 @@ class PolicySpec:
     floor_single_window_s: float = float(names.DEFAULT_FLOOR_SINGLE_WINDOW_S)
     # ... held at this fraction of it (``floorSingleFraction``; 0: ``floor_fraction``).
     floor_single_fraction: float = float(names.DEFAULT_FLOOR_SINGLE_FRACTION)
+    # L remembered by the floor is smoothed over this (wall s; None: the scale-up window;
+    # 0: each sample as scraped) (``floorSmoothingSeconds``).
+    floor_smoothing_s: float | None = None
     # No scale-up that cannot arrive in time (``startupSeconds``, wall s; 0: off;
     # ``excursionWindowSeconds``, the memory of L's excursions above capacity):
     # :func:`late_scale_up`.
@@ -506,10 +509,11 @@ def decide(
     times = [p.t_s for p in points]
     prefix = [0.0, *accumulate(p.value for p in points)]
 
-    def smoothed(tau_s: float) -> float | None:
-        """Mean of L over (tau − up, tau]; the latest sample at or before tau if none."""
+    def smoothed(tau_s: float, over_s: float = up_s) -> float | None:
+        """Mean of L over (tau − over, tau] (the scale-up window unless said); the latest
+        sample at or before tau if none."""
         hi = bisect.bisect_right(times, tau_s)
-        lo = bisect.bisect_right(times, tau_s - up_s) if up_s > 0 else hi
+        lo = bisect.bisect_right(times, tau_s - over_s) if over_s > 0 else hi
         if hi > lo:
             return (prefix[hi] - prefix[lo]) / (hi - lo)
         return points[hi - 1].value if hi > 0 else None
@@ -542,6 +546,7 @@ def decide(
         remembered = [t for t in times if t >= now_s - max(window_s, recall_s)] + [now_s]
         # A peak beyond the most replicas there can be is queue, not demand to remember.
         cap = spec.max_replicas * spec.target
+        floor_up_s = up_s if spec.floor_smoothing_s is None else spec.floor_smoothing_s
         service_s = None
         if spec.floor_peak == "demand":
             service_s = service_time(
@@ -560,7 +565,7 @@ def decide(
         kept: list[Sample] = []
         recalled: list[Sample] = []  # as kept, undecayed, over the recurrence's memory
         for tau_s in remembered:
-            v = smoothed(tau_s)
+            v = smoothed(tau_s, floor_up_s)
             if v is None:
                 continue
             v = min(v, cap)

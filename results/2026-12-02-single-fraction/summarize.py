@@ -19,6 +19,9 @@ NAMES = {
     "saturation[anticipateSeconds=130]": "A",  # results/2026-12-02-anticipate
     "saturation[scaleDownWindowSeconds=120]": "down 120",  # results/2026-12-03-down-window
     "saturation[scaleDownWindowSeconds=300]": "down 300",
+    "saturation[reboundWindowSeconds=130]": "R130",  # results/2026-12-03-rebound
+    "saturation[reboundWindowSeconds=190]": "R190",
+    "saturation[reboundWindowSeconds=250]": "R250",
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
