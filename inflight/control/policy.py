@@ -264,8 +264,11 @@ class PolicySpec:
         longer one with ``anticipate_s``), and the excursions' when :func:`late_scale_up` is
         on (each behind a scale-up mean)."""
         up_s = self.scale_up_window_s
+        floor_up_s = up_s if self.floor_smoothing_s is None else self.floor_smoothing_s
         floor_s = (
-            max(self.floor_window_s, self.recurrence_memory_s) + up_s if self.floor_on else 0.0
+            max(self.floor_window_s, self.recurrence_memory_s) + floor_up_s
+            if self.floor_on
+            else 0.0
         )
         late_s = self.excursion_window_s + up_s if self.late_scale_up_on else 0.0
         rebound_s = REBOUND_MEMORY_WINDOWS * self.rebound_window_s + up_s

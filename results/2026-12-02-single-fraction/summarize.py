@@ -22,6 +22,8 @@ NAMES = {
     "saturation[reboundWindowSeconds=130]": "R130",  # results/2026-12-03-rebound
     "saturation[reboundWindowSeconds=190]": "R190",
     "saturation[reboundWindowSeconds=250]": "R250",
+    "saturation[floorSmoothingSeconds=0]": "F0",
+    "saturation[floorSmoothingSeconds=5]": "F5",
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
