@@ -68,6 +68,12 @@ class ScalerMetrics:
             label,
             registry=registry,
         )
+        self.held_decisions = Counter(
+            names.SCALER_HELD_DECISIONS.removesuffix("_total"),
+            "GetMetrics decisions that held a scale-up that could not arrive in time",
+            label,
+            registry=registry,
+        )
         self.decisions = Counter(
             names.SCALER_DECISIONS.removesuffix("_total"),
             "Decisions returned by GetMetrics, by direction against the ready replicas",
@@ -153,6 +159,9 @@ class ScalerMetrics:
         self.scale_up_held.labels(metric_name).set(1 if decision.held_scale_up else 0)
         if count:
             self.decisions.labels(metric_name, decision.direction).inc()
+            held = self.held_decisions.labels(metric_name)  # exists at 0 from the first
+            if decision.held_scale_up:
+                held.inc()
             # Answered, but on a window that may understate L (it raises or keeps the
             # count, never lowers it): counted by the kind of fault the source found.
             for kind in sorted({p.kind for p in decision.partial}):

@@ -93,6 +93,9 @@ SCALER_DIMENSION_INFLIGHT: Final = "inflight_scaler_dimension_inflight"
 # time (startupSeconds: inflight.control.policy.late_scale_up), 0 otherwise; a hold changes
 # no replica count, so this is where it shows
 SCALER_SCALE_UP_HELD: Final = "inflight_scaler_scale_up_held"
+# counter{metric_name}: GetMetrics decisions that held such a scale-up (the gauge's 1s,
+# counted: rate() is the share of KEDA's polls held, on any scrape interval)
+SCALER_HELD_DECISIONS: Final = "inflight_scaler_held_decisions_total"
 
 SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_METRIC_VALUE: "gauge",
@@ -107,6 +110,7 @@ SCALER_METRICS: Final[dict[str, str]] = {
     SCALER_CAPACITY_BINDING: "gauge",
     SCALER_DIMENSION_INFLIGHT: "gauge",
     SCALER_SCALE_UP_HELD: "gauge",
+    SCALER_HELD_DECISIONS: "counter",
 }
 
 # Values of SCALER_ERRORS' ``kind`` label (external_scaler/errors.py, servicer.py, sources/).

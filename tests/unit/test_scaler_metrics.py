@@ -29,9 +29,17 @@ def test_a_held_scale_up_shows_in_its_gauge_and_leaves_with_the_trigger() -> Non
         reason="late scale-up held: ...", held_scale_up=True,
     )  # fmt: skip
     labels = {"metric_name": "m"}
+    counted = names.SCALER_HELD_DECISIONS
+    metrics.record("m", replace(held, held_scale_up=False, value=20.0), count=True)
+    assert registry.get_sample_value(counted, labels) == 0.0  # there, at 0, before any hold
     metrics.record("m", held, count=True)
     assert registry.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) == 1.0
+    metrics.record("m", held, count=False)  # IsActive's answers set gauges, count nothing
+    metrics.record("m", held, count=True)
+    assert registry.get_sample_value(counted, labels) == 2.0
     metrics.record("m", replace(held, held_scale_up=False, value=20.0), count=True)
     assert registry.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) == 0.0
+    assert registry.get_sample_value(counted, labels) == 2.0
     metrics.forget("m")
     assert registry.get_sample_value(names.SCALER_SCALE_UP_HELD, labels) is None
+    assert registry.get_sample_value(counted, labels) == 2.0  # counters keep their counts
