@@ -64,12 +64,24 @@ class Candidate:
     # The replicas' start-up the search simulated (``startupSeconds``; None: left out, the
     # scaler's default): not searched, stated, as the README tells a user to.
     startup_s: float | None = None
+    # How much longer or higher than the recent excursions a new one may be and still be
+    # held (``excursionMargin``; searched with ``--excursion-margins``): stated with the
+    # start-up, the only time it acts.
+    excursion_margin: float = names.DEFAULT_EXCURSION_MARGIN
 
     def metadata(self) -> dict[str, str]:
         """The ScaledObject trigger metadata keys for this candidate (a floor window of 0
-        when the floor is off; ``startupSeconds`` when the start-up is known)."""
+        when the floor is off; ``startupSeconds`` and ``excursionMargin`` when the start-up
+        is known)."""
         window_s = self.floor_window_s if self.floor_fraction > 0 else 0.0
-        startup = {} if self.startup_s is None else {names.META_STARTUP_S: f"{self.startup_s:g}"}
+        startup = (
+            {}
+            if self.startup_s is None
+            else {
+                names.META_STARTUP_S: f"{self.startup_s:g}",
+                names.META_EXCURSION_MARGIN: f"{self.excursion_margin:g}",
+            }
+        )
         return {
             names.META_FLOOR_WINDOW_S: f"{window_s:g}",
             names.META_FLOOR_FRACTION: f"{self.floor_fraction:g}",
@@ -122,6 +134,8 @@ class SearchSpace:
     floor_fractions: tuple[float, ...] = (names.DEFAULT_FLOOR_FRACTION,)
     floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
     startup_s: float | None = None  # every candidate's (Candidate.startup_s)
+    # the default only; --excursion-margins 1,1.5 also tries the README's advice
+    excursion_margins: tuple[float, ...] = (names.DEFAULT_EXCURSION_MARGIN,)
 
     def __post_init__(self) -> None:
         for label, values in (
@@ -131,6 +145,7 @@ class SearchSpace:
             ("up windows", self.up_windows_s),
             ("activations", self.activations),
             ("floor fractions", self.floor_fractions),
+            ("excursion margins", self.excursion_margins),
         ):
             if not values:
                 raise ValueError(f"tune: no {label} to try")
@@ -138,6 +153,8 @@ class SearchSpace:
             raise ValueError(f"tune: targets must be > 0, got {self.targets}")
         if any(not 0 <= f <= 1 for f in self.floor_fractions):
             raise ValueError(f"tune: floor fractions must be in [0, 1], got {self.floor_fractions}")
+        if any(m < 1 for m in self.excursion_margins):
+            raise ValueError(f"tune: excursion margins must be >= 1, got {self.excursion_margins}")
 
     @classmethod
     def for_startup(cls, startup_s: float, min_replicas: int) -> SearchSpace:
@@ -221,35 +238,38 @@ def tune(
             space.up_windows_s,
             space.activations,
             space.floor_fractions,
+            space.excursion_margins,
         )
     )
+    Combo = tuple[float, float, float, float, float, float]
 
     # Bisection per combination, all combinations advancing together so each round's runs
     # can go to the mapper at once: lo = highest index known to fail (or -1), hi = lowest
     # index known to meet (or len): the answer lies in (lo, hi].
-    def candidate(target: float, combo: tuple[float, float, float, float, float]) -> Candidate:
-        down, growth, up, act, floor = combo
+    def candidate(target: float, combo: Combo) -> Candidate:
+        down, growth, up, act, floor, margin = combo
         return Candidate(
-            target, down, growth, up, act, floor, space.floor_window_s, space.startup_s
+            target, down, growth, up, act, floor, space.floor_window_s, space.startup_s, margin
         )
 
-    def line(combo: tuple[float, float, float, float, float]) -> list[Candidate]:
+    def line(combo: Combo) -> list[Candidate]:
         return [candidate(t, combo) for t in targets]
 
-    def knobs(c: Candidate) -> tuple[float, float, float, float, float]:
+    def knobs(c: Candidate) -> Combo:
         return (
             c.scale_down_window_s,
             c.growth_horizon_s,
             c.scale_up_window_s,
             c.activation_inflight,
             c.floor_fraction,
+            c.excursion_margin,
         )
 
     if search == "grid":
         judge_all([c for combo in others for c in line(combo)])
     bounds = {combo: (-1, len(targets)) for combo in others if search == "bisect"}
     while True:
-        probes: dict[tuple[float, float, float, float, float], int] = {}
+        probes: dict[Combo, int] = {}
         for combo, (lo, hi) in bounds.items():
             if hi - lo > 1:
                 probes[combo] = (lo + hi) // 2
@@ -272,6 +292,7 @@ def tune(
                 j.candidate.scale_down_window_s,
                 j.candidate.growth_horizon_s,
                 j.candidate.floor_fraction,
+                j.candidate.excursion_margin,
             ),
             default=None,
         )

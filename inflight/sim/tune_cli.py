@@ -134,6 +134,7 @@ TUNE_KEYS = (
     "down_windows_s",
     "growth_horizons_s",
     "floor_fractions",
+    "excursion_margins",
     "holdout_seeds",
     "holdout_trace_start_s",
     "command",
@@ -369,6 +370,11 @@ def search_space(a: argparse.Namespace, startup_s: float, min_replicas: int) -> 
     downs = _floats(a.down_windows_s, "--down-windows-s")
     growths = _floats(a.growth_horizons_s, "--growth-horizons-s")
     floors = _floats(a.floor_fractions, "--floor-fractions")
+    margins = _floats(a.excursion_margins, "--excursion-margins")
+    if margins is not None and not all(1 <= m <= 100 for m in margins):
+        raise UsageError(
+            f"--excursion-margins: each must be from 1 to 100, got {a.excursion_margins!r}"
+        )
     if floors is not None and not all(0 <= f <= 1 for f in floors):
         raise UsageError(f"--floor-fractions: each must be in [0, 1], got {a.floor_fractions!r}")
     if targets is not None and not all(0 < t <= 1 for t in targets):
@@ -385,6 +391,7 @@ def search_space(a: argparse.Namespace, startup_s: float, min_replicas: int) -> 
         floor_fractions=floors or space.floor_fractions,
         floor_window_s=space.floor_window_s,
         startup_s=space.startup_s,
+        excursion_margins=margins or space.excursion_margins,
     )
 
 
@@ -583,6 +590,7 @@ def _tune(a: argparse.Namespace) -> int:
                 "activations": list(space.activations),
                 "floor_fractions": list(space.floor_fractions),
                 "floor_window_s": space.floor_window_s,
+                "excursion_margins": list(space.excursion_margins),
             },
             "holdout": [
                 {
@@ -678,6 +686,11 @@ def register(sub: Any) -> None:
     g.add_argument(
         "--floor-fractions",
         help="floorFraction values (the floor learned from recent peaks; 0: off), e.g. 0,0.5",
+    )
+    g.add_argument(
+        "--excursion-margins",
+        help="excursionMargin values (how much longer or higher than recent excursions a "
+        "held one may be, with startupSeconds the start-up simulated), e.g. 1,1.5",
     )
     h = p.add_argument_group(
         "held out: report the chosen setting on traffic the search did not see"

@@ -161,3 +161,24 @@ def test_the_start_up_is_in_every_candidates_metadata_when_known() -> None:
 
     tune(judge, replace(space, targets=(1.0, 0.5)), 0.9, [1])
     assert seen and {c.startup_s for c in seen} == {240.0}
+
+
+def test_excursion_margins_are_searched_and_stated_with_the_start_up() -> None:
+    """``--excursion-margins 1,1.5``: each margin is a knob of its own line of targets; the
+    cheapest candidate meeting the goal carries its margin into the metadata, which the
+    scaler parses to the margin simulated."""
+    space = replace(SearchSpace.for_startup(100.0, min_replicas=1), excursion_margins=(1.0, 1.5))
+
+    def judge(c: Candidate, seed: int) -> Verdict:
+        # the wider margin holds more late scale-ups: as good and cheaper
+        return Verdict(1.0, c.target_saturation * (0.8 if c.excursion_margin == 1.5 else 1.0))
+
+    result = tune(judge, replace(space, growth_horizons_s=(0.0,)), 0.9, [1])
+    assert {j.candidate.excursion_margin for j in result.judged} == {1.0, 1.5}
+    assert result.best is not None and result.best.candidate.excursion_margin == 1.5
+    meta = result.best.candidate.metadata()
+    assert meta[names.META_EXCURSION_MARGIN] == "1.5"
+    assert parse_metadata(meta).policy.excursion_margin == 1.5
+    assert names.META_EXCURSION_MARGIN not in Candidate(0.9, 60.0, 0.0).metadata()
+    with pytest.raises(ValueError, match="excursion margins"):
+        SearchSpace(excursion_margins=(0.5,))

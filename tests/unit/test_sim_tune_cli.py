@@ -105,6 +105,7 @@ def test_the_printed_block_is_the_scaled_object_metadata(tuned: Tuned) -> None:
     assert set(parsed["metadata"]) == set(Candidate(1.0, 60.0, 0.0, startup_s=30.0).metadata())
     # The start-up it simulated (--startup-s 30), stated as the README tells a user to.
     assert parsed["metadata"][names.META_STARTUP_S] == "30"
+    assert parsed["metadata"][names.META_EXCURSION_MARGIN] == "1"  # the one it simulated
     for key, value in tuned.body["metadata"].items():
         assert f'  {key}: "{value}"' in block  # quoted strings, as the ScaledObject has them
     assert f"margin {100 * tuned.body['margin']:+.1f} points" in tuned.out
@@ -192,6 +193,8 @@ def test_no_setting_meeting_the_goal_names_the_best_attainment(
         (["--down-windows-s", "sixty"], "--down-windows-s"),
         (["--max-replicas", "0"], "--max-replicas"),
         (["--search", "newton"], "--search"),
+        (["--excursion-margins", "0.5"], "--excursion-margins"),
+        (["--excursion-margins", "1,wide"], "--excursion-margins"),
     ],
 )
 def test_bad_flags_are_named(
