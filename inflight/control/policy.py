@@ -70,6 +70,9 @@ Two policies:
   outlasts or outgrows them scales. Worked example, target 4, 3 ready, start-up 100 s:
   bursts held L above 12 for 55 s each; the next one, 50 s in, answers 12 (3 replicas),
   not its L 20 (5).
+  Opt-in, not adopted (results/2026-12-03-rebound): ``reboundWindowSeconds``, a level L came
+  back to within that window of falling below it held that long (:func:`rebound_level`),
+  and ``floorSmoothingSeconds``, the window L is smoothed over before the floor remembers it.
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,
