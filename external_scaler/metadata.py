@@ -20,11 +20,13 @@ from external_scaler.selector import parse_selector
 from inflight import names
 from inflight.control.capacity import CAPACITY_MODES, CapacityMode
 from inflight.control.policy import (
+    EXCURSION_FLEETS,
     FLOOR_DECAYS,
     FLOOR_PEAKS,
     FLOOR_STATISTICS,
     POLICIES,
     SAMPLE_GAP_SCRAPES,
+    ExcursionFleets,
     FloorDecay,
     FloorPeak,
     FloorStatistic,
@@ -247,6 +249,9 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     excursion_margin = _decimal(
         names.META_EXCURSION_MARGIN, values, margin_form, low=1.0, high=100.0
     )
+    excursion_fleets: ExcursionFleets = _choice(
+        names.META_EXCURSION_FLEETS, values[names.META_EXCURSION_FLEETS], EXCURSION_FLEETS
+    )
     if startup_s > 0 and excursion_window_s < startup_s:
         raise MetadataError(
             names.META_EXCURSION_WINDOW_S,
@@ -321,6 +326,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             anticipate_s=anticipate_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,
             excursion_margin=excursion_margin,
+            excursion_fleets=excursion_fleets,
             rebound_window_s=rebound_window_s * time_scale,
             min_replicas=int(min_count),
             max_replicas=int(max_count),

@@ -280,6 +280,9 @@ META_EXCURSION_WINDOW_S: Final = "excursionWindowSeconds"
 # is held this many seconds after L last reached it (inflight.control.recurrence.rebound_level).
 META_REBOUND_WINDOW_S: Final = "reboundWindowSeconds"
 META_EXCURSION_MARGIN: Final = "excursionMargin"
+# Whose excursions are that evidence: "same" (the fleet ready now) or "larger" (a larger
+# fleet's too: L above the ready fleet's capacity while more replicas were ready).
+META_EXCURSION_FLEETS: Final = "excursionFleets"
 # The ScaledObject's ``minReplicaCount`` and ``maxReplicaCount``, repeated in the trigger
 # (KEDA does not pass them to an external scaler): the bounds KEDA and its HPA clamp the
 # count to, so the policy knows when a lower answer cannot lower the count (already at the
@@ -347,6 +350,7 @@ ANTICIPATE_LOOP_LAG_S: Final = 30
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_REBOUND_WINDOW_S: Final = 0  # off
 DEFAULT_EXCURSION_MARGIN: Final = 1.0
+DEFAULT_EXCURSION_FLEETS: Final = "same"
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
 # assumption for a trigger that does not state them: a minimum of 0 treats every answer
 # below the ready count as a scale-down, a maximum of 100 is rarely reached.
@@ -386,6 +390,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),
     META_REBOUND_WINDOW_S: str(DEFAULT_REBOUND_WINDOW_S),
     META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),
+    META_EXCURSION_FLEETS: DEFAULT_EXCURSION_FLEETS,
     META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),
     META_MAX_REPLICA_COUNT: str(DEFAULT_MAX_REPLICA_COUNT),
     META_CAPACITY: DEFAULT_CAPACITY,

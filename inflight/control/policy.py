@@ -137,6 +137,11 @@ FLOOR_PEAKS: Final[tuple[FloorPeak, ...]] = ("inflight", "demand")
 FloorStatistic = Literal["peak", "quantile", "recurrent"]
 FLOOR_STATISTICS: Final[tuple[FloorStatistic, ...]] = ("peak", "quantile", "recurrent")
 
+# Which fleets' excursions above the ready fleet's capacity are a late scale-up's evidence
+# (``excursionFleets``): "same", the fleet ready now only; "larger", a larger one's too.
+ExcursionFleets = Literal["same", "larger"]
+EXCURSION_FLEETS: Final[tuple[ExcursionFleets, ...]] = ("same", "larger")
+
 # The bursts' recurrence looks this many floor windows back (``anticipateSeconds``).
 RECURRENCE_MEMORY_WINDOWS: Final = 2
 
@@ -225,6 +230,9 @@ class PolicySpec:
     anticipate_s: float = float(names.DEFAULT_ANTICIPATE_S)
     excursion_window_s: float = float(names.DEFAULT_EXCURSION_WINDOW_S)
     excursion_margin: float = names.DEFAULT_EXCURSION_MARGIN
+    # Which fleets' excursions are evidence (``excursionFleets``): "same", only the fleet
+    # ready now's; "larger", also a larger one's (:func:`excursions`).
+    excursion_fleets: ExcursionFleets = names.DEFAULT_EXCURSION_FLEETS
     # Levels L came back to sooner than a replica could, held this long (wall s) after L
     # last reached them (``reboundWindowSeconds``; 0: off): :func:`rebound_level`.
     rebound_window_s: float = float(names.DEFAULT_REBOUND_WINDOW_S)
@@ -784,7 +792,11 @@ class LateHold:
 
 
 def excursions(
-    levels: Sequence[Sample], ready: Sequence[Sample], ready_now: int, target: float
+    levels: Sequence[Sample],
+    ready: Sequence[Sample],
+    ready_now: int,
+    target: float,
+    larger_fleets: bool = False,
 ) -> list[Excursion]:
     """L's excursions above ``ready_now × target`` while ``ready_now`` replicas were ready,
     oldest first.
@@ -797,19 +809,28 @@ def excursions(
     throughout → an excursion from 10 to 30 s (20 s, peak 20) and one from 40 s, ongoing at
     50 s (10 s so far, peak 16); had a 4th replica been ready at 20 s, the first would end there,
     ``fleet_changed``.
+
+    ``larger_fleets`` (``excursionFleets: larger``): L above ``ready_now × target`` while a
+    larger fleet was ready counts too (its L is not swollen by a smaller fleet's queue: the
+    demand itself exceeded ``ready_now``'s capacity that long); a change of the ready count
+    while L is above still ends an excursion ``fleet_changed``.
     """
     fleet = _StepSeries(ready)
     capacity = round(ready_now * target, _DECIMALS)
     found: list[Excursion] = []
     start: float | None = None
     peak = last_t = 0.0
+    held_count: int | None = None  # the ready count the excursion under way began on
     for sample in sorted(levels, key=lambda s: s.t_s):
         last_t = sample.t_s
         count = fleet.at(sample.t_s)
-        same = count is None or round(count) == ready_now
+        now_count = ready_now if count is None else round(count)
+        same = now_count == ready_now or (larger_fleets and now_count > ready_now)
+        if start is not None and now_count != held_count:
+            same = False  # the fleet changed while L was above
         if same and round(sample.value, _DECIMALS) > capacity:
             if start is None:
-                start, peak = sample.t_s, sample.value
+                start, peak, held_count = sample.t_s, sample.value, now_count
             peak = max(peak, sample.value)
         elif start is not None:
             found.append(Excursion(start, sample.t_s, peak, fleet_changed=not same))
@@ -853,7 +874,7 @@ def late_scale_up(
     """
     window_s = spec.excursion_window_s
     recent = [s for s in levels if now_s - window_s <= s.t_s <= now_s]
-    found = excursions(recent, ready, ready_now, spec.target)
+    found = excursions(recent, ready, ready_now, spec.target, spec.excursion_fleets == "larger")
     if not found:
         return None
     last = found[-1]

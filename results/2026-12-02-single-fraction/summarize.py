@@ -24,6 +24,8 @@ NAMES = {
     "saturation[reboundWindowSeconds=250]": "R250",
     "saturation[floorSmoothingSeconds=0]": "F0",
     "saturation[floorSmoothingSeconds=5]": "F5",
+    "saturation[excursionFleets=larger]": "XL",  # results/2026-12-03-excursion-fleets
+    "saturation[excursionFleets=larger;excursionMargin=1.5]": "XL, 1.5",
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}

@@ -226,3 +226,35 @@ def test_metadata_refuses_bad_values(given: dict[str, str], key: str) -> None:
     with pytest.raises(MetadataError) as err:
         parse_metadata(given)
     assert err.value.key == key and key in str(err.value)
+
+
+def test_excursions_on_a_larger_fleet_are_evidence_with_excursion_fleets_larger() -> None:
+    """``excursionFleets: larger``: 4 ready until 300 s, 3 after. Two bursts of L 20 took L
+    above 12 (3 x 4) for about a minute each while 4 were ready; a third, on 3, 30 s in,
+    like them: held with "larger" (a 4th replica would come after it), scaled with "same"
+    (no excursion was seen on 3 alone)."""
+    ready = [Sample(0.0, 4.0), Sample(300.0, 3.0)]
+    samples = traffic(400.0, [(100.0, 160.0, 20.0), (200.0, 260.0, 20.0), (350.0, 410.0, 20.0)])
+    levels = [s for s in samples if s.t_s <= 380.0]  # unsmoothed here: from each start
+    assert [e.start_s for e in excursions(levels, ready, 3, 4.0)] == [350.0]
+    larger = excursions(levels, ready, 3, 4.0, larger_fleets=True)
+    assert [(e.start_s, e.fleet_changed, e.ongoing) for e in larger] == [
+        (100.0, False, False),
+        (200.0, False, False),
+        (350.0, False, True),
+    ]
+    wider = replace(LATE, excursion_fleets="larger")
+    assert decide(samples, wider, 380.0, ready_replicas=3, ready_series=ready).held_scale_up
+    assert not decide(samples, LATE, 380.0, ready_replicas=3, ready_series=ready).held_scale_up
+    # A change of the ready count while L is above still ends an excursion, by the fleet.
+    moved = [Sample(0.0, 4.0), Sample(120.0, 5.0), Sample(300.0, 3.0)]
+    first = excursions(levels, moved, 3, 4.0, larger_fleets=True)[0]
+    assert (first.start_s, first.end_s, first.fleet_changed) == (100.0, 120.0, True)
+
+
+def test_metadata_excursion_fleets() -> None:
+    assert parse_metadata({}).policy.excursion_fleets == "same"
+    larger = {names.META_EXCURSION_FLEETS: "larger"}
+    assert parse_metadata(larger).policy.excursion_fleets == "larger"
+    with pytest.raises(MetadataError, match=names.META_EXCURSION_FLEETS):
+        parse_metadata({names.META_EXCURSION_FLEETS: "bigger"})
