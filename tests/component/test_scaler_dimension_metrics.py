@@ -146,7 +146,12 @@ def _equals(
 DIM = names.SCALER_DIMENSION_INFLIGHT
 BINDING = names.SCALER_CAPACITY_BINDING
 # The counter's samples: counts stay when a trigger's gauges go.
-COUNTED = {names.SCALER_DECISIONS, names.SCALER_DECISIONS.removesuffix("_total") + "_created"}
+# The counters labelled by metric_name (decisions, held decisions) keep their counts.
+COUNTED = {
+    name
+    for counter in (names.SCALER_DECISIONS, names.SCALER_HELD_DECISIONS)
+    for name in (counter, counter.removesuffix("_total") + "_created")
+}
 
 
 async def test_each_dimensions_l_kv_bound_then_router_demand_then_unmeasured(
@@ -207,7 +212,7 @@ async def test_a_gone_triggers_gauges_leave_the_scrape_a_streamed_one_after_its_
     scaler.clock[0] += IDLE_S  # "deleted" was last called IDLE_S ago
     series, _ = await scaler.scrape()
     left = {key[0] for key in series if key[1] == "deleted"}
-    assert left == COUNTED, left  # every gauge removed; the counter kept
+    assert left == COUNTED, left  # every gauge removed; the counters kept
     assert series[(DIM, "streamed", "kv_tokens")] == 6.0
     assert series[(DIM, "streamed", "requests")] == 4.0
 
