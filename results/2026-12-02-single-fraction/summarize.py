@@ -26,6 +26,9 @@ NAMES = {
     "saturation[floorSmoothingSeconds=5]": "F5",
     "saturation[excursionFleets=larger]": "XL",  # results/2026-12-03-excursion-fleets
     "saturation[excursionFleets=larger;excursionMargin=1.5]": "XL, 1.5",
+    "saturation[floorFraction=0.5]": "f0.5",  # results/2026-12-03-floor-fraction
+    "saturation[floorFraction=0.7]": "f0.7",
+    "saturation[floorFraction=0.8]": "f0.8",
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
