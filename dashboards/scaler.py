@@ -120,8 +120,26 @@ def build() -> dash_b.Dashboard:
                 "the excursions grow longer: raise startupSeconds to the replicas' own "
                 "start-up, or set it to 0 to turn the hold off.",
                 [q(f"max by (metric_name) ({n.SCALER_SCALE_UP_HELD}{{{sel}}})", "{{metric_name}}")],
-                width=24,
                 states=HELD_STATES,
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                12,
+                "Share of KEDA's polls held",
+                "Of the scaler's GetMetrics answers over 5 minutes, the share that held a "
+                "scale-up back (inflight_scaler_held_decisions_total ÷ decisions). Holds are "
+                "normal on bursty traffic whose bursts end before a replica can start; a "
+                "share that stays high while requests wait at the router says the bursts "
+                "outlast startupSeconds: set it to the replicas' own start-up.",
+                [
+                    q(
+                        f"sum by (metric_name) (rate({n.SCALER_HELD_DECISIONS}{{{sel}}}[5m])) / "
+                        f"sum by (metric_name) (rate({n.SCALER_DECISIONS}{{{sel}}}[5m]))",
+                        "{{metric_name}}",
+                    )
+                ],
+                unit="percentunit",
             )
         )
     )

@@ -222,6 +222,13 @@ def test_scaler_dashboard_shows_when_a_scale_up_was_held() -> None:
     [mapping] = panel["fieldConfig"]["defaults"]["mappings"]
     assert mapping["options"]["1"]["text"] == "held"
     assert "startupSeconds" in panel["description"]
+    # ... and how often, from the counter: held answers over all answers, per trigger.
+    share = _panel(board, "Share of KEDA's polls held")
+    assert (share["type"], _row_of(board, share)) == ("timeseries", "What KEDA is told")
+    held = f"sum by (metric_name) (rate({n.SCALER_HELD_DECISIONS}{{{sel}}}[5m]))"
+    every = f"sum by (metric_name) (rate({n.SCALER_DECISIONS}{{{sel}}}[5m]))"
+    assert [t["expr"] for t in share["targets"]] == [f"{held} / {every}"]
+    assert share["fieldConfig"]["defaults"]["unit"] == "percentunit"
 
 
 # --- rules -----------------------------------------------------------------------------
