@@ -248,6 +248,14 @@ class PolicySpec:
         return self.floor_window_s > 0 and self.floor_fraction > 0
 
     @property
+    def floor_smoothing_window_s(self) -> float:
+        """The window (wall s) L is smoothed over before the floor remembers it:
+        ``floor_smoothing_s``, or the scale-up window when that is None."""
+        if self.floor_smoothing_s is None:
+            return self.scale_up_window_s
+        return self.floor_smoothing_s
+
+    @property
     def recurrence_memory_s(self) -> float:
         """How far back (wall s) bursts are looked for when ``anticipate_s`` is on (the
         floor on): ``RECURRENCE_MEMORY_WINDOWS`` floor windows, so four bursts up to about
@@ -275,9 +283,8 @@ class PolicySpec:
         longer one with ``anticipate_s``), and the excursions' when :func:`late_scale_up` is
         on (each behind a scale-up mean)."""
         up_s = self.scale_up_window_s
-        floor_up_s = up_s if self.floor_smoothing_s is None else self.floor_smoothing_s
         floor_s = (
-            max(self.floor_window_s, self.recurrence_memory_s) + floor_up_s
+            max(self.floor_window_s, self.recurrence_memory_s) + self.floor_smoothing_window_s
             if self.floor_on
             else 0.0
         )
@@ -551,6 +558,9 @@ def decide(
     peak = max(v for v in (padded(t) for t in taus) if v is not None)
     headroom = peak - plain_peak
     floor = 0.0
+    # A peak beyond the most replicas there can be is queue, not demand to remember (the
+    # floor's and the rebound's memory).
+    cap = spec.max_replicas * spec.target
     floor_how = ""
     anticipated: Recurrence | None = None
     if spec.floor_on:
@@ -558,9 +568,6 @@ def decide(
         # The bursts' recurrence reads a longer memory than the floor's (four bursts).
         recall_s = spec.recurrence_memory_s
         remembered = [t for t in times if t >= now_s - max(window_s, recall_s)] + [now_s]
-        # A peak beyond the most replicas there can be is queue, not demand to remember.
-        cap = spec.max_replicas * spec.target
-        floor_up_s = up_s if spec.floor_smoothing_s is None else spec.floor_smoothing_s
         service_s = None
         if spec.floor_peak == "demand":
             service_s = service_time(
@@ -579,7 +586,7 @@ def decide(
         kept: list[Sample] = []
         recalled: list[Sample] = []  # as kept, undecayed, over the recurrence's memory
         for tau_s in remembered:
-            v = smoothed(tau_s, floor_up_s)
+            v = smoothed(tau_s, spec.floor_smoothing_window_s)
             if v is None:
                 continue
             v = min(v, cap)
@@ -626,7 +633,6 @@ def decide(
     if spec.rebound_window_s > 0:
         # The gap, the stretch after it and the hold since: a few rebound windows back.
         rebound_memory_s = REBOUND_MEMORY_WINDOWS * spec.rebound_window_s
-        cap = spec.max_replicas * spec.target
         series = [
             Sample(t, min(v, cap))
             for t in [*(t for t in times if t >= now_s - rebound_memory_s), now_s]
