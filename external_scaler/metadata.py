@@ -24,6 +24,7 @@ from inflight.control.policy import (
     FLOOR_DECAYS,
     FLOOR_PEAKS,
     FLOOR_STATISTICS,
+    MAX_FLOOR_TOLERANCE,
     POLICIES,
     SAMPLE_GAP_SCRAPES,
     ExcursionFleets,
@@ -216,6 +217,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         if values[names.META_FLOOR_SMOOTHING_S] != ""
         else None
     )
+    floor_tolerance = _decimal(
+        names.META_FLOOR_TOLERANCE,
+        values,
+        'a fraction from 0 (off) to 0.9, e.g. "0.1"',
+        high=MAX_FLOOR_TOLERANCE,
+    )
     startup_s = _decimal(
         names.META_STARTUP_S,
         values,
@@ -322,6 +329,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_single_window_s=floor_single_window_s * time_scale,
             floor_single_fraction=floor_single_fraction,
             floor_smoothing_s=None if floor_smoothing_s is None else floor_smoothing_s * time_scale,
+            floor_tolerance=floor_tolerance,
             startup_s=startup_s * time_scale,
             anticipate_s=anticipate_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,

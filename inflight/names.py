@@ -263,6 +263,9 @@ META_FLOOR_SINGLE_FRACTION: Final = "floorSingleFraction"
 # The window L is smoothed over before the floor remembers it ("": the scale-up window; 0:
 # each sample as scraped, so a burst shorter than the scale-up window keeps its height).
 META_FLOOR_SMOOTHING_S: Final = "floorSmoothingSeconds"
+# The floor lets a replica of the ready fleet go only when what it holds fits in one fewer
+# with this fraction of their capacity to spare (0: off), as the HPA's tolerance does for L.
+META_FLOOR_TOLERANCE: Final = "floorTolerance"
 # No scale-up that cannot arrive in time (0: off): a replica's start-up (seconds), by default
 # a lower bound on it (30);
 # while L's excursions above the ready fleet's capacity in the last
@@ -385,6 +388,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_SINGLE_WINDOW_S: str(DEFAULT_FLOOR_SINGLE_WINDOW_S),
     META_FLOOR_SINGLE_FRACTION: str(DEFAULT_FLOOR_SINGLE_FRACTION),
     META_FLOOR_SMOOTHING_S: "",
+    META_FLOOR_TOLERANCE: "0",
     META_STARTUP_S: str(DEFAULT_STARTUP_S),
     META_ANTICIPATE_S: str(DEFAULT_ANTICIPATE_S),
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),

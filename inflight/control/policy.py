@@ -149,6 +149,9 @@ RECURRENCE_MEMORY_WINDOWS: Final = 2
 # gap, the stretch L came back in, and the hold since it ended.
 REBOUND_MEMORY_WINDOWS: Final = 3
 
+# ``floorTolerance``'s highest value: the floor's hold divides by 1 − the tolerance.
+MAX_FLOOR_TOLERANCE: Final = 0.9
+
 # The seed's rule, in seed time (seconds, requests per second).
 QPS_WINDOW_S: Final = 10.0
 QPS_UP_THRESHOLD: Final = 0.5
@@ -221,6 +224,9 @@ class PolicySpec:
     # L remembered by the floor is smoothed over this (wall s; None: the scale-up window;
     # 0: each sample as scraped) (``floorSmoothingSeconds``).
     floor_smoothing_s: float | None = None
+    # The floor lets a ready replica go only when what it holds fits in one fewer with this
+    # fraction of their capacity to spare (``floorTolerance``; 0: off): :func:`floor_hold`.
+    floor_tolerance: float = 0.0
     # No scale-up that cannot arrive in time (``startupSeconds``, wall s; 0: off;
     # ``excursionWindowSeconds``, the memory of L's excursions above capacity):
     # :func:`late_scale_up`.
@@ -625,6 +631,11 @@ def decide(
             due = found is not None and anticipating(found, now_s, spec.anticipate_s)
             if found is not None and due and found.level > floor:
                 floor, anticipated = found.level, found
+        if spec.floor_tolerance > 0 and ready_replicas:
+            held = floor_hold(floor, spec.floor_tolerance, ready_replicas * spec.target)
+            if held > floor:
+                floor_how += f", kept within {spec.floor_tolerance:g} of {ready_replicas} ready"
+            floor = held
         if spec.floor_decay == "linear":
             floor_how += ", decayed by age"
         if service_s is not None:
@@ -733,6 +744,21 @@ def decide(
         held_scale_up=late is not None,
     )
     return guard(decision, partial, spec)
+
+
+def floor_hold(floor: float, tolerance: float, ready_capacity: float) -> float:
+    """The floor with ``tolerance`` (``floorTolerance``): ``floor ÷ (1 − tolerance)``, but
+    never above the ready fleet's capacity, so it keeps a ready replica while the floor
+    fits in one fewer with less than ``tolerance`` of their capacity to spare, and asks
+    for no replica the plain floor does not.
+
+    Worked example, target 4, tolerance 0.1: a floor of 7.8 on 3 ready (capacity 12) holds
+    8.67, so 3 replicas stay (the plain floor: 2 of 4 slots each, 7.8 of 8); on 2 ready it
+    holds 8 (2 replicas); a floor of 7 holds 7.78, 2 replicas, on either.
+    """
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"floorTolerance must be in [0, 1), got {tolerance:g}")
+    return max(floor, min(floor / (1.0 - tolerance), ready_capacity))
 
 
 def floor_quantile(remembered: Sequence[Sample], quantile: float, window_s: float) -> float:

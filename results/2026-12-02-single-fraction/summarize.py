@@ -29,6 +29,12 @@ NAMES = {
     "saturation[floorFraction=0.5]": "f0.5",  # results/2026-12-03-floor-fraction
     "saturation[floorFraction=0.7]": "f0.7",
     "saturation[floorFraction=0.8]": "f0.8",
+    "saturation[floorWindowSeconds=600]": "W600",  # results/2026-12-03-floor-window
+    "saturation[floorWindowSeconds=1200]": "W1200",
+    "saturation[floorWindowSeconds=1800]": "W1800",
+    "saturation[floorTolerance=0.1]": "T0.1",  # results/2026-12-03-floor-tolerance
+    "saturation[floorTolerance=0.2]": "T0.2",
+    "saturation[floorTolerance=0.3]": "T0.3",
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
