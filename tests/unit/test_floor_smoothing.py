@@ -13,22 +13,10 @@ import pytest
 
 from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
-from inflight.control.policy import PolicySpec, Sample, decide
+from inflight.control.policy import decide
+from tests.unit.floor_cases import SPEC, blips
 
-SPEC = PolicySpec(
-    scale_up_window_s=10.0,
-    scale_down_window_s=60.0,
-    min_replicas=1,
-    max_replicas=8,
-    anticipate_s=0.0,
-    startup_s=0.0,
-)
 RAW = replace(SPEC, floor_smoothing_s=0.0)
-
-
-def blips() -> list[Sample]:
-    """L 2 every 5 s to 600 s, and one scrape of 22 at 100 s and at 400 s."""
-    return [Sample(5.0 * i, 22.0 if 5.0 * i in (100.0, 400.0) else 2.0) for i in range(121)]
 
 
 def test_the_default_floor_remembers_the_scale_up_windows_mean() -> None:

@@ -12,22 +12,12 @@ import pytest
 
 from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
-from inflight.control.policy import PolicySpec, Sample, decide, floor_hold
+from inflight.control.policy import Sample, decide, floor_hold
+from tests.unit.floor_cases import SPEC
+from tests.unit.floor_cases import blips as bursts
 
-SPEC = PolicySpec(
-    scale_up_window_s=10.0,
-    scale_down_window_s=60.0,
-    min_replicas=1,
-    max_replicas=8,
-    anticipate_s=0.0,
-    startup_s=0.0,
-)
-
-
-def bursts() -> list[Sample]:
-    """L 2 every 5 s to 600 s, and one scrape of 22 at 100 s and at 400 s: each reads 12
-    over the 10 s scale-up window, so the floor is 0.6 x 12 = 7.2 (7.2 of 2 replicas' 8)."""
-    return [Sample(5.0 * i, 22.0 if 5.0 * i in (100.0, 400.0) else 2.0) for i in range(121)]
+# ``bursts``: each of the two reads 12 over the scale-up window, so the floor is 0.6 x 12 =
+# 7.2 (7.2 of 2 replicas' 8).
 
 
 def test_without_tolerance_the_floor_lets_the_third_replica_go() -> None:
