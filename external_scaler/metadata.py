@@ -223,6 +223,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         'a fraction from 0 (off) to 0.9, e.g. "0.1"',
         high=MAX_FLOOR_TOLERANCE,
     )
+    floor_short_fraction = _decimal(
+        names.META_FLOOR_SHORT_FRACTION,
+        values,
+        'a fraction from 0 (off) to 1, e.g. "0.8"',
+        high=1.0,
+    )
     startup_s = _decimal(
         names.META_STARTUP_S,
         values,
@@ -330,6 +336,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_single_fraction=floor_single_fraction,
             floor_smoothing_s=None if floor_smoothing_s is None else floor_smoothing_s * time_scale,
             floor_tolerance=floor_tolerance,
+            floor_short_fraction=floor_short_fraction,
             startup_s=startup_s * time_scale,
             anticipate_s=anticipate_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,

@@ -266,6 +266,9 @@ META_FLOOR_SMOOTHING_S: Final = "floorSmoothingSeconds"
 # The floor lets a replica of the ready fleet go only when what it holds fits in one fewer
 # with this fraction of their capacity to spare (0: off), as the HPA's tolerance does for L.
 META_FLOOR_TOLERANCE: Final = "floorTolerance"
+# The fraction held of the level L reached in floorRecurrences separate peaks that each
+# ended sooner than startupSeconds (0: off): peaks no scale-up can meet.
+META_FLOOR_SHORT_FRACTION: Final = "floorShortFraction"
 # No scale-up that cannot arrive in time (0: off): a replica's start-up (seconds), by default
 # a lower bound on it (30);
 # while L's excursions above the ready fleet's capacity in the last
@@ -389,6 +392,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_SINGLE_FRACTION: str(DEFAULT_FLOOR_SINGLE_FRACTION),
     META_FLOOR_SMOOTHING_S: "",
     META_FLOOR_TOLERANCE: "0",
+    META_FLOOR_SHORT_FRACTION: "0",
     META_STARTUP_S: str(DEFAULT_STARTUP_S),
     META_ANTICIPATE_S: str(DEFAULT_ANTICIPATE_S),
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),

@@ -118,6 +118,7 @@ from inflight.control.recurrence import (
     floor_recurrent,
     rebound_level,
     recurrence,
+    short_recurrent,
 )
 from inflight.control.samples import Sample as Sample  # the policy's callers name it here
 
@@ -229,6 +230,9 @@ class PolicySpec:
     # The floor lets a ready replica go only when what it holds fits in one fewer with this
     # fraction of their capacity to spare (``floorTolerance``; 0: off): :func:`floor_hold`.
     floor_tolerance: float = 0.0
+    # The fraction held of the recurrent level of peaks that each ended sooner than
+    # ``startup_s`` (``floorShortFraction``; 0: off): :func:`short_recurrent`.
+    floor_short_fraction: float = 0.0
     # No scale-up that cannot arrive in time (``startupSeconds``, wall s; 0: off;
     # ``excursionWindowSeconds``, the memory of L's excursions above capacity):
     # :func:`late_scale_up`.
@@ -614,6 +618,23 @@ def decide(
         elif spec.floor_statistic == "recurrent":
             floor_peak = floor_recurrent(kept, spec.floor_recurrences)
             floor_how += f", the level of {spec.floor_recurrences} separate peaks"
+            short_f = spec.floor_short_fraction
+            if short_f > spec.floor_fraction and spec.startup_s > 0 and floor_peak > 0:
+                # Only a level above fraction / short fraction x the recurrent one can
+                # raise the floor, and none is above it (short peaks are peaks).
+                short = short_recurrent(
+                    kept,
+                    spec.floor_recurrences,
+                    spec.startup_s,
+                    spec.floor_fraction / short_f * floor_peak,
+                    floor_peak,
+                )
+                if short > 0:
+                    floor_peak = max(floor_peak, short_f / spec.floor_fraction * short)
+                    floor_how += (
+                        f" ({short_f:g} x {short:g}, reached in peaks shorter than "
+                        f"{spec.startup_s:g} s)"
+                    )
             single_s = spec.floor_single_window_s
             if single_s > 0:
                 recent = (p.value for p in kept if p.t_s >= now_s - single_s)

@@ -6,6 +6,8 @@ on L's smoothed history (the floor's memory), and tests step ``now_s``.
 * :func:`floor_recurrent` — the highest level L reached in ``n`` separate peaks: the
   recurrent floor's level (``floorStatistic: recurrent``).
 * :func:`peaks` — the separate peaks that reached a level: when each began and ended.
+* :func:`short_recurrent` — the highest level L reached in ``n`` separate peaks that each
+  ended sooner than a replica starts (``floorShortFraction``).
 * :func:`recurrence` — bursts that reached one level and began at regular times: their
   period, how long each lasts and when the next is due.
 * :func:`rebound_level` — the highest level L came back to sooner than a replica could:
@@ -63,6 +65,40 @@ def floor_recurrent(remembered: Sequence[Sample], recurrences: int) -> float:
             elif inside and v <= FLOOR_RECURRENCE_DIP * level:
                 inside = False
         if peaks >= recurrences:
+            return level
+    return 0.0
+
+
+def short_recurrent(
+    remembered: Sequence[Sample],
+    recurrences: int,
+    shorter_than_s: float,
+    low: float,
+    high: float,
+    levels: int = RECURRENCE_LEVELS,
+) -> float:
+    """The highest level in ``[low, high]`` that L reached in ``recurrences`` separate peaks
+    (:func:`peaks`) that each ended sooner than ``shorter_than_s`` after its onset; 0 when
+    none. At most ``levels`` distinct values of L are tried, highest first.
+
+    Such peaks are over before a replica asked for in one serves: only a fleet standing
+    before them meets them (``floorShortFraction``). A peak under way, or whose rise began
+    before the memory, does not count; a longer peak at the level neither counts nor stops
+    the shorter ones from counting (a scale-up serves it).
+
+    Worked example, recurrences 2, shorter than 30 s, L every 5 s: 2, 16, 2 (ends 10 s after
+    its onset), 2, 14, 14, 2 (ends 15 s after), 2 → 14 in ``[0, 20]`` (at 16 one peak); the
+    same with the second peak 14 for 40 s → 0 (one short peak at any level).
+    """
+    ordered = sorted(remembered, key=lambda s: s.t_s)
+    tried = sorted({s.value for s in ordered if low <= s.value <= high and s.value > 0})
+    for level in reversed(tried[-levels:]):
+        short = [
+            p
+            for p in _peaks(ordered, level)
+            if p.end_s is not None and p.end_s - p.onset_s < shorter_than_s
+        ]
+        if len(short) >= recurrences:
             return level
     return 0.0
 

@@ -35,6 +35,9 @@ NAMES = {
     "saturation[floorTolerance=0.1]": "T0.1",  # results/2026-12-03-floor-tolerance
     "saturation[floorTolerance=0.2]": "T0.2",
     "saturation[floorTolerance=0.3]": "T0.3",
+    "saturation[floorShortFraction=0.7]": "S0.7",  # results/2026-12-03-floor-short
+    "saturation[floorShortFraction=0.8]": "S0.8",
+    "saturation[floorShortFraction=1]": "S1",
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
