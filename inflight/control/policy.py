@@ -74,7 +74,9 @@ Two policies:
   back to within that window of falling below it held that long (:func:`rebound_level`),
   and ``floorSmoothingSeconds``, the window L is smoothed over before the floor remembers it;
   ``floorTolerance`` (results/2026-12-03-floor-window-tolerance): the floor keeps a ready
-  replica it nearly fills (:func:`floor_hold`).
+  replica it nearly fills (:func:`floor_hold`); ``floorShortFraction``
+  (results/2026-12-03-floor-short): the recurrent level of peaks shorter than a start-up
+  held at its own fraction (:func:`inflight.control.recurrence.short_recurrent`).
 
 * ``qps`` (the seed's arrival-rate rule, kept only as the benchmark's comparison
   baseline). qps = requests received in the last 10 s ÷ 10; qps > 0.5 → current + 1,
