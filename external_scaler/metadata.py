@@ -226,7 +226,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     floor_short_fraction = _decimal(
         names.META_FLOOR_SHORT_FRACTION,
         values,
-        'a fraction from 0 (off) to 1, e.g. "0.8"',
+        'a fraction from 0 (off) to 1, above floorFraction to hold more, e.g. "0.8"',
         high=1.0,
     )
     startup_s = _decimal(

@@ -86,9 +86,9 @@ def short_recurrent(
     before the memory, does not count; a longer peak at the level neither counts nor stops
     the shorter ones from counting (a scale-up serves it).
 
-    Worked example, recurrences 2, shorter than 30 s, L every 5 s: 2, 16, 2 (ends 10 s after
-    its onset), 2, 14, 14, 2 (ends 15 s after), 2 → 14 in ``[0, 20]`` (at 16 one peak); the
-    same with the second peak 14 for 40 s → 0 (one short peak at any level).
+    Worked example, recurrences 2, shorter than 30 s, L every 5 s from 0 s: 2, 16, 2 (onset
+    5 s, end 10 s), 2, 14, 14, 2 (onset 20 s, end 30 s), 2 → 14 in ``[0, 20]`` (at 16 one
+    peak); the same with the second peak 14 for 40 s → 0 (one short peak at any level).
     """
     ordered = sorted(remembered, key=lambda s: s.t_s)
     tried = sorted({s.value for s in ordered if low <= s.value <= high and s.value > 0})
