@@ -45,6 +45,8 @@ def main(rounds: int) -> None:
         "first 8 parts": ([" or ".join(parts[:8])], query.step_s),
         "full, step 2.5 s": ([query.expr], 2.5),
         "full, step 5 s": ([query.expr], 5.0),
+        "down part alone": ([parts[3]], query.step_s),
+        "down part, @ end()": ([parts[3].replace("[1h])", "[1h] @ end())")], query.step_s),
         "3 groups in parallel": ([" or ".join(parts[i::3]) for i in range(3)], query.step_s),
         "12 parts in parallel": (parts, query.step_s),
     }
