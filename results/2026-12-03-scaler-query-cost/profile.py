@@ -26,6 +26,7 @@ from pathlib import Path
 
 from external_scaler.metadata import parse_metadata
 from external_scaler.sources.promql import range_query
+from inflight import names
 from inflight.bench.components.scaler import METADATA, target_endpoint
 from inflight.prom import PrometheusServer
 
@@ -50,6 +51,26 @@ def main(rounds: int) -> None:
         "3 groups in parallel": ([" or ".join(parts[i::3]) for i in range(3)], query.step_s),
         "12 parts in parallel": (parts, query.step_s),
     }
+    # The five plain sums (L, vLLM's usage and running, the router's tokens in flight and
+    # held) as one part, one series per metric name; the other seven parts as they are.
+    sums = "|".join(
+        [
+            names.ROUTER_INFLIGHT,
+            names.VLLM_KV_CACHE_USAGE,
+            names.VLLM_RUNNING,
+            names.ROUTER_ENDPOINT_INFLIGHT_TOKENS,
+            names.ROUTER_QUEUED_TOKENS,
+        ]
+    )
+    merged = [
+        f'sum by (__name__) ({{__name__=~"{sums}"}})',
+        *(parts[i] for i in (1, 2, 3, 4, 7, 8, 11)),
+    ]
+    variants["5 sums as 1 part (8 parts)"] = ([" or ".join(merged)], query.step_s)
+    variants["8 parts in 3 parallel groups"] = (
+        [" or ".join(merged[i::3]) for i in range(3)],
+        query.step_s,
+    )
     pool = ThreadPoolExecutor(len(parts))
     with tempfile.TemporaryDirectory(prefix="scaler-query-cost-") as tmp:
         target, server = target_endpoint(inflight=6)
@@ -76,17 +97,17 @@ def main(rounds: int) -> None:
                 list(pool.map(one, exprs))
                 return (time.perf_counter() - began) * 1000
 
-            names = list(variants)
+            labels = list(variants)
             for r in range(rounds):
-                order = names[r % len(names) :] + names[: r % len(names)]
+                order = labels[r % len(labels) :] + labels[: r % len(labels)]
                 medians = {}
                 for name in order:
                     exprs, step_s = variants[name]
                     medians[name] = statistics.median(timed(exprs, step_s) for _ in range(CALLS))
                 full = medians["full (as shipped)"]
-                for name in names:
+                for name in labels:
                     ms = medians[name]
-                    print(f"round {r + 1}  {name:<22} {ms:7.2f} ms  {ms / full:5.2f}")
+                    print(f"round {r + 1}  {name:<28} {ms:7.2f} ms  {ms / full:5.2f}")
         finally:
             prometheus.stop()
             server.shutdown()
