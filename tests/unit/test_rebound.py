@@ -14,16 +14,9 @@ from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
 from inflight.control.policy import PolicySpec, Sample, decide
 from inflight.control.recurrence import rebound_level
+from tests.unit.floor_cases import SPEC
 
-PLAIN = PolicySpec(
-    scale_up_window_s=10.0,
-    scale_down_window_s=60.0,
-    min_replicas=1,
-    max_replicas=8,
-    floor_window_s=0.0,
-    anticipate_s=0.0,
-    startup_s=0.0,
-)
+PLAIN = replace(SPEC, floor_window_s=0.0)  # the floor off
 REBOUND = replace(PLAIN, rebound_window_s=190.0)
 
 
