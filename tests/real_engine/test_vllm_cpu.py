@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import tempfile
 import threading
 import urllib.parse
 import urllib.request
@@ -52,6 +53,7 @@ MAX_MODEL_LEN = 2432  # 19 blocks: a 1,500 + 900-token request fits, two of them
 # Real seconds: start-up is ~25 s alone on two cores, minutes when the machine is busy.
 START_TIMEOUT_S = 900.0
 TIMEOUT_S = 180.0
+TEMP_DIR = Path(tempfile.gettempdir())
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     except vllm_cpu.EngineNotReady as exc:
         pytest.fail(str(exc))  # make test sets it up (scripts/test.sh); pytest alone does not
     tmp = tmp_path_factory.mktemp("real-engine")
+    sockets_before = _sockets(TEMP_DIR)
     tracker = ProcessTracker(tmp / "logs")
     state = tmp / "state"
     argv = [
@@ -108,6 +111,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         survivors = tracker.stop_all()
         assert not survivors, f"still alive after inflight up stopped: {survivors}"
+        # vLLM's IPC sockets (one file each) went in the replica's own dir, and that went
+        # with the replica: nothing left in the temp dir.
+        left = _sockets(TEMP_DIR) - sockets_before
+        assert not left, f"sockets left in {TEMP_DIR}: {sorted(left)}"
+        assert vllm_cpu.sweep_rpc_dirs() == [], "a stopped replica's IPC dir was left"
+
+
+def _sockets(folder: Path) -> set[str]:
+    """The socket files directly in ``folder`` (where vLLM puts its IPC sockets by default)."""
+    return {p.name for p in folder.iterdir() if p.is_socket()}
 
 
 # --- reading vLLM's /metrics -----------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,35 @@ def test_the_engine_environment() -> None:
     sized = serve_env(base, ["--kv-cache-memory-bytes=2000000000"], core=None)
     assert "VLLM_CPU_KVCACHE_SPACE" not in sized
     assert "VLLM_CPU_OMP_THREADS_BIND" not in sized
+
+
+def test_the_engine_ipc_sockets_go_in_the_replicas_own_dir(tmp_path) -> None:
+    env = serve_env({"PATH": "/bin"}, [], core=None, rpc_base=tmp_path / "rpc")
+    assert env["VLLM_RPC_BASE_PATH"] == str(tmp_path / "rpc")
+    mine = serve_env({"VLLM_RPC_BASE_PATH": "/srv/ipc"}, [], None, rpc_base=tmp_path / "rpc")
+    assert mine["VLLM_RPC_BASE_PATH"] == "/srv/ipc"  # the caller's wins
+    assert "VLLM_RPC_BASE_PATH" not in serve_env({}, [], None)  # vLLM's own default
+    assert vllm_cpu.rpc_dir(4321, tmp_path) == tmp_path / "inflight-vllm-rpc-4321"
+    assert len(str(vllm_cpu.rpc_dir(4_194_304)) + "/" + "u" * 36) < 108  # a socket path
+
+
+def test_sweeping_removes_the_dirs_of_replicas_gone_and_only_those(tmp_path) -> None:
+    gone = vllm_cpu.rpc_dir(_exited_pid(), tmp_path)  # a PID no process has any more
+    live = vllm_cpu.rpc_dir(os.getpid(), tmp_path)
+    other = tmp_path / "inflight-vllm-rpc-notapid"
+    for path in (gone, live, other):
+        path.mkdir()
+        (path / "0c1f-socket").write_text("")  # stands in for a socket file vLLM left
+    assert vllm_cpu.sweep_rpc_dirs(tmp_path) == [gone]
+    assert not gone.exists() and live.exists() and other.exists()
+    assert vllm_cpu.sweep_rpc_dirs(tmp_path) == []
+
+
+def _exited_pid() -> int:
+    """The PID of a child that has exited and been reaped."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 def test_each_engine_claims_its_own_core_lowest_first(tmp_path) -> None:
