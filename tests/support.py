@@ -191,6 +191,12 @@ def start_emulator_and_router(procs: ProcessTracker, time_scale: float) -> tuple
     return emu, router
 
 
+def socket_files(folder: Path) -> set[str]:
+    """The socket files directly in ``folder`` (vLLM's IPC sockets land in the temp dir
+    unless told otherwise: ``inflight.engines.vllm_cpu.RPC_DIR_PREFIX``)."""
+    return {p.name for p in folder.iterdir() if p.is_socket()}
+
+
 def http_text(url: str) -> str:
     """A GET's body as text."""
     with urllib.request.urlopen(url, timeout=5) as resp:

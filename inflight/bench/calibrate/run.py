@@ -90,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         measured = _measure(args, url)
     finally:
-        proc.stop()
+        real.stop_engine(proc)
     result = _evaluate(args, measured)
     result["run"] = {
         "command": " ".join(["inflight", "bench", "calibrate-emulator", *sys.argv[3:]]),
