@@ -191,10 +191,11 @@ def start_emulator_and_router(procs: ProcessTracker, time_scale: float) -> tuple
     return emu, router
 
 
-def socket_files(folder: Path) -> set[str]:
-    """The socket files directly in ``folder`` (vLLM's IPC sockets land in the temp dir
-    unless told otherwise: ``inflight.engines.vllm_cpu.RPC_DIR_PREFIX``)."""
-    return {p.name for p in folder.iterdir() if p.is_socket()}
+def engine_leftovers(folder: Path) -> set[str]:
+    """What a vLLM engine leaves directly in ``folder`` when it writes to the temp dir (its
+    IPC sockets, its ``vllm_dist_*`` file store; ``inflight.engines.vllm_cpu.TMP_DIR_PREFIX``
+    says why it should not): the socket files and file stores there."""
+    return {p.name for p in folder.iterdir() if p.is_socket() or p.name.startswith("vllm_dist_")}
 
 
 def http_text(url: str) -> str:

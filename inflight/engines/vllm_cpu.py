@@ -56,13 +56,14 @@ DEFAULT_KV_CACHE_GIB = 1
 #: The supervisor's ``/health`` timeout for these replicas (the emulator's 0.5 s is too
 #: short for an API server sharing two cores with its engine under load).
 HEALTH_TIMEOUT_S = 2.0
-#: vLLM's ZMQ IPC sockets go in ``VLLM_RPC_BASE_PATH`` (by default the temp dir itself), one
-#: file per socket, never removed when the engine is stopped or killed: ~7 a start. Each
-#: replica gets a dir of its own in the temp dir, named by its PID (the launcher's, which
-#: ``vllm serve`` keeps through ``exec``), that :func:`sweep_rpc_dirs` removes once the
-#: replica is gone (at each launch and when ``inflight up`` stops). Short, for the sockets'
-#: 107-byte path limit.
-RPC_DIR_PREFIX = "inflight-vllm-rpc-"
+#: What vLLM writes to the temp dir is never removed when the engine is stopped or killed:
+#: its ZMQ IPC sockets (``VLLM_RPC_BASE_PATH``, by default the temp dir; ~7 files a start)
+#: and its ``vllm_dist_*`` file store. So each replica gets a temp dir of its own,
+#: ``TMPDIR``, inside the temp dir and named by its PID (the launcher's, which ``vllm serve``
+#: keeps through ``exec``), that :func:`sweep_tmp_dirs` removes once the replica is gone
+#: (at each launch, and when ``inflight up`` or ``calibrate-emulator`` stops). Short, for
+#: the sockets' 107-byte path limit.
+TMP_DIR_PREFIX = "inflight-vllm-"
 
 # The tokenizer's special tokens, in id order; BOS and EOS are ids 0 and 1.
 BOS, EOS = "<s>", "</s>"
@@ -395,13 +396,13 @@ def serve_env(
     engine_args: Sequence[str],
     core: int | None,
     kv_cache_gib: int = DEFAULT_KV_CACHE_GIB,
-    rpc_base: Path | None = None,
+    tmp_dir: Path | None = None,
 ) -> dict[str, str]:
     """The engine's environment over ``base``: offline, no usage reports, a KV cache size
     (unless ``--kv-cache-memory-bytes`` is given: ``VLLM_CPU_KVCACHE_SPACE`` would override
     it), the worker's OpenMP threads on ``core`` (unless the caller bound them itself), its
-    IPC sockets in ``rpc_base`` (unless ``base`` says where). Our own ``PYTHONPATH`` is
-    dropped: vLLM runs in its own venv."""
+    temp files in ``tmp_dir`` (``TMPDIR``: its IPC sockets too, unless ``base`` sets
+    ``VLLM_RPC_BASE_PATH``). Our own ``PYTHONPATH`` is dropped: vLLM runs in its own venv."""
     env = {k: v for k, v in base.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -412,24 +413,24 @@ def serve_env(
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
     if core is not None:
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(core))
-    if rpc_base is not None:
-        env.setdefault("VLLM_RPC_BASE_PATH", str(rpc_base))
+    if tmp_dir is not None:
+        env["TMPDIR"] = str(tmp_dir)  # inside the caller's temp dir
     return env
 
 
-def rpc_dir(pid: int, tmp: Path | None = None) -> Path:
-    """The IPC socket dir of the replica whose launcher is ``pid`` (:data:`RPC_DIR_PREFIX`)."""
-    return Path(tempfile.gettempdir() if tmp is None else tmp) / f"{RPC_DIR_PREFIX}{pid}"
+def tmp_dir(pid: int, tmp: Path | None = None) -> Path:
+    """The temp dir of the replica whose launcher is ``pid`` (:data:`TMP_DIR_PREFIX`)."""
+    return Path(tempfile.gettempdir() if tmp is None else tmp) / f"{TMP_DIR_PREFIX}{pid}"
 
 
-def sweep_rpc_dirs(tmp: Path | None = None) -> list[Path]:
-    """Remove the IPC socket dirs (:func:`rpc_dir`) of replicas no longer running; return
-    them. A dir stays while a process has its PID (a recycled PID keeps it until that one
-    ends too: never removed from under a live engine)."""
+def sweep_tmp_dirs(tmp: Path | None = None) -> list[Path]:
+    """Remove the temp dirs (:func:`tmp_dir`) of replicas no longer running; return them.
+    A dir stays while a process has its PID (a recycled PID keeps it until that one ends
+    too: never removed from under a live engine)."""
     base = Path(tempfile.gettempdir() if tmp is None else tmp)
     removed = []
-    for path in sorted(base.glob(RPC_DIR_PREFIX + "*")):
-        pid = path.name.removeprefix(RPC_DIR_PREFIX)
+    for path in sorted(base.glob(TMP_DIR_PREFIX + "*")):
+        pid = path.name.removeprefix(TMP_DIR_PREFIX)
         if not pid.isdigit() or not path.is_dir() or _running(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
@@ -514,14 +515,10 @@ def _serve(args: argparse.Namespace) -> int:
     claimed = None
     if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
         claimed = claim_core(install.home / "cores")
-    rpc_base = None
-    if "VLLM_RPC_BASE_PATH" not in os.environ:
-        sweep_rpc_dirs()  # replicas stopped or killed since the last launch
-        rpc_base = rpc_dir(os.getpid())  # exec keeps the PID: vllm serve's
-        rpc_base.mkdir(mode=0o700, exist_ok=True)
-    env = serve_env(
-        os.environ, engine_args, None if claimed is None else claimed[0], rpc_base=rpc_base
-    )
+    sweep_tmp_dirs()  # replicas stopped or killed since the last launch
+    own = tmp_dir(os.getpid())  # exec keeps the PID: vllm serve's
+    own.mkdir(mode=0o700, exist_ok=True)
+    env = serve_env(os.environ, engine_args, None if claimed is None else claimed[0], tmp_dir=own)
     argv = serve_argv(
         install,
         args.model,

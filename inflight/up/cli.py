@@ -807,7 +807,7 @@ def serve(config: UpSettings) -> int:
         for problem in problems:
             print(f"inflight up: {problem}", file=sys.stderr)
         if config.engine == vllm_cpu.ENGINE:
-            vllm_cpu.sweep_rpc_dirs()  # the stopped replicas' IPC sockets
+            vllm_cpu.sweep_tmp_dirs()  # the stopped replicas' temp files
     if problems:
         return 1
     print("inflight up: stopped; no process left running, every port free", flush=True)

@@ -142,26 +142,25 @@ def test_the_engine_environment() -> None:
     assert "VLLM_CPU_OMP_THREADS_BIND" not in sized
 
 
-def test_the_engine_ipc_sockets_go_in_the_replicas_own_dir(tmp_path) -> None:
-    env = serve_env({"PATH": "/bin"}, [], core=None, rpc_base=tmp_path / "rpc")
-    assert env["VLLM_RPC_BASE_PATH"] == str(tmp_path / "rpc")
-    mine = serve_env({"VLLM_RPC_BASE_PATH": "/srv/ipc"}, [], None, rpc_base=tmp_path / "rpc")
-    assert mine["VLLM_RPC_BASE_PATH"] == "/srv/ipc"  # the caller's wins
-    assert "VLLM_RPC_BASE_PATH" not in serve_env({}, [], None)  # vLLM's own default
-    assert vllm_cpu.rpc_dir(4321, tmp_path) == tmp_path / "inflight-vllm-rpc-4321"
-    assert len(str(vllm_cpu.rpc_dir(4_194_304)) + "/" + "u" * 36) < 108  # a socket path
+def test_the_engine_writes_its_temp_files_in_the_replicas_own_dir(tmp_path) -> None:
+    env = serve_env({"PATH": "/bin", "TMPDIR": "/scratch"}, [], None, tmp_dir=tmp_path / "r")
+    assert env["TMPDIR"] == str(tmp_path / "r")  # its IPC sockets and file store follow
+    assert "VLLM_RPC_BASE_PATH" not in env  # vLLM's default: the temp dir, so TMPDIR
+    assert "TMPDIR" not in serve_env({}, [], None)
+    assert vllm_cpu.tmp_dir(4321, tmp_path) == tmp_path / "inflight-vllm-4321"
+    assert len(str(vllm_cpu.tmp_dir(4_194_304)) + "/" + "u" * 36) < 108  # a socket path
 
 
 def test_sweeping_removes_the_dirs_of_replicas_gone_and_only_those(tmp_path) -> None:
-    gone = vllm_cpu.rpc_dir(_exited_pid(), tmp_path)  # a PID no process has any more
-    live = vllm_cpu.rpc_dir(os.getpid(), tmp_path)
-    other = tmp_path / "inflight-vllm-rpc-notapid"
+    gone = vllm_cpu.tmp_dir(_exited_pid(), tmp_path)  # a PID no process has any more
+    live = vllm_cpu.tmp_dir(os.getpid(), tmp_path)
+    other = tmp_path / "inflight-vllm-notapid"
     for path in (gone, live, other):
         path.mkdir()
         (path / "0c1f-socket").write_text("")  # stands in for a socket file vLLM left
-    assert vllm_cpu.sweep_rpc_dirs(tmp_path) == [gone]
+    assert vllm_cpu.sweep_tmp_dirs(tmp_path) == [gone]
     assert not gone.exists() and live.exists() and other.exists()
-    assert vllm_cpu.sweep_rpc_dirs(tmp_path) == []
+    assert vllm_cpu.sweep_tmp_dirs(tmp_path) == []
 
 
 def _exited_pid() -> int:

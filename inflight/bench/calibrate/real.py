@@ -64,10 +64,10 @@ def start_engine(
 
 
 def stop_engine(proc: ManagedProcess) -> None:
-    """Stop the engine's process group and remove its IPC socket dir
-    (:func:`inflight.engines.vllm_cpu.sweep_rpc_dirs`)."""
+    """Stop the engine's process group and remove its temp dir
+    (:func:`inflight.engines.vllm_cpu.sweep_tmp_dirs`)."""
     proc.stop()
-    vllm_cpu.sweep_rpc_dirs()
+    vllm_cpu.sweep_tmp_dirs()
 
 
 def _healthy(url: str) -> bool:
