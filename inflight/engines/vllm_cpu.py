@@ -434,7 +434,8 @@ def sweep_tmp_dirs(tmp: Path | None = None) -> list[Path]:
         if not pid.isdigit() or not path.is_dir() or _running(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
+        if not path.exists():  # another user's stays theirs
+            removed.append(path)
     return removed
 
 
