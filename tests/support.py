@@ -198,6 +198,17 @@ def engine_leftovers(folder: Path) -> set[str]:
     return {p.name for p in folder.iterdir() if p.is_socket() or p.name.startswith("vllm_dist_")}
 
 
+def assert_engines_left_nothing(folder: Path, before: set[str]) -> None:
+    """Nothing of a stopped vLLM engine's is left: no new :func:`engine_leftovers` in
+    ``folder`` since ``before``, and no stopped replica's own temp dir
+    (``inflight.engines.vllm_cpu.sweep_tmp_dirs`` finds none to remove)."""
+    from inflight.engines import vllm_cpu
+
+    left = engine_leftovers(folder) - before
+    assert not left, f"left in {folder}: {sorted(left)}"
+    assert vllm_cpu.sweep_tmp_dirs() == [], "a stopped replica's temp dir was left"
+
+
 def http_text(url: str) -> str:
     """A GET's body as text."""
     with urllib.request.urlopen(url, timeout=5) as resp:

@@ -19,7 +19,7 @@ import pytest
 
 from inflight.emulator.profile import Profile
 from inflight.engines import vllm_cpu
-from tests.support import INFLIGHT, engine_leftovers
+from tests.support import INFLIGHT, assert_engines_left_nothing, engine_leftovers
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = Path(os.environ.get("VLLM_CPU_HOME", ROOT / vllm_cpu.DEFAULT_HOME)).resolve()
@@ -37,7 +37,7 @@ def test_calibrate_emulator_short(tmp_path: Path) -> None:
         pytest.fail(str(exc))  # make test sets it up (scripts/test.sh); pytest alone does not
     out = tmp_path / "calibration"
     temp_dir = Path(tempfile.gettempdir())
-    sockets_before = engine_leftovers(temp_dir)
+    before = engine_leftovers(temp_dir)
     argv = [
         *INFLIGHT, "bench", "calibrate-emulator", "--engine", "vllm-cpu",
         "--engine-home", str(HOME), "--engine-model", MODEL, "--out-dir", str(out),
@@ -59,5 +59,4 @@ def test_calibrate_emulator_short(tmp_path: Path) -> None:
     assert (out / "calibration.md").read_text().startswith("# Emulator calibration")
     assert "calibrate-emulator" in done.stdout
     # The engine's temp files went with it (docs/vllm-cpu.md).
-    assert engine_leftovers(temp_dir) == sockets_before
-    assert vllm_cpu.sweep_tmp_dirs() == []
+    assert_engines_left_nothing(temp_dir, before)

@@ -38,7 +38,13 @@ from inflight import kv_blocks, names
 from inflight.emulator.metrics import FINISHED_REASONS, cache_config_info
 from inflight.engines import vllm_cpu
 from inflight.statedir import StackInfo, read_stack
-from tests.support import INFLIGHT, ProcessTracker, engine_leftovers, wait_for
+from tests.support import (
+    INFLIGHT,
+    ProcessTracker,
+    assert_engines_left_nothing,
+    engine_leftovers,
+    wait_for,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where make vllm-cpu set the engine up (scripts/vllm_cpu.sh's VLLM_CPU_HOME).
@@ -79,7 +85,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     except vllm_cpu.EngineNotReady as exc:
         pytest.fail(str(exc))  # make test sets it up (scripts/test.sh); pytest alone does not
     tmp = tmp_path_factory.mktemp("real-engine")
-    sockets_before = engine_leftovers(TEMP_DIR)
+    before = engine_leftovers(TEMP_DIR)
     tracker = ProcessTracker(tmp / "logs")
     state = tmp / "state"
     argv = [
@@ -113,9 +119,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         assert not survivors, f"still alive after inflight up stopped: {survivors}"
         # vLLM's temp files (IPC sockets, its file store) went in the replica's own temp
         # dir, and that went with the replica: nothing left in the temp dir.
-        left = engine_leftovers(TEMP_DIR) - sockets_before
-        assert not left, f"left in {TEMP_DIR}: {sorted(left)}"
-        assert vllm_cpu.sweep_tmp_dirs() == [], "a stopped replica's temp dir was left"
+        assert_engines_left_nothing(TEMP_DIR, before)
 
 
 # --- reading vLLM's /metrics -----------------------------------------------------------------

@@ -13,22 +13,21 @@ import pytest
 from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
 from inflight.control.policy import Sample, decide, floor_hold
-from tests.unit.floor_cases import SPEC
-from tests.unit.floor_cases import blips as bursts
+from tests.unit.floor_cases import SPEC, blips
 
-# ``bursts``: each of the two reads 12 over the scale-up window, so the floor is 0.6 x 12 =
+# ``blips``: each of the two reads 12 over the scale-up window, so the floor is 0.6 x 12 =
 # 7.2 (7.2 of 2 replicas' 8).
 
 
 def test_without_tolerance_the_floor_lets_the_third_replica_go() -> None:
-    decision = decide(bursts(), SPEC, 600.0, ready_replicas=3)
+    decision = decide(blips(), SPEC, 600.0, ready_replicas=3)
     assert decision.value == pytest.approx(7.2)
     assert decision.desired_replicas == 2
 
 
 def test_a_tolerance_keeps_a_ready_replica_the_floor_nearly_fills() -> None:
     """Tolerance 0.2: 7.2 ÷ 0.8 = 9 > 8, so 3 ready replicas stay; the reason says why."""
-    decision = decide(bursts(), replace(SPEC, floor_tolerance=0.2), 600.0, ready_replicas=3)
+    decision = decide(blips(), replace(SPEC, floor_tolerance=0.2), 600.0, ready_replicas=3)
     assert decision.value == pytest.approx(9.0)
     assert decision.desired_replicas == 3
     assert decision.reason.startswith("floor: ")
@@ -37,21 +36,21 @@ def test_a_tolerance_keeps_a_ready_replica_the_floor_nearly_fills() -> None:
 
 def test_a_tolerance_asks_for_no_replica_the_floor_does_not() -> None:
     """On 2 ready the same floor holds their capacity, 8: still 2, no scale-up."""
-    decision = decide(bursts(), replace(SPEC, floor_tolerance=0.2), 600.0, ready_replicas=2)
+    decision = decide(blips(), replace(SPEC, floor_tolerance=0.2), 600.0, ready_replicas=2)
     assert decision.value == pytest.approx(8.0)
     assert decision.desired_replicas == 2
 
 
 def test_a_floor_with_room_to_spare_still_lets_go() -> None:
     """Tolerance 0.05: 7.2 ÷ 0.95 = 7.58 fits in 2 replicas with 5 % to spare: 3 → 2."""
-    decision = decide(bursts(), replace(SPEC, floor_tolerance=0.05), 600.0, ready_replicas=3)
+    decision = decide(blips(), replace(SPEC, floor_tolerance=0.05), 600.0, ready_replicas=3)
     assert decision.value == pytest.approx(7.2 / 0.95, abs=1e-3)
     assert decision.desired_replicas == 2
 
 
 def test_once_the_peaks_leave_the_window_the_tolerance_holds_nothing() -> None:
     """At 1,400 s both peaks are over 900 s old: the floor is 0 and so is its hold."""
-    samples = [*bursts(), *(Sample(600.0 + 5.0 * i, 2.0) for i in range(1, 161))]
+    samples = [*blips(), *(Sample(600.0 + 5.0 * i, 2.0) for i in range(1, 161))]
     decision = decide(samples, replace(SPEC, floor_tolerance=0.2), 1400.0, ready_replicas=3)
     assert decision.value == pytest.approx(2.0)
     assert decision.desired_replicas == 1
