@@ -149,8 +149,9 @@ def build() -> dash_b.Dashboard:
             p.state_timeline(
                 8,
                 "Binding capacity dimension",
-                "Which capacity dimension sets the value at the scaler's latest decision: "
-                "requests (L on slotsPerReplica × replicas) or kv_tokens (the L that would "
+                "Which capacity dimension binds over the scale-up window of the scaler's "
+                "latest decision (the span whose mean a scale-up decides on): requests (L on "
+                "slotsPerReplica × replicas) or kv_tokens (the L that would "
                 "fill the replicas' KV caches: L × a running request's share of a cache × "
                 "slots, docs/capacity.md). kv_tokens binds when long requests fill the cache "
                 "before the slots; with trigger metadata capacity: requests it never does.",
@@ -181,7 +182,8 @@ def build() -> dash_b.Dashboard:
             p.timeseries(
                 10,
                 "L in each capacity dimension",
-                "The scaler's L in each dimension at its latest decision: requests (L, "
+                "The scaler's mean L in each dimension over the scale-up window of its "
+                "latest decision: requests (L, "
                 "requests in flight) and kv_tokens (the KV-equivalent L: the router's token "
                 "demand ÷ a replica's KV tokens × slotsPerReplica where the router admits on "
                 "tokens, else L × a running request's share of a cache × slots, "

@@ -132,12 +132,14 @@ def qps_desired_expr(sel: str) -> str:
 
 def capacity_binding_expr(sel: str) -> str:
     """1 for the capacity dimension (requests, kv_tokens) that binds the scaler's saturation
-    at its latest decision, 0 for the others, per trigger (``metric_name``)."""
+    over its latest decision's scale-up window, 0 for the others, per trigger
+    (``metric_name``)."""
     return f"max by (metric_name, dimension) ({n.SCALER_CAPACITY_BINDING}{{{sel}}})"
 
 
 def dimension_inflight_expr(sel: str) -> str:
-    """L in each capacity dimension at the scaler's latest decision, per trigger
+    """Mean L in each capacity dimension over the scale-up window of the scaler's latest
+    decision, per trigger
     (``metric_name``): requests, L; kv_tokens, the L that would fill the KV caches. A
     dimension the scaler did not measure has no series (``capacity: requests``, no KV
     series)."""

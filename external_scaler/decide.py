@@ -6,9 +6,9 @@ decides exactly as the scaler does: the window of L, vLLM's KV series and the ro
 token demand (``Observed.kv``) become the window the policy sees (the maximum over
 request slots and KV tokens, ``inflight.control.capacity.effective_window``;
 docs/capacity.md), the policy decides on it at the source's aligned end, and the
-decision's reason names the dimension that binds; each measured dimension's L at the
-latest step comes with it (``Decided.inflight``, the scaler's
-``inflight_scaler_dimension_inflight``).
+decision's reason names the dimension that binds over the policy's scale-up window (the
+span whose mean a scale-up decides on); each measured dimension's mean L over that span
+comes with it (``Decided.inflight``, the scaler's ``inflight_scaler_dimension_inflight``).
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from inflight.control.policy import Decision, evaluate
 @dataclass(frozen=True)
 class Decided:
     """The policy's decision (its reason ends with the capacity note), the dimension
-    that binds at the latest step (``requests`` or ``kv_tokens``), and L in each dimension
-    measured there (``inflight``: ``requests`` → L, ``kv_tokens`` → the KV-equivalent L;
-    a dimension not measured, ``capacity: requests`` or no KV series, has no entry)."""
+    that binds over the scale-up window (``requests`` or ``kv_tokens``), and the mean L in
+    each dimension measured there (``inflight``: ``requests`` → L, ``kv_tokens`` → the
+    KV-equivalent L; a dimension not measured, ``capacity: requests``, no KV series or
+    nothing running, has no entry)."""
 
     decision: Decision
     dimension: Dimension
@@ -51,12 +52,16 @@ def decide(spec: ScalerSpec, observed: Observed) -> Decided:
     reason's note says which (``from router demand`` / ``from vLLM usage``).
     """
     capacity = effective_window(
-        observed.window, observed.kv, spec.capacity, spec.policy.slots_per_replica
+        observed.window,
+        observed.kv,
+        spec.capacity,
+        spec.policy.slots_per_replica,
+        spec.policy.scale_up_window_s,
     )
     decision = evaluate(capacity.window, spec.policy, observed.end_s)
     inflight: dict[Dimension, float] = {}
-    if observed.window.inflight:
-        inflight[DIMENSION_REQUESTS] = observed.window.inflight[-1].value
+    if capacity.inflight is not None:
+        inflight[DIMENSION_REQUESTS] = capacity.inflight
     if capacity.kv_inflight is not None:
         inflight[DIMENSION_KV] = capacity.kv_inflight
     return Decided(

@@ -98,16 +98,17 @@ class ScalerMetrics:
             self.errors.labels(kind)
         self.capacity_binding = Gauge(
             names.SCALER_CAPACITY_BINDING,
-            "1 for the capacity dimension (requests, kv_tokens) that binds saturation at the "
-            "latest step, 0 for the others",
+            "1 for the capacity dimension (requests, kv_tokens) that binds saturation over "
+            "the scale-up window, 0 for the others",
             ["metric_name", "dimension"],
             registry=registry,
         )
         self.dimension_inflight = Gauge(
             names.SCALER_DIMENSION_INFLIGHT,
-            "L in each capacity dimension at the latest step: requests, L itself; kv_tokens, "
-            "the L that fills the KV caches (the router's token demand, else vLLM's usage); "
-            "no series for a dimension not measured",
+            "Mean L in each capacity dimension over the scale-up window: requests, L "
+            "itself; kv_tokens, the L that fills the KV caches (the router's token demand, "
+            "else vLLM's usage; the steps where it was measured); no series for a dimension "
+            "not measured",
             ["metric_name", "dimension"],
             registry=registry,
         )

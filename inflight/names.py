@@ -83,11 +83,11 @@ SCALER_DECISIONS: Final = "inflight_scaler_decisions_total"  # counter{metric_na
 SCALER_QUERY_DURATION: Final = "inflight_scaler_query_duration_seconds"  # histogram
 SCALER_ERRORS: Final = "inflight_scaler_errors_total"  # counter{kind}
 SCALER_GRPC_REQUESTS: Final = "inflight_scaler_grpc_requests_total"  # counter{method,code}
-# gauge{metric_name,dimension}: 1 for the capacity dimension that binds at the latest step
-# (requests, kv_tokens: inflight.control.capacity), 0 for the others
+# gauge{metric_name,dimension}: 1 for the capacity dimension that binds over the scale-up
+# window (requests, kv_tokens: inflight.control.capacity), 0 for the others
 SCALER_CAPACITY_BINDING: Final = "inflight_scaler_capacity_binding"
-# gauge{metric_name,dimension}: L in each capacity dimension at the latest step (requests:
-# L; kv_tokens: the KV-equivalent L); a dimension not measured has no series
+# gauge{metric_name,dimension}: mean L in each capacity dimension over the scale-up window
+# (requests: L; kv_tokens: the KV-equivalent L); a dimension not measured has no series
 SCALER_DIMENSION_INFLIGHT: Final = "inflight_scaler_dimension_inflight"
 # gauge{metric_name}: 1 while the latest decision held a scale-up that could not arrive in
 # time (startupSeconds: inflight.control.policy.late_scale_up), 0 otherwise; a hold changes

@@ -96,12 +96,14 @@ class KvWindow:
 
 @dataclass(frozen=True)
 class Capacity:
-    """The window the policy decides on, and which dimension binds at its latest step.
+    """The window the policy decides on, and which dimension binds over its latest span.
 
     ``window``: ``window`` with each L replaced by ``max(L, L_kv)``; ``dimension``: the one
-    that binds at the latest step of L (``requests`` on a tie); ``kv_inflight``: ``L_kv``
-    there (None when the KV dimension said nothing); ``note``: one line for the reason;
-    ``kv_source``: where ``kv_inflight`` came from (None when it said nothing).
+    that binds over the span (the policy's scale-up window, :func:`effective_window`;
+    ``requests`` on a tie); ``kv_inflight``: the mean ``L_kv`` over the span's steps where
+    the KV dimension was measured (None where it said nothing at any); ``inflight``: the
+    mean L over the span (None: not read, ``requests`` mode or no KV series); ``note``: one
+    line for the reason; ``kv_source``: where the latest measured ``L_kv`` came from.
     """
 
     window: Window
@@ -109,6 +111,7 @@ class Capacity:
     kv_inflight: float | None
     note: str
     kv_source: KvSource | None = None
+    inflight: float | None = None
 
 
 def kv_inflight(
@@ -165,7 +168,11 @@ def token_capacity(labels: Mapping[str, str]) -> int | None:
 
 
 def effective_window(
-    window: Window, kv: KvWindow, mode: CapacityMode, slots_per_replica: int
+    window: Window,
+    kv: KvWindow,
+    mode: CapacityMode,
+    slots_per_replica: int,
+    span_s: float = float(names.DEFAULT_SCALE_UP_WINDOW_S),
 ) -> Capacity:
     """``window`` with L at each step replaced by the maximum over the dimensions.
 
@@ -174,9 +181,26 @@ def effective_window(
     it is, and the note says why the KV dimension is absent. Otherwise each sample of L is
     paired with the KV samples of the same step: the router's token demand where it has a
     known capacity there, else vLLM's usage ÷ running; a step without either keeps L.
+
+    Which dimension binds is read over the last ``span_s`` of the window (the policy's
+    scale-up window, whose mean a scale-up decides on; the latest step at least):
+    ``kv_tokens`` when, over the span's steps where the KV dimension was measured, the
+    mean ``L_kv`` is above the mean L. One step would flicker with the phase of vLLM's
+    scrapes (a scrape between admissions, a failed one) while the value, a mean, stays
+    where the KV dimension put it. ``Capacity.kv_inflight`` is that mean ``L_kv`` and
+    ``Capacity.inflight`` the mean L over the whole span.
     """
+    span_from = window.inflight[-1].t_s - span_s if window.inflight else 0.0
+    span = [s for s in window.inflight if s.t_s > span_from] or list(window.inflight[-1:])
+    mean_l = round(math.fsum(s.value for s in span) / len(span), _DECIMALS) if span else None
     if mode == "requests":
-        return Capacity(window, DIMENSION_REQUESTS, None, "capacity: requests only (metadata)")
+        return Capacity(
+            window,
+            DIMENSION_REQUESTS,
+            None,
+            "capacity: requests only (metadata)",
+            inflight=mean_l,
+        )
     if not kv.seen:
         return Capacity(
             window,
@@ -185,6 +209,7 @@ def effective_window(
             "capacity: requests (no KV series from vLLM in the window: "
             f"{names.VLLM_KV_CACHE_USAGE}, {names.VLLM_RUNNING}; no token demand from the "
             f"router: {names.ROUTER_ENDPOINT_KV_TOKENS} > 0)",
+            inflight=mean_l,
         )
     usage = _by_step(kv.usage)
     running = _by_step(kv.running)
@@ -192,9 +217,10 @@ def effective_window(
     r_queued = _by_step(kv.router_queued_tokens)
     r_capacity = _by_step(kv.router_capacity_tokens)
     out: list[Sample] = []
-    last_kv: float | None = None
+    span_kv: list[float] = []
+    span_l: list[float] = []  # L at the same steps
     last_source: KvSource | None = None
-    last_key = 0
+    last_key: int | None = None
     for sample in window.inflight:
         key = _step(sample.t_s)
         l_kv: float | None = None
@@ -208,25 +234,33 @@ def effective_window(
             l_kv = kv_inflight(sample.value, usage[key], running[key], slots_per_replica)
             source = SOURCE_VLLM if l_kv is not None else None
         out.append(replace(sample, value=max(sample.value, l_kv)) if l_kv is not None else sample)
-        last_kv, last_source, last_key = l_kv, source, key
-    latest_l = window.inflight[-1].value if window.inflight else 0.0
+        if l_kv is not None and (sample.t_s > span_from or sample is window.inflight[-1]):
+            span_kv.append(l_kv)
+            span_l.append(sample.value)
+            last_source, last_key = source, key
+    mean_kv = round(math.fsum(span_kv) / len(span_kv), _DECIMALS) if span_kv else None
     binds: Dimension = (
-        DIMENSION_KV if last_kv is not None and last_kv > latest_l else DIMENSION_REQUESTS
+        DIMENSION_KV if span_kv and math.fsum(span_kv) > math.fsum(span_l) else DIMENSION_REQUESTS
     )
-    at = _At(
-        usage.get(last_key),
-        running.get(last_key),
-        _by_step(kv.waiting_capacity).get(last_key, 0.0),
-        r_inflight.get(last_key),
-        r_queued.get(last_key, 0.0),
-        r_capacity.get(last_key),
+    at = (
+        _At(
+            usage.get(last_key),
+            running.get(last_key),
+            _by_step(kv.waiting_capacity).get(last_key, 0.0),
+            r_inflight.get(last_key),
+            r_queued.get(last_key, 0.0),
+            r_capacity.get(last_key),
+        )
+        if last_key is not None
+        else None
     )
     return Capacity(
         replace(window, inflight=tuple(out)),
         binds,
-        last_kv,
-        _note(binds, latest_l, last_kv, last_source, at, kv),
+        mean_kv,
+        _note(binds, span_l, mean_kv, last_source, at, kv, span_s),
         last_source,
+        mean_l,
     )
 
 
@@ -244,15 +278,23 @@ class _At:
 
 def _note(
     binds: Dimension,
-    l_now: float,
+    span_l: Sequence[float],
     l_kv: float | None,
     source: KvSource | None,
-    at: _At,
+    at: _At | None,
     kv: KvWindow,
+    span_s: float,
 ) -> str:
-    if l_kv is None:
-        return "capacity: requests (nothing running in vLLM at the latest step: no KV share)"
-    head = f"capacity: {binds} binds (L {l_now:g}, KV-equivalent L {l_kv:g} from {source}: "
+    if l_kv is None or at is None:
+        return (
+            f"capacity: requests (nothing running in vLLM over the last {span_s:g} s: no KV share)"
+        )
+    steps = f"{len(span_l)} step{'s' if len(span_l) != 1 else ''}"
+    head = (
+        f"capacity: {binds} binds (mean over the last {span_s:g} s, {steps} with KV "
+        f"measured: L {round(math.fsum(span_l) / len(span_l), _DECIMALS):g}, "
+        f"KV-equivalent L {l_kv:g}; latest from {source}: "
+    )
     if source == SOURCE_ROUTER:
         return head + (
             f"{at.router_inflight or 0.0:,.0f} tokens in flight + {at.router_queued:,.0f} held "

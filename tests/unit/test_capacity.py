@@ -4,6 +4,7 @@ slots and KV tokens, stepped through the cases of docs/capacity.md with the real
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import pytest
 
@@ -104,6 +105,76 @@ def test_a_step_without_kv_samples_keeps_l() -> None:
     values = [s.value for s in cap.window.inflight]
     assert values[0] == 4 and values[-1] == pytest.approx(6.153846)
     assert cap.dimension == DIMENSION_KV
+
+
+def kv_steps(points: Mapping[float, tuple[float, float]]) -> KvWindow:
+    """vLLM's series at the given steps only: {t: (usage, running)}."""
+    return KvWindow(
+        usage=tuple(Sample(t, u) for t, (u, _) in points.items()),
+        running=tuple(Sample(t, r) for t, (_, r) in points.items()),
+        tokens_per_replica=5120,
+    )
+
+
+def test_the_binding_is_read_over_the_scale_up_window_not_its_latest_step() -> None:
+    """The KV-bound case, but vLLM's scrapes of the last 4 steps read nothing running (a
+    scrape between admissions, or a failed one: stale): the latest step has no KV share.
+    The value is where the KV dimension put it (above L's 4: 2 replicas), so the binding
+    says kv_tokens, its L_kv the mean of the 6 measured steps. Read at the latest step it
+    said requests while asking for a second replica (the flake of issue 23's live check)."""
+    points = {t: ((30 / 39, 2) if t <= NOW - 4 else (0.0, 0)) for t in STEPS}
+    cap = effective_window(window(4), kv_steps(points), "auto", SLOTS, span_s=10)
+    decided = evaluate(cap.window, SPEC, NOW)
+    assert decided.value > SLOTS and decided.desired_replicas == 2
+    assert cap.dimension == DIMENSION_KV
+    assert cap.kv_inflight == pytest.approx(6.153846) and cap.inflight == 4
+    assert "6 steps with KV measured: L 4, KV-equivalent L 6.15385" in cap.note
+
+
+def test_a_latest_step_below_l_does_not_flip_the_binding() -> None:
+    """The last 3 steps measured low (two just admitted, their prefill's blocks not all
+    allocated: 6 of 39 blocks for 2 running → L_kv 1.23 < L): the span's mean L_kv (4.68)
+    is still above L (4): kv_tokens binds, as the value (4.68 → 2 replicas) says."""
+    points = {t: ((30 / 39, 2) if t <= NOW - 3 else (6 / 39, 2)) for t in STEPS}
+    cap = effective_window(window(4), kv_steps(points), "auto", SLOTS, span_s=10)
+    assert cap.dimension == DIMENSION_KV
+    assert cap.kv_inflight == pytest.approx((7 * 6.153846 + 3 * 1.230769) / 10, abs=1e-5)
+    assert evaluate(cap.window, SPEC, NOW).desired_replicas == 2
+
+
+def test_the_kv_dimension_binds_only_where_it_was_measured_higher() -> None:
+    """Idle (L 0, nothing running: not measured) but for the last 2 steps, where L is 4 and
+    L_kv 1.23 (short requests): the mean L over the span (0.8) is below L_kv's mean, but
+    on the steps where both were measured L is higher: requests binds, and the value is L's."""
+    w = Window(
+        inflight=tuple(Sample(t, 4.0 if t > NOW - 2 else 0.0) for t in STEPS),
+        ready_replicas=const(1),
+    )
+    points = {t: ((6 / 39, 2) if t > NOW - 2 else (0.0, 0)) for t in STEPS}
+    cap = effective_window(w, kv_steps(points), "auto", SLOTS, span_s=10)
+    assert cap.dimension == DIMENSION_REQUESTS and cap.window == w
+    assert cap.inflight == pytest.approx(0.8) and cap.kv_inflight == pytest.approx(1.230769)
+
+
+def test_kv_that_bound_before_the_span_does_not_bind_now() -> None:
+    """KV-bound until 20 s ago, short requests since (L_kv 1.23 < L 4): over the 10 s
+    span requests binds; over a 60 s span (40 steps of 6.15, 20 of 1.23: 4.51) KV does.
+    (The value may still be held up by the scale-down window: the binding names the
+    dimension of the demand the scale-up window reads.)"""
+    points = {t: ((30 / 39, 2) if t <= NOW - 20 else (6 / 39, 2)) for t in STEPS}
+    recent = effective_window(window(4), kv_steps(points), "auto", SLOTS, span_s=10)
+    assert recent.dimension == DIMENSION_REQUESTS
+    longer = effective_window(window(4), kv_steps(points), "auto", SLOTS, span_s=60)
+    assert longer.dimension == DIMENSION_KV
+
+
+def test_the_span_mean_of_l_is_reported_in_every_mode() -> None:
+    """``Capacity.inflight``: the mean L over the span, the scaler's requests gauge, with or
+    without the KV dimension; a span shorter than a step reads the latest step."""
+    w = Window(inflight=tuple(Sample(t, float(t - 1000)) for t in STEPS))
+    assert effective_window(w, KvWindow(), "requests", SLOTS, span_s=4).inflight == 68.5
+    assert effective_window(w, KvWindow(), "auto", SLOTS, span_s=4).inflight == 68.5
+    assert effective_window(w, KvWindow(), "auto", SLOTS, span_s=0.5).inflight == 70
 
 
 @pytest.mark.parametrize(

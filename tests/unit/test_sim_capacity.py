@@ -68,7 +68,11 @@ def test_the_range_query_gets_the_kv_series_only_under_capacity_auto() -> None:
     # (the steps before it, the idle warm-up, read 0 in both).
     decision = auto.decide()
     assert auto.bindings[-1] == "kv_tokens"
-    assert "kv_tokens binds (L 4, KV-equivalent L 6.15385" in decision.reason
+    # (over the scale-up window only the latest step has KV to say: vLLM runs nothing before)
+    assert "kv_tokens binds (mean over the last 10 s, 1 step with KV measured: L 4, " in (
+        decision.reason
+    )
+    assert "KV-equivalent L 6.15385; latest from vLLM usage" in decision.reason
     assert "5,120-token" in decision.reason
     slots = SimScaler(
         {**meta, "policy": "saturation", "capacity": "requests"}, sim.scrapes, lambda: 0.0
@@ -202,8 +206,12 @@ def test_with_token_admission_the_scaler_reads_the_routers_demand() -> None:
     assert kv.router_seen and kv.router_capacity_tokens[-1].value == 4992
     decision = scaler.decide()
     assert scaler.bindings[-1] == "kv_tokens"
-    # at the latest step (the idle warm-up before it reads 0, as in the case above)
-    assert f"KV-equivalent L {8096 / 4992 * 4:g} from router demand" in decision.reason
+    # the router measures its demand at every step (0 tokens in the idle warm-up): over
+    # the 10 steps of the scale-up window, the latest one's 6.49 against L 4
+    assert "10 steps with KV measured: L 0.4, " in decision.reason
+    assert f"KV-equivalent L {8096 / 4992 * 4 / 10:g}; latest from router demand" in (
+        decision.reason
+    )
     assert "4,096 tokens in flight + 4,000 held" in decision.reason
     # the same run without admission: nothing held, vLLM's estimate, as before
     plain = _four_long_at_once()
