@@ -233,7 +233,7 @@ def effective_window(
         if l_kv is None and key in usage and key in running:
             l_kv = kv_inflight(sample.value, usage[key], running[key], slots_per_replica)
             source = SOURCE_VLLM if l_kv is not None else None
-        out.append(replace(sample, value=max(sample.value, l_kv)) if l_kv is not None else sample)
+        out.append(Sample(sample.t_s, max(sample.value, l_kv)) if l_kv is not None else sample)
         if l_kv is not None and (sample.t_s > span_from or sample is window.inflight[-1]):
             span_kv.append(l_kv)
             span_l.append(sample.value)
