@@ -364,9 +364,22 @@ def test_a_cancelled_stream_leaves_nothing_running(stack: Stack) -> None:
 
 
 def test_the_routers_l_is_vllms_running_and_waiting_plus_what_it_holds(stack: Stack) -> None:
+    # Once failed on a busy machine with nothing kept of what the polls saw: a poll that
+    # finds L down from 6 (the first four done) fails at once and shows every sample.
+    seen: list[Sample] = []
+
     def agrees() -> Sample | None:
         now = sample(stack)
-        if now is None or now.inflight != 6:
+        if now is None:
+            return None
+        seen.append(now)
+        if now.inflight < 6 and any(s.inflight == 6 for s in seen):
+            shown = Counter((s.inflight, s.held, s.running, s.waiting) for s in seen)
+            raise AssertionError(
+                "the first requests finished before a poll saw L = running + waiting + held "
+                f"at L = 6; (L, held, running, waiting) seen: {dict(shown)}"
+            )
+        if now.inflight != 6:
             return None
         return now if now.inflight == now.running + now.waiting + now.held else None
 
