@@ -158,6 +158,26 @@ def _peaks(ordered: Sequence[Sample], level: float) -> list[Peak]:
     return found
 
 
+def _first_of_low_runs(ordered: Sequence[Sample], low: float) -> list[Sample]:
+    """``ordered`` with each run of consecutive samples at or below ``low`` cut to its
+    first: :func:`_peaks` at a level whose half is ``low`` or more finds the same peaks
+    (the first sample of such a run ends a peak, the rest change nothing), in less time
+    where L is mostly low between bursts.
+
+    >>> [s.value for s in _first_of_low_runs([Sample(t, v) for t, v in
+    ...  enumerate([0, 1, 0, 5, 9, 2, 0, 0, 6])], 2)]
+    [0, 5, 9, 2, 6]
+    """
+    out: list[Sample] = []
+    was_low = False
+    for sample in ordered:
+        is_low = sample.value <= low
+        if not (is_low and was_low):
+            out.append(sample)
+        was_low = is_low
+    return out
+
+
 @dataclass(frozen=True)
 class Recurrence:
     """The latest bursts of L, oldest first, one every ``period_s`` (the median gap between
@@ -211,9 +231,12 @@ def recurrence(
     if len(values) > RECURRENCE_LEVELS:
         step = (len(values) - 1) / (RECURRENCE_LEVELS - 1)
         values = [values[round(i * step)] for i in range(RECURRENCE_LEVELS)]
+    # Every level's peaks read L against half the level or more: a run of samples at or
+    # below half the lowest level reads the same as its first sample at every level.
+    compact = _first_of_low_runs(ordered, FLOOR_RECURRENCE_DIP * values[-1]) if values else []
     best: Recurrence | None = None
     for level in values:
-        last = _peaks(ordered, level)[-bursts:]
+        last = _peaks(compact, level)[-bursts:]
         if len(last) < bursts:
             continue
         gaps = [b.onset_s - a.onset_s for a, b in pairwise(last)]

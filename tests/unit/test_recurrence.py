@@ -9,6 +9,7 @@ window, the floor's 900 s window at 0.6 (the default recurrent floor).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -18,8 +19,11 @@ from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
 from inflight.control.policy import PolicySpec, Sample, decide, default_anticipate_s
 from inflight.control.recurrence import (
+    FLOOR_RECURRENCE_DIP,
     Peak,
     Recurrence,
+    _first_of_low_runs,
+    _peaks,
     anticipating,
     peaks,
     recurrence,
@@ -192,3 +196,22 @@ def test_left_out_anticipate_seconds_follows_a_longer_start_up() -> None:
     short = values(replace(start_up, anticipate_s=130.0), samples, range(1000, 1480, 10))
     assert all(short[t] == pytest.approx(9.6) for t in range(1120, 1170, 10))
     assert short[1170] == 16.0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cutting_low_runs_finds_the_same_peaks_at_every_level_above_them(seed: int) -> None:
+    """``recurrence`` reads each level's peaks on L with every run of samples at or below
+    half its lowest level cut to the run's first (``_first_of_low_runs``): at any level whose
+    half is that or more the peaks, their onsets, ends and heights, are the same as on the
+    whole of L. Seeded series of quiet stretches and bursts of random heights."""
+    rng = random.Random(seed)
+    values: list[float] = []
+    while len(values) < 600:
+        values += [float(rng.choice([0, 0, 1, 2])) for _ in range(rng.randint(1, 40))]
+        values += [float(rng.randint(0, 30)) for _ in range(rng.randint(1, 15))]
+    ordered = [Sample(float(t), v) for t, v in enumerate(values)]
+    for lowest in (2.0, 4.0, 7.5):
+        compact = _first_of_low_runs(ordered, FLOOR_RECURRENCE_DIP * lowest)
+        assert len(compact) < len(ordered)
+        for level in (lowest, lowest + 1, 2 * lowest, 20.0):
+            assert _peaks(compact, level) == _peaks(ordered, level), (lowest, level)
