@@ -222,7 +222,7 @@ def effective_window(
     last_source: KvSource | None = None
     last_key: int | None = None
     for sample in window.inflight:
-        key = _step(sample.t_s)
+        key = round(sample.t_s / _SAME_STEP_S)  # _step, inlined: once per step of L
         l_kv: float | None = None
         source: KvSource | None = None
         if key in r_inflight and key in r_capacity:
@@ -246,7 +246,7 @@ def effective_window(
         _At(
             usage.get(last_key),
             running.get(last_key),
-            _by_step(kv.waiting_capacity).get(last_key, 0.0),
+            _at_step(kv.waiting_capacity, last_key, 0.0),
             r_inflight.get(last_key),
             r_queued.get(last_key, 0.0),
             r_capacity.get(last_key),
@@ -312,4 +312,15 @@ def _step(t_s: float) -> int:
 
 
 def _by_step(samples: Sequence[Sample]) -> dict[int, float]:
-    return {_step(s.t_s): s.value for s in samples if math.isfinite(s.value)}
+    """Finite values by :func:`_step` (inlined: this runs over every step of each series)."""
+    finite = math.isfinite
+    return {round(s.t_s / _SAME_STEP_S): s.value for s in samples if finite(s.value)}
+
+
+def _at_step(samples: Sequence[Sample], key: int, default: float) -> float:
+    """``_by_step(samples).get(key, default)`` without the dict: the latest finite value at
+    step ``key``."""
+    for s in reversed(samples):
+        if _step(s.t_s) == key and math.isfinite(s.value):
+            return s.value
+    return default
