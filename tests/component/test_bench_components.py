@@ -38,6 +38,9 @@ def test_scaler_bench_times_getmetrics_cached_and_not(tmp_path: Path) -> None:
     assert doc["uncached"]["calls"] == 100 and doc["uncached"]["cache_ttl_s"] == 0.0
     assert doc["cached"]["calls"] == 100 and doc["cached"]["cache_ttl_s"] == 1.0
     assert "target p99 <= 20 ms uncached:" in done.stdout
+    # The backfilled history (promtool): the range query answers the whole window of L, as
+    # a deployed scaler's does, not the seconds a fresh Prometheus holds.
+    assert doc["history_s"] == 1900 and doc["steps_of_l"] >= 1800, doc
 
 
 def test_upstream_client_bench_runs_both_clients() -> None:

@@ -173,6 +173,11 @@ def _scaler(sub: Any) -> None:
     p.add_argument("--calls", type=at_least(100), default=1000,
                    help="measured calls per mode (>= 100, for a p99)")  # fmt: skip
     p.add_argument("--warmup", type=at_least(0), default=50, help="unmeasured calls first")
+    p.add_argument("--history-s", type=at_least(0), default=1900,
+                   help="seconds of one-second history of every series the default trigger "
+                   "reads, backfilled into Prometheus before it starts (promtool), so the "
+                   "range query answers a full window as in a deployment; 0: a fresh "
+                   "Prometheus (seconds of data, the figures before 2026-12-03)")  # fmt: skip
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     p.set_defaults(func=_bench_scaler)
 
