@@ -155,8 +155,31 @@ class PrometheusSource:
 
     async def _fetch(self, query: RangeQuery, now_s: float, timeout_s: float) -> Observed:
         start_s, end_s = query.bounds(now_s)
+        began = time.perf_counter()
+        tasks = [
+            asyncio.ensure_future(self._range(expr, query, start_s, end_s, timeout_s))
+            for expr in query.requests
+        ]
+        try:
+            answers = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:  # the first failure stands; the others are not left running
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            self.metrics.query_duration.observe(time.perf_counter() - began)
+        # Each request's series carry their own signal: together they are the whole
+        # query's answer (``a or b`` of parts that share no labels is their union).
+        data = {**answers[0], "result": [item for a in answers for item in a.get("result", [])]}
+        return observed_from_matrix(data, query, start_s, end_s)
+
+    async def _range(
+        self, expr: str, query: RangeQuery, start_s: float, end_s: float, timeout_s: float
+    ) -> dict[str, Any]:
+        """One ``query_range`` request's ``data`` (errors mapped as :func:`_decode` maps them)."""
         params = {
-            "query": query.expr,
+            "query": expr,
             "start": f"{start_s:.3f}",
             "end": f"{end_s:.3f}",
             "step": f"{query.step_s:g}",
@@ -166,7 +189,6 @@ class PrometheusSource:
         if self.bearer_token is not None:
             headers["Authorization"] = self.bearer_token.header()
         url = f"{self.base_url}/api/v1/query_range"
-        began = time.perf_counter()
         try:
             async with self.session.get(
                 url,
@@ -182,9 +204,7 @@ class PrometheusSource:
             ) from exc
         except aiohttp.ClientError as exc:
             raise SourceError(f"Prometheus at {self.base_url} is unreachable: {exc}") from exc
-        finally:
-            self.metrics.query_duration.observe(time.perf_counter() - began)
-        return observed_from_matrix(_decode(body, status, self.base_url), query, start_s, end_s)
+        return _decode(body, status, self.base_url)
 
 
 def observed_from_matrix(

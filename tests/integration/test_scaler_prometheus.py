@@ -28,8 +28,8 @@ from external_scaler.metrics import ScalerMetrics
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
 from external_scaler.sources import Observed
-from external_scaler.sources.prometheus import PrometheusSource
-from external_scaler.sources.promql import step_for
+from external_scaler.sources.prometheus import PrometheusSource, observed_from_matrix
+from external_scaler.sources.promql import QUERY_REQUESTS, range_query, step_for
 from inflight import names
 from inflight.control.policy import Sample
 from inflight.prom import PrometheusServer
@@ -354,5 +354,50 @@ async def observe_once(url: str, spec: ScalerSpec) -> Observed:
         source = PrometheusSource(url, session, ScalerMetrics(CollectorRegistry()))
         try:
             return await source.observe(spec, time.time(), timeout_s=5.0)
+        finally:
+            await source.close()
+
+
+def test_the_split_requests_answer_what_the_one_query_answers(
+    router: FakeRouter, prometheus: PrometheusServer
+) -> None:
+    """The source asks for the range query as ``QUERY_REQUESTS`` concurrent requests
+    (``RangeQuery.requests``); what it observes is what the whole ``or`` query's answer
+    gives, step for step, on the same bounds (asked until the whole query answers alike
+    before and after the split requests: no scrape landed in the window meanwhile)."""
+    router.inflight.set(3)
+    router.received.inc(7)
+    wait_for(lambda: prometheus_l(prometheus) == 3.0, timeout_s=30, what="Prometheus to see 3")
+    router.inflight.set(5)
+    wait_for(lambda: prometheus_l(prometheus) == 5.0, timeout_s=30, what="Prometheus to see 5")
+    spec = parse_metadata(dict(META))
+    query = range_query(spec)
+    assert len(query.requests) == QUERY_REQUESTS and " or ".join(query.requests) == query.expr
+
+    def whole(now_s: float) -> Observed:
+        start_s, end_s = query.bounds(now_s)
+        params = {"query": query.expr, "start": f"{start_s:.3f}", "end": f"{end_s:.3f}",
+                  "step": f"{query.step_s:g}"}  # fmt: skip
+        url = f"{prometheus.url}/api/v1/query_range?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return observed_from_matrix(json.loads(resp.read())["data"], query, start_s, end_s)
+
+    def settled() -> tuple[Observed, Observed] | None:
+        now_s = time.time()
+        before = whole(now_s)
+        if not {3.0, 5.0} <= {s.value for s in before.window.inflight}:
+            return None  # the 5 is not in a step yet
+        split = asyncio.run(observe_at(prometheus.url, spec, now_s))
+        return (split, before) if whole(now_s) == before else None
+
+    split, one = wait_for(settled, timeout_s=30, what="both levels, unchanged across the asks")
+    assert split == one
+
+
+async def observe_at(url: str, spec: ScalerSpec, now_s: float) -> Observed:
+    async with aiohttp.ClientSession() as session:
+        source = PrometheusSource(url, session, ScalerMetrics(CollectorRegistry()))
+        try:
+            return await source.observe(spec, now_s, timeout_s=5.0)
         finally:
             await source.close()
