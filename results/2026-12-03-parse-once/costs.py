@@ -4,6 +4,7 @@ window and KV series (``observed_from_matrix``), ``decide``), and the router's t
 of a 2,000-id prompt (``router.tokens.demand_of``, as the open-loop bench sends it). Run by
 ``ab.sh`` alternately from two trees (PYTHONPATH picks the tree)."""
 
+import gc
 import json
 import random
 import time
@@ -33,12 +34,17 @@ ids = {"prompt": [random.randrange(32000) for _ in range(2000)], "max_tokens": 1
 
 
 def best(fn, reps: int) -> float:
+    """Least of 7 timings of ``reps`` calls, the collector off while timed (its pauses
+    depend on what else the process holds, not on the code timed)."""
     least = float("inf")
     for _ in range(7):
+        gc.collect()
+        gc.disable()
         began = time.perf_counter()
         for _ in range(reps):
             fn()
         least = min(least, (time.perf_counter() - began) / reps)
+        gc.enable()
     return 1000 * least
 
 
