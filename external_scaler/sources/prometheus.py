@@ -39,6 +39,7 @@ from external_scaler.sources.promql import (
     MAX_SAMPLE_AGE_SCRAPES,
     SIGNAL_ARRIVALS,
     SIGNAL_DOWN,
+    SIGNAL_FROZEN,
     SIGNAL_INFLIGHT,
     SIGNAL_KV_CONFIG,
     SIGNAL_KV_RUNNING,
@@ -46,7 +47,6 @@ from external_scaler.sources.promql import (
     SIGNAL_KV_WAITING,
     SIGNAL_LABEL,
     SIGNAL_READY,
-    SIGNAL_SAMPLED,
     SIGNAL_TOK_CAPACITY,
     SIGNAL_TOK_INFLIGHT,
     SIGNAL_TOK_QUEUED,
@@ -397,20 +397,18 @@ def _window(series: _Series, query: RangeQuery, start_s: float, end_s: float) ->
                 "(the router's series went stale: is its target up?)",
             )
         )
-    sampled = one(SIGNAL_SAMPLED)
-    inflight = _observed_steps(inflight, sampled, query.max_sample_age_s)
-    if sampled and sampled[-1].t_s >= at_end:
-        age_s = end_s - sampled[-1].value
-        if age_s > query.max_sample_age_s:
-            partial.append(
-                Partial(
-                    names.SCALER_ERROR_SOURCE_STALE,
-                    f"the newest sample of L is {age_s:.1f} s old, over the "
-                    f"{query.max_sample_age_s:g} s allowed ({MAX_SAMPLE_AGE_SCRAPES} x metadata "
-                    f"key {names.META_SCRAPE_INTERVAL_S!r}): Prometheus is filling steps from "
-                    "a series that stopped updating",
-                )
+    frozen = one(SIGNAL_FROZEN)
+    inflight = _observed_steps(inflight, frozen)
+    if frozen and frozen[-1].t_s >= at_end and frozen[-1].value > 0:
+        partial.append(
+            Partial(
+                names.SCALER_ERROR_SOURCE_STALE,
+                f"{frozen[-1].value:g} of L's series had no new sample in the "
+                f"{query.max_sample_age_s:g} s allowed ({MAX_SAMPLE_AGE_SCRAPES} x metadata "
+                f"key {names.META_SCRAPE_INTERVAL_S!r}): Prometheus is filling steps from "
+                "a series that stopped updating",
             )
+        )
     if not inflight:
         raise SourceEmpty(
             f"Prometheus has no fresh sample of L in the last {span:g} s: "
@@ -424,22 +422,18 @@ def _window(series: _Series, query: RangeQuery, start_s: float, end_s: float) ->
     )
 
 
-def _observed_steps(
-    inflight: tuple[Sample, ...], sampled: tuple[Sample, ...], max_age_s: float
-) -> tuple[Sample, ...]:
-    """L's steps less those Prometheus filled from a sample over ``max_age_s`` old.
+def _observed_steps(inflight: tuple[Sample, ...], frozen: tuple[Sample, ...]) -> tuple[Sample, ...]:
+    """L's steps less those where some series of L had no sample within the allowed age.
 
     A target that stopped being scraped without a staleness marker (Prometheus itself
     down, then restarted) leaves its last sample standing for up to 5 minutes: the steps
     of that stretch repeat it. They are not observations of L, so they are dropped; the
     policy then sees the gap and will not scale down on the window.
     """
-    if not sampled:
+    if not frozen:
         return inflight
-    newest_at = {s.t_s: s.value for s in sampled}
-    return tuple(
-        s for s in inflight if s.t_s not in newest_at or s.t_s - newest_at[s.t_s] <= max_age_s
-    )
+    stale = {s.t_s for s in frozen if s.value > 0}
+    return tuple(s for s in inflight if s.t_s not in stale)
 
 
 def _target(labels: dict[str, str]) -> str:

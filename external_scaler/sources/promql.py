@@ -9,8 +9,12 @@ adds. One round trip per poll, whatever the policy:
 * ``ready``: ready replicas;
 * ``down``: one series per target that feeds L and whose last scrape failed
   (``inflight.names.PROMQL_ROUTERS_DOWN``): L would be partial without it;
-* ``sampled``: the oldest of the newest samples of L's series (``timestamp()``): steps
-  are filled from a sample up to 5 minutes old, so a frozen series still has steps;
+* ``frozen``: how many of L's series had no sample within the allowed age
+  (``MAX_SAMPLE_AGE_SCRAPES`` × ``scrapeIntervalSeconds``) at a step (no sample when none):
+  Prometheus fills steps from a sample up to 5 minutes old, so a frozen series still has
+  steps. (Until 2026-12-03 the newest sample's time, ``min(timestamp(L))``: the same steps
+  dropped, but ``timestamp()`` took 61 of Prometheus' ~140 ms for the query on a full
+  window, this ~3 ms: results/2026-12-03-parse-once);
 * with ``capacity`` ``auto`` (docs/capacity.md), vLLM's KV series on ``capacitySelector``:
   ``kv_usage`` (Σ ``vllm:kv_cache_usage_perc``), ``kv_running`` (Σ running),
   ``kv_waiting`` (Σ waiting for capacity) and ``kv_config`` (``vllm:cache_config_info``,
@@ -33,7 +37,7 @@ from inflight.control.policy import SAMPLE_GAP_SCRAPES
 
 SIGNAL_LABEL = "signal"
 SIGNAL_INFLIGHT, SIGNAL_ARRIVALS, SIGNAL_READY = "inflight", "arrivals", "ready"
-SIGNAL_DOWN, SIGNAL_SAMPLED = "down", "sampled"
+SIGNAL_DOWN, SIGNAL_FROZEN = "down", "frozen"
 SIGNAL_KV_USAGE, SIGNAL_KV_RUNNING = "kv_usage", "kv_running"
 SIGNAL_KV_WAITING, SIGNAL_KV_CONFIG = "kv_waiting", "kv_config"
 SIGNAL_TOK_INFLIGHT, SIGNAL_TOK_QUEUED = "tok_inflight", "tok_queued"
@@ -150,7 +154,7 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
         inflight = "(" + names.promql(names.PROMQL_L_VLLM, sel) + ")"
         ready = f"count({names.VLLM_RUNNING}{{{sel}}})"
         down = names.promql(names.PROMQL_VLLM_DOWN, up_sel)
-        sampled = f"min(timestamp({names.VLLM_RUNNING}{{{sel}}}))"
+        observed = f"{names.VLLM_RUNNING}{{{sel}}}"
         parts = [(inflight, SIGNAL_INFLIGHT), (ready, SIGNAL_READY)]
     else:
         inflight = names.promql(names.PROMQL_L, sel)
@@ -158,9 +162,9 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
         comma_sel = "," + sel if sel else ""
         ready = f'max({names.ROUTER_ENDPOINTS}{{state="ready"{comma_sel}}})'
         down = names.promql(names.PROMQL_ROUTERS_DOWN, up_sel)
-        sampled = f"min(timestamp({names.ROUTER_INFLIGHT}{{{sel}}}))"
+        observed = f"{names.ROUTER_INFLIGHT}{{{sel}}}"
         parts = [(inflight, SIGNAL_INFLIGHT), (arrivals, SIGNAL_ARRIVALS), (ready, SIGNAL_READY)]
-    parts += [(f"({down})", SIGNAL_DOWN), (sampled, SIGNAL_SAMPLED)]
+    parts += [(f"({down})", SIGNAL_DOWN), (frozen_expr(observed, spec), SIGNAL_FROZEN)]
     if spec.capacity == "auto":
         kv_sel = kv_selector(spec)
         parts += [
@@ -185,6 +189,19 @@ def range_query(spec: ScalerSpec) -> RangeQuery:
         max_sample_age_s=MAX_SAMPLE_AGE_SCRAPES * spec.scrape_interval_s,
         partial_span_s=spec.policy.decision_span_s,
     )
+
+
+def frozen_expr(series: str, spec: ScalerSpec) -> str:
+    """How many of ``series`` are present at a step without a sample in the allowed age
+    (``unless`` matches on the labels without the metric name, which ``count_over_time``
+    drops); no sample at a step where none is.
+
+    >>> from external_scaler.metadata import parse_metadata
+    >>> frozen_expr("router_inflight_requests{}", parse_metadata({}))
+    'count(router_inflight_requests{} unless count_over_time(router_inflight_requests{}[90000ms]))'
+    """
+    age_ms = max(1, round(MAX_SAMPLE_AGE_SCRAPES * spec.scrape_interval_s * 1000))
+    return f"count({series} unless count_over_time({series}[{age_ms}ms]))"
 
 
 def _tag(signal: str) -> str:

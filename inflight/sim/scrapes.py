@@ -63,6 +63,7 @@ from external_scaler.sources.counters import increase as counter_increase
 from external_scaler.sources.promql import (
     SIGNAL_ARRIVALS,
     SIGNAL_DOWN,
+    SIGNAL_FROZEN,
     SIGNAL_INFLIGHT,
     SIGNAL_KV_CONFIG,
     SIGNAL_KV_RUNNING,
@@ -70,7 +71,6 @@ from external_scaler.sources.promql import (
     SIGNAL_KV_WAITING,
     SIGNAL_LABEL,
     SIGNAL_READY,
-    SIGNAL_SAMPLED,
     SIGNAL_TOK_CAPACITY,
     SIGNAL_TOK_INFLIGHT,
     SIGNAL_TOK_QUEUED,
@@ -252,14 +252,15 @@ class Scrapes:
 
         The router source's signals: L (summed over the router targets up), the received
         counter (one series per target), the ready endpoints (their max), the targets
-        ``down`` (``up == 0``, known as routers), and ``sampled`` (``min(timestamp(L))``:
-        the newest sample's own time). Steps are ``start + i × step`` as Prometheus takes
-        them (whole ms).
+        ``down`` (``up == 0``, known as routers), and ``frozen`` (how many of L's series
+        had no sample within ``query.max_sample_age_s``, where any had none: the routers
+        that answered the newest scrape, which is that old). Steps are ``start + i × step``
+        as Prometheus takes them (whole ms).
         """
         steps = math.floor((end_s - start_s) / query.step_s + 1e-9) + 1
         inflight: list[list[float]] = []
         ready: list[list[float]] = []
-        sampled: list[list[float]] = []
+        frozen: list[list[float]] = []
         arrivals: list[list[list[float]]] = [[] for _ in range(self.routers)]
         down: list[list[list[float]]] = [[] for _ in range(self.routers)]
         share = 1.0 / self.routers
@@ -275,7 +276,8 @@ class Scrapes:
                 continue
             inflight.append([t, value])
             ready.append([t, self.values[READY][i]])
-            sampled.append([t, self.times_s[i]])
+            if t - self.times_s[i] > query.max_sample_age_s:
+                frozen.append([t, float(sum(self.up[i]))])
             for r, up in enumerate(self.up[i]):
                 if up:
                     arrivals[r].append([t, self.values[RECEIVED][i] * share])
@@ -288,8 +290,8 @@ class Scrapes:
                 if values:
                     labels = {SIGNAL_LABEL: signal, "job": ROUTER_JOB, "instance": f"router-{r}"}
                     result.append({"metric": labels, "values": values})
-        if sampled:
-            result.append({"metric": {SIGNAL_LABEL: SIGNAL_SAMPLED}, "values": sampled})
+        if frozen:
+            result.append({"metric": {SIGNAL_LABEL: SIGNAL_FROZEN}, "values": frozen})
         # the KV series: the query has them when the trigger's ``capacity`` is auto
         if asks(query, SIGNAL_KV_USAGE):
             result.extend(self._kv_matrix(query, start_s, steps))

@@ -303,6 +303,13 @@ def test_a_frozen_l_may_raise_the_count_never_lower_it(
     for _ in range(5):
         assert scaler.keda_poll(meta) == (4.0, 12.0, True)  # answered, never UNAVAILABLE
     assert scaler.metric(stale) >= before + 5
+    # What the source saw (in-process, the same query): L's series counted frozen at the
+    # latest step, and the steps filled past the allowed 1.5 s gone from the window (the
+    # newest sample is over 3 s old: no step of the last 1.5 s is left).
+    now_s = time.time()
+    window = asyncio.run(observe_at(prometheus.url, parse_metadata(meta), now_s)).window
+    assert any("of L's series had no new sample" in p.detail for p in window.partial), window
+    assert window.inflight[-1].t_s < now_s - 1.5, window.inflight[-3:]
 
 
 def test_arrivals_count_across_a_router_restart(prometheus_factory: PrometheusFactory) -> None:

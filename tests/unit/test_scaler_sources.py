@@ -32,7 +32,10 @@ def test_router_query_has_five_labelled_signals() -> None:
     assert f'label_replace({names.ROUTER_REQUESTS_RECEIVED}{{job="router"}},' in q.expr
     assert f'max({names.ROUTER_ENDPOINTS}{{state="ready",job="router"}})' in q.expr
     assert names.promql(names.PROMQL_ROUTERS_DOWN, 'job="router"') in q.expr
-    assert f'min(timestamp({names.ROUTER_INFLIGHT}{{job="router"}}))' in q.expr
+    # L's series without a sample in 3 scrape intervals (45 s): the frozen ones
+    l_series = f'{names.ROUTER_INFLIGHT}{{job="router"}}'
+    assert f"count({l_series} unless count_over_time({l_series}[45000ms]))" in q.expr
+    assert "timestamp(" not in q.expr  # 61 ms of ~140 in Prometheus on a full window
     assert q.expr.count("label_replace(") == 5
     # two of the floor's 900 s windows (the bursts' recurrence) + the 10 s smoothing
     assert q.lookback_s == 1810.0
@@ -178,33 +181,25 @@ def test_a_target_down_earlier_in_the_window_makes_it_partial() -> None:
     assert _window(_matrix(inflight), q, 928.0, 1000.0).partial == ()  # never down: whole
 
 
-@pytest.mark.parametrize(
-    ("newest_sample_s", "stale"), [(1000.0, False), (910.0, False), (909.0, True)]
-)
-def test_a_frozen_l_is_stale_by_its_newest_sample_not_its_steps(
-    newest_sample_s: float, stale: bool
-) -> None:
-    """Every step has L (Prometheus fills steps from a sample up to 5 minutes old), but the
-    newest sample is what counts: 30 s scrape interval → at most 90 s old. Stale, the
-    window is partial (raise or hold; before: SourceStale, refused)."""
+@pytest.mark.parametrize("frozen_at", [(), (999.0,), (999.0, 1000.0)])
+def test_steps_where_a_series_of_l_was_frozen_are_dropped(frozen_at: tuple[float, ...]) -> None:
+    """Every step has L (Prometheus fills steps from a sample up to 5 minutes old); the
+    ``frozen`` signal counts, at a step, L's series with no sample in the allowed age (3 x
+    the 30 s scrape interval: 90 s), and is absent where none is. Those steps are dropped;
+    frozen at the latest step, the window is partial (raise or hold). Which samples are
+    too old is Prometheus' ``count_over_time`` (tests/integration/test_scaler_prometheus.py
+    freezes a real series)."""
     q = range_query(parse_metadata({}))
-    data = _matrix(
-        {
-            "inflight": [(905.0, "3"), (999.0, "3"), (1000.0, "3")],
-            "sampled": [
-                (905.0, "905"),
-                (999.0, str(newest_sample_s)),
-                (1000.0, str(newest_sample_s)),
-            ],
-        }
-    )
-    w = _window(data, q, 900.0, 1000.0)
-    assert w.inflight[-1].value == 3.0
-    if stale:
+    signals = {"inflight": [(905.0, "3"), (999.0, "3"), (1000.0, "3")]}
+    if frozen_at:
+        signals["frozen"] = [(t, "1") for t in frozen_at]
+    w = _window(_matrix(signals), q, 900.0, 1000.0)
+    assert [s.t_s for s in w.inflight] == [t for t in (905.0, 999.0, 1000.0) if t not in frozen_at]
+    if 1000.0 in frozen_at:
         [partial] = w.partial
         assert partial.kind == names.SCALER_ERROR_SOURCE_STALE
-        assert re.search(r"91\.0 s old.*scrapeIntervalSeconds", partial.detail)
-        assert [s.t_s for s in w.inflight] == [905.0, 999.0]  # 1000 was filled: dropped
+        assert re.search(r"1 of L's series had no new sample in the 90 s allowed.*"
+                         r"scrapeIntervalSeconds", partial.detail)  # fmt: skip
     else:
         assert w.partial == ()
 
@@ -219,7 +214,7 @@ def test_empty_l_is_an_error_not_zero_and_stale_l_is_partial() -> None:
     # every step filled from one old sample: nothing fresh to answer on at all
     frozen = {
         "inflight": [(999.0, "3"), (1000.0, "3")],
-        "sampled": [(999.0, "800"), (1000.0, "800")],
+        "frozen": [(999.0, "1"), (1000.0, "1")],
     }
     with pytest.raises(SourceEmpty, match="no fresh sample of L"):
         _window(_matrix(frozen), q, 928.0, 1000.0)
@@ -271,11 +266,11 @@ def test_steps_prometheus_filled_from_an_old_sample_are_dropped() -> None:
     sees a 30 s gap (and will not scale down on it)."""
     q = range_query(parse_metadata({names.META_SCRAPE_INTERVAL_S: "1"}))  # 3 s allowed
     steps = range(950, 1001)
-    newest = {t: (t if t <= 960 or t >= 990 else 960) for t in steps}
+    # Prometheus' count of L's series without a sample in the last 3 s: from 964 to 989
     data = _matrix(
         {
             "inflight": [(float(t), "3") for t in steps],
-            "sampled": [(float(t), str(newest[t])) for t in steps],
+            "frozen": [(float(t), "1") for t in steps if 963 < t < 990],
         }
     )
     kept = [s.t_s for s in _window(data, q, 928.0, 1000.0).inflight]
