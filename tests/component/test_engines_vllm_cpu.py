@@ -35,12 +35,14 @@ def fake_home(tmp_path: Path) -> Path:
 
 
 def launch(procs, home: Path, port: int):
+    """The launcher with the test's own temp dir (``TMPDIR``: it makes each engine's dir
+    there, so none is left in the machine's /tmp once the test's folder goes)."""
     argv = [
         sys.executable, "-P", "-m", "inflight.engines.vllm_cpu", "serve", "--home", str(home),
         "--model", "llama-150m", "--port", str(port), "--max-num-seqs", "4",
         "--", "--num-gpu-blocks-override=40",
     ]  # fmt: skip
-    env = {"PYTHONPATH": "/somewhere"}  # ours: vLLM must not see it
+    env = {"PYTHONPATH": "/somewhere", "TMPDIR": str(home.parent)}  # PYTHONPATH: ours only
     return procs.start(argv, name="launcher", ready_path=None, port_placeholder=None, env=env)
 
 
@@ -64,6 +66,8 @@ def test_the_launcher_becomes_vllm_serve_with_the_engine_environment(procs, tmp_
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert "PYTHONPATH" not in env
     assert int(env["VLLM_CPU_OMP_THREADS_BIND"]) == min(os.sched_getaffinity(0))
+    assert env["TMPDIR"] == str(tmp_path / f"inflight-vllm-{pid}")  # its own, in ours
+    assert (tmp_path / f"inflight-vllm-{pid}").is_dir()
 
 
 def test_two_engines_get_two_cores_and_a_core_is_free_again_once_its_engine_exits(
