@@ -15,7 +15,7 @@ for r in $(seq "$rounds"); do
     name=old; [ "$tree" = "$here" ] && name=new
     costs=$(PYTHONPATH=$tree .venv/bin/python "$here/results/2026-12-03-parse-once/costs.py")
     began=$(date +%s%N)
-    PYTHONPATH=$tree .venv/bin/python -m inflight sim run --policy saturation \
+    PYTHONPATH=$tree .venv/bin/python -P -m inflight sim run --policy saturation \
       --trace "$T/AzureLLMInferenceTrace_code.csv" --trace-start-s 1800 --trace-duration-s 1200 \
       --trace-warmup-s 900 --min-replicas 1 --max-replicas 8 --out-dir "$out/$r-$name" >/dev/null
     echo "$r $name $costs sim_ms=$(( ($(date +%s%N) - began) / 1000000 ))"

@@ -3,8 +3,11 @@ the previous code (``--old``, a checkout's root) and this tree's.
 
 ``inflight bench scaler``'s setup (its backfilled history, ``scaler_history``, its target
 and its ``measure``), then one ``inflight scaler --cache-ttl-s 0`` per tree (``PYTHONPATH``
-picks the code) and ``--rounds`` rounds of ``--calls`` calls each, alternating which goes
-first. Prints one line per round and tree (p50, p90, p99 ms) and the medians' ratio::
+picks the code; ``python -P``: without it ``-m`` puts the working directory first, and a
+run from the repository root would start this tree's code twice) and ``--rounds`` rounds
+of ``--calls`` calls each, alternating which goes first, with Prometheus' count of the
+range queries each answered. Prints one line per round and tree (p50, p90, p99 ms) and
+the medians' ratio::
 
     python results/2026-12-03-parse-once/bench_ab.py --old /tmp/wt_old --rounds 5
 """
@@ -30,14 +33,28 @@ def scaler(tree: Path, prometheus_url: str, log_dir: Path, name: str) -> tuple[M
     ready = log_dir / f"{name}.ready.json"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     proc = ManagedProcess(
-        [sys.executable, "-m", "inflight", "scaler", "--grpc-port", "0", "--metrics-port", "0",
-         "--prometheus-url", prometheus_url, "--cache-ttl-s", "0", "--log-level", "WARNING",
-         "--ready-file", str(ready)],
+        [sys.executable, "-P", "-m", "inflight", "scaler", "--grpc-port", "0",
+         "--metrics-port", "0", "--prometheus-url", prometheus_url, "--cache-ttl-s", "0",
+         "--log-level", "WARNING", "--ready-file", str(ready)],
         name=name, env=env, log_path=log_dir / f"{name}.log", ready_file=ready,
     ).start()  # fmt: skip
     ports = proc.wait_ports(timeout_s=60)
     proc.wait_ready(f"http://127.0.0.1:{ports['metrics']}/health", timeout_s=60)
     return proc, ports["grpc"]
+
+
+def range_queries(prometheus_url: str) -> float:
+    """Prometheus' own count of the range queries it has answered (its /metrics)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{prometheus_url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("prometheus_http_requests_total{")
+        and 'handler="/api/v1/query_range"' in line
+    )
 
 
 def main() -> int:
@@ -64,10 +81,13 @@ def main() -> int:
             for r in range(args.rounds):
                 order = ("old", "new") if r % 2 == 0 else ("new", "old")
                 for name in order:
+                    before = range_queries(prom.url)
                     s = summary(measure(ports[name], args.calls, warmup=5))
+                    asked = range_queries(prom.url) - before
                     p50[name].append(s["p50_ms"])
                     print(f"{r + 1} {name} p50={s['p50_ms']:.1f} p90={s['p90_ms']:.1f} "
-                          f"p99={s['p99_ms']:.1f} ms", flush=True)  # fmt: skip
+                          f"p99={s['p99_ms']:.1f} ms, {asked:g} range queries "
+                          f"for {args.calls + 5} calls", flush=True)  # fmt: skip
         finally:
             for proc in procs:
                 proc.stop()
