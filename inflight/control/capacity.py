@@ -190,9 +190,9 @@ def effective_window(
     where the KV dimension put it. ``Capacity.kv_inflight`` is that mean ``L_kv`` and
     ``Capacity.inflight`` the mean L over the whole span.
     """
-    span_from = window.inflight[-1].t_s - span_s if window.inflight else 0.0
-    span = [s for s in window.inflight if s.t_s > span_from] or list(window.inflight[-1:])
-    mean_l = round(math.fsum(s.value for s in span) / len(span), _DECIMALS) if span else None
+    first = _span_start(window.inflight, span_s)
+    span = window.inflight[first:]
+    mean_l = _mean([s.value for s in span]) if span else None
     if mode == "requests":
         return Capacity(
             window,
@@ -221,7 +221,7 @@ def effective_window(
     span_l: list[float] = []  # L at the same steps
     last_source: KvSource | None = None
     last_key: int | None = None
-    for sample in window.inflight:
+    for i, sample in enumerate(window.inflight):
         key = round(sample.t_s / _SAME_STEP_S)  # _step, inlined: once per step of L
         l_kv: float | None = None
         source: KvSource | None = None
@@ -234,11 +234,11 @@ def effective_window(
             l_kv = kv_inflight(sample.value, usage[key], running[key], slots_per_replica)
             source = SOURCE_VLLM if l_kv is not None else None
         out.append(Sample(sample.t_s, max(sample.value, l_kv)) if l_kv is not None else sample)
-        if l_kv is not None and (sample.t_s > span_from or sample is window.inflight[-1]):
+        if l_kv is not None and i >= first:
             span_kv.append(l_kv)
             span_l.append(sample.value)
             last_source, last_key = source, key
-    mean_kv = round(math.fsum(span_kv) / len(span_kv), _DECIMALS) if span_kv else None
+    mean_kv = _mean(span_kv) if span_kv else None
     binds: Dimension = (
         DIMENSION_KV if span_kv and math.fsum(span_kv) > math.fsum(span_l) else DIMENSION_REQUESTS
     )
@@ -292,7 +292,7 @@ def _note(
     steps = f"{len(span_l)} step{'s' if len(span_l) != 1 else ''}"
     head = (
         f"capacity: {binds} binds (mean over the last {span_s:g} s, {steps} with KV "
-        f"measured: L {round(math.fsum(span_l) / len(span_l), _DECIMALS):g}, "
+        f"measured: L {_mean(span_l):g}, "
         f"KV-equivalent L {l_kv:g}; latest from {source}: "
     )
     if source == SOURCE_ROUTER:
@@ -305,6 +305,27 @@ def _note(
         f"{at.usage or 0.0:.3g} replicas' worth{size} in use by {at.running or 0.0:g} running, "
         f"{at.waiting:g} waiting for KV)"
     )
+
+
+def _span_start(samples: Sequence[Sample], span_s: float) -> int:
+    """The index of the first of ``samples`` (in time order) in their last ``span_s``
+    seconds; the latest one's at least (0 when there are none).
+
+    >>> _span_start([Sample(float(t), 0.0) for t in range(10)], 3.0), _span_start([], 3.0)
+    (7, 0)
+    """
+    if not samples:
+        return 0
+    from_s = samples[-1].t_s - span_s
+    first = len(samples) - 1
+    while first > 0 and samples[first - 1].t_s > from_s:
+        first -= 1
+    return first
+
+
+def _mean(values: Sequence[float]) -> float:
+    """The mean of ``values`` (not empty), rounded as the module's figures are."""
+    return round(math.fsum(values) / len(values), _DECIMALS)
 
 
 def _step(t_s: float) -> int:
