@@ -102,7 +102,7 @@ class Capacity:
     that binds over the span (the policy's scale-up window, :func:`effective_window`;
     ``requests`` on a tie); ``kv_inflight``: the mean ``L_kv`` over the span's steps where
     the KV dimension was measured (None where it said nothing at any); ``inflight``: the
-    mean L over the span (None: not read, ``requests`` mode or no KV series); ``note``: one
+    mean L over the span, in every mode (None: the window has no L); ``note``: one
     line for the reason; ``kv_source``: where the latest measured ``L_kv`` came from.
     """
 
