@@ -20,6 +20,7 @@ from external_scaler.selector import parse_selector
 from inflight import names
 from inflight.control.capacity import CAPACITY_MODES, CapacityMode
 from inflight.control.policy import (
+    EXCURSION_FLEET_CHANGES,
     EXCURSION_FLEETS,
     FLOOR_DECAYS,
     FLOOR_PEAKS,
@@ -27,6 +28,7 @@ from inflight.control.policy import (
     MAX_FLOOR_TOLERANCE,
     POLICIES,
     SAMPLE_GAP_SCRAPES,
+    ExcursionFleetChange,
     ExcursionFleets,
     FloorDecay,
     FloorPeak,
@@ -265,6 +267,11 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     excursion_fleets: ExcursionFleets = _choice(
         names.META_EXCURSION_FLEETS, values[names.META_EXCURSION_FLEETS], EXCURSION_FLEETS
     )
+    excursion_fleet_change: ExcursionFleetChange = _choice(
+        names.META_EXCURSION_FLEET_CHANGE,
+        values[names.META_EXCURSION_FLEET_CHANGE],
+        EXCURSION_FLEET_CHANGES,
+    )
     if startup_s > 0 and excursion_window_s < startup_s:
         raise MetadataError(
             names.META_EXCURSION_WINDOW_S,
@@ -342,6 +349,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             excursion_window_s=excursion_window_s * time_scale,
             excursion_margin=excursion_margin,
             excursion_fleets=excursion_fleets,
+            excursion_fleet_change=excursion_fleet_change,
             rebound_window_s=rebound_window_s * time_scale,
             min_replicas=int(min_count),
             max_replicas=int(max_count),

@@ -289,6 +289,9 @@ META_EXCURSION_MARGIN: Final = "excursionMargin"
 # Whose excursions are that evidence: "same" (the fleet ready now) or "larger" (a larger
 # fleet's too: L above the ready fleet's capacity while more replicas were ready).
 META_EXCURSION_FLEETS: Final = "excursionFleets"
+# Which excursions a change of the ready count ended turn that hold off: "any" (every one)
+# or "own" (only one startupSeconds or longer; a shorter one is no evidence either way).
+META_EXCURSION_FLEET_CHANGE: Final = "excursionFleetChange"
 # The ScaledObject's ``minReplicaCount`` and ``maxReplicaCount``, repeated in the trigger
 # (KEDA does not pass them to an external scaler): the bounds KEDA and its HPA clamp the
 # count to, so the policy knows when a lower answer cannot lower the count (already at the
@@ -357,6 +360,7 @@ DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_REBOUND_WINDOW_S: Final = 0  # off
 DEFAULT_EXCURSION_MARGIN: Final = 1.0
 DEFAULT_EXCURSION_FLEETS: Final = "same"
+DEFAULT_EXCURSION_FLEET_CHANGE: Final = "any"
 # KEDA's own defaults for a ScaledObject that leaves them out. Both are the cautious
 # assumption for a trigger that does not state them: a minimum of 0 treats every answer
 # below the ready count as a scale-down, a maximum of 100 is rarely reached.
@@ -399,6 +403,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_REBOUND_WINDOW_S: str(DEFAULT_REBOUND_WINDOW_S),
     META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),
     META_EXCURSION_FLEETS: DEFAULT_EXCURSION_FLEETS,
+    META_EXCURSION_FLEET_CHANGE: DEFAULT_EXCURSION_FLEET_CHANGE,
     META_MIN_REPLICA_COUNT: str(DEFAULT_MIN_REPLICA_COUNT),
     META_MAX_REPLICA_COUNT: str(DEFAULT_MAX_REPLICA_COUNT),
     META_CAPACITY: DEFAULT_CAPACITY,

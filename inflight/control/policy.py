@@ -143,9 +143,18 @@ FloorStatistic = Literal["peak", "quantile", "recurrent"]
 FLOOR_STATISTICS: Final[tuple[FloorStatistic, ...]] = ("peak", "quantile", "recurrent")
 
 # Which fleets' excursions above the ready fleet's capacity are a late scale-up's evidence
-# (``excursionFleets``): "same", the fleet ready now only; "larger", a larger one's too.
-ExcursionFleets = Literal["same", "larger"]
-EXCURSION_FLEETS: Final[tuple[ExcursionFleets, ...]] = ("same", "larger")
+# (``excursionFleets``): "same", the fleet ready now only; "larger", a larger one's too;
+# "any", every fleet's (a smaller one's L is swollen by its queue: longer, and higher).
+ExcursionFleets = Literal["same", "larger", "any"]
+EXCURSION_FLEETS: Final[tuple[ExcursionFleets, ...]] = ("same", "larger", "any")
+# Which excursions a change of the ready count ended turn a late scale-up's hold off
+# (``excursionFleetChange``): "any", every one (a replica that came while L was above: a
+# scale-up in time); "own", only one that lasted ``startupSeconds`` or more (a replica
+# asked for in it could have come); one a change ended sooner (a replica asked for before
+# it began, ``startupSeconds`` being a lower bound on a start-up, or one that went) is no
+# evidence either way.
+ExcursionFleetChange = Literal["any", "own"]
+EXCURSION_FLEET_CHANGES: Final[tuple[ExcursionFleetChange, ...]] = ("any", "own")
 
 # The bursts' recurrence looks this many floor windows back (``anticipateSeconds``).
 RECURRENCE_MEMORY_WINDOWS: Final = 2
@@ -247,6 +256,9 @@ class PolicySpec:
     # Which fleets' excursions are evidence (``excursionFleets``): "same", only the fleet
     # ready now's; "larger", also a larger one's (:func:`excursions`).
     excursion_fleets: ExcursionFleets = names.DEFAULT_EXCURSION_FLEETS
+    # Which excursions a fleet change ended turn the hold off (``excursionFleetChange``):
+    # "any", every one; "own", only one a start-up long (others are no evidence).
+    excursion_fleet_change: ExcursionFleetChange = names.DEFAULT_EXCURSION_FLEET_CHANGE
     # Levels L came back to sooner than a replica could, held this long (wall s) after L
     # last reached them (``reboundWindowSeconds``; 0: off): :func:`rebound_level`.
     rebound_window_s: float = float(names.DEFAULT_REBOUND_WINDOW_S)
@@ -853,7 +865,7 @@ def excursions(
     ready: Sequence[Sample],
     ready_now: int,
     target: float,
-    larger_fleets: bool = False,
+    fleets: ExcursionFleets = "same",
 ) -> list[Excursion]:
     """L's excursions above ``ready_now × target`` while ``ready_now`` replicas were ready,
     oldest first.
@@ -867,10 +879,12 @@ def excursions(
     50 s (10 s so far, peak 16); had a 4th replica been ready at 20 s, the first would end there,
     ``fleet_changed``.
 
-    ``larger_fleets`` (``excursionFleets: larger``): L above ``ready_now × target`` while a
-    larger fleet was ready counts too (its L is not swollen by a smaller fleet's queue: the
-    demand itself exceeded ``ready_now``'s capacity that long); a change of the ready count
-    while L is above still ends an excursion ``fleet_changed``.
+    ``fleets`` (``excursionFleets``): "same", only samples while ``ready_now`` replicas
+    were ready; "larger", L above ``ready_now × target`` while a larger fleet was ready
+    counts too (its L is not swollen by a smaller fleet's queue: the demand itself exceeded
+    ``ready_now``'s capacity that long); "any", every fleet's (a smaller fleet's excursions
+    last longer than the demand's, which only holds fewer scale-ups, and rise higher). A
+    change of the ready count while L is above still ends an excursion ``fleet_changed``.
     """
     fleet = _StepSeries(ready)
     capacity = round(ready_now * target, _DECIMALS)
@@ -882,7 +896,11 @@ def excursions(
         last_t = sample.t_s
         count = fleet.at(sample.t_s)
         now_count = ready_now if count is None else round(count)
-        same = now_count == ready_now or (larger_fleets and now_count > ready_now)
+        same = (
+            now_count == ready_now
+            or (fleets == "larger" and now_count > ready_now)
+            or fleets == "any"
+        )
         if start is not None and now_count != held_count:
             same = False  # the fleet changed while L was above
         if same and round(sample.value, _DECIMALS) > capacity:
@@ -919,8 +937,10 @@ def late_scale_up(
     the highest. One that lasts longer or rises higher (a ramp, a surge, a burst bigger
     than those seen) scales. An excursion of ``startup_s`` or more in the window, or one
     a change of the fleet ended (a replica that came while L was above: a scale-up in
-    time), turns the hold off until it leaves the window. Excursions seen on another fleet
-    are no evidence (a smaller fleet's L is swollen by its queue).
+    time), turns the hold off until it leaves the window; with ``excursion_fleet_change``
+    "own", one a change ended sooner than ``startup_s`` after it began is no evidence
+    instead (its replica was asked for before it). Excursions seen on another fleet are no
+    evidence (a smaller fleet's L is swollen by its queue) unless ``excursion_fleets`` says.
 
     Worked example, target 4, 3 ready (capacity 12), start-up 100 s, window 900 s, margin
     1: bursts took L above 12 for 80 s (to 40) and 60 s (to 30) in the last 900 s, 3
@@ -931,14 +951,22 @@ def late_scale_up(
     """
     window_s = spec.excursion_window_s
     recent = [s for s in levels if now_s - window_s <= s.t_s <= now_s]
-    found = excursions(recent, ready, ready_now, spec.target, spec.excursion_fleets == "larger")
+    found = excursions(recent, ready, ready_now, spec.target, spec.excursion_fleets)
     if not found:
         return None
     last = found[-1]
     if not (last.ongoing or last.end_s >= now_s - spec.scale_down_window_s):
         return None  # nothing above the capacity is in the value: nothing to hold
     earlier = found[:-1]
-    if not earlier or any(e.fleet_changed for e in earlier):
+    if spec.excursion_fleet_change == "own":
+        # A replica ready sooner than a start-up after an excursion began was asked for
+        # before it (or one went): the change ended it, its own scale-up did not, and how
+        # long it would have lasted is unknown: no evidence. A longer one ended by a
+        # change is a start-up long: it turns the hold off below, as any that long does.
+        earlier = [e for e in earlier if not e.fleet_changed or e.duration_s >= spec.startup_s]
+    elif any(e.fleet_changed for e in earlier):
+        return None
+    if not earlier:
         return None
     longest = max(e.duration_s for e in earlier)
     highest = max(e.peak for e in earlier)

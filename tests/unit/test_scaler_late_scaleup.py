@@ -237,7 +237,7 @@ def test_excursions_on_a_larger_fleet_are_evidence_with_excursion_fleets_larger(
     samples = traffic(400.0, [(100.0, 160.0, 20.0), (200.0, 260.0, 20.0), (350.0, 410.0, 20.0)])
     levels = [s for s in samples if s.t_s <= 380.0]  # unsmoothed here: from each start
     assert [e.start_s for e in excursions(levels, ready, 3, 4.0)] == [350.0]
-    larger = excursions(levels, ready, 3, 4.0, larger_fleets=True)
+    larger = excursions(levels, ready, 3, 4.0, fleets="larger")
     assert [(e.start_s, e.fleet_changed, e.ongoing) for e in larger] == [
         (100.0, False, False),
         (200.0, False, False),
@@ -248,7 +248,7 @@ def test_excursions_on_a_larger_fleet_are_evidence_with_excursion_fleets_larger(
     assert not decide(samples, LATE, 380.0, ready_replicas=3, ready_series=ready).held_scale_up
     # A change of the ready count while L is above still ends an excursion, by the fleet.
     moved = [Sample(0.0, 4.0), Sample(120.0, 5.0), Sample(300.0, 3.0)]
-    first = excursions(levels, moved, 3, 4.0, larger_fleets=True)[0]
+    first = excursions(levels, moved, 3, 4.0, fleets="larger")[0]
     assert (first.start_s, first.end_s, first.fleet_changed) == (100.0, 120.0, True)
 
 
@@ -258,3 +258,74 @@ def test_metadata_excursion_fleets() -> None:
     assert parse_metadata(larger).policy.excursion_fleets == "larger"
     with pytest.raises(MetadataError, match=names.META_EXCURSION_FLEETS):
         parse_metadata({names.META_EXCURSION_FLEETS: "bigger"})
+
+
+def test_excursions_on_every_fleet_with_excursion_fleets_any() -> None:
+    """``excursionFleets: any``: 2 ready until 300 s, 3 after. Two bursts took L above 12
+    while 2 were ready (a smaller fleet: its L swollen by its queue); a third, on 3, 30 s
+    in, like them: held with "any", scaled with "same" and "larger" (nothing seen on 3 or
+    more)."""
+    ready = [Sample(0.0, 2.0), Sample(300.0, 3.0)]
+    samples = traffic(400.0, [(100.0, 160.0, 20.0), (200.0, 260.0, 20.0), (350.0, 410.0, 20.0)])
+    levels = [s for s in samples if s.t_s <= 380.0]
+    assert [e.start_s for e in excursions(levels, ready, 3, 4.0, fleets="larger")] == [350.0]
+    every = excursions(levels, ready, 3, 4.0, fleets="any")
+    assert [(e.start_s, e.end_s, e.ongoing) for e in every] == [
+        (100.0, 160.0, False),
+        (200.0, 260.0, False),
+        (350.0, 380.0, True),
+    ]
+    anyfleet = replace(LATE, excursion_fleets="any")
+    assert decide(samples, anyfleet, 380.0, ready_replicas=3, ready_series=ready).held_scale_up
+    larger = replace(LATE, excursion_fleets="larger")
+    assert not decide(samples, larger, 380.0, ready_replicas=3, ready_series=ready).held_scale_up
+    # A change of the ready count while L is above still ends an excursion.
+    moved = [Sample(0.0, 2.0), Sample(120.0, 4.0), Sample(300.0, 3.0)]
+    first = excursions(levels, moved, 3, 4.0, fleets="any")[0]
+    assert (first.start_s, first.end_s, first.fleet_changed) == (100.0, 120.0, True)
+
+
+# 3 ready, but a 4th (asked for before the first burst) ready from 115 s to 200 s: the first
+# burst's excursion on 3 is ended by it 10 s in, far sooner than the 100 s start-up.
+CAME_EARLY = [Sample(0.0, 3.0), Sample(115.0, 4.0), Sample(200.0, 3.0)]
+FLASHES = traffic(600.0, [(100.0, 160.0, 20.0), (300.0, 355.0, 20.0), (500.0, 560.0, 20.0)])
+
+
+def test_a_change_sooner_than_a_start_up_is_no_evidence_with_excursion_fleet_change_own() -> None:
+    """``excursionFleetChange``: "any" (the default) reads the first excursion, ended by a
+    4th replica 10 s in, as a scale-up in time and holds nothing for 900 s; "own" knows
+    that replica was asked for before the excursion began (10 s < the 100 s start-up), so
+    the excursion says nothing, and the second (50 s, L falling) is the evidence: the
+    third, 30 s in, is held (3 replicas, not 5)."""
+    found = excursions([s for s in FLASHES if s.t_s <= 530.0], CAME_EARLY, 3, 4.0)
+    assert [(e.start_s, e.end_s, e.fleet_changed) for e in found] == [  # unsmoothed here
+        (100.0, 115.0, True),
+        (300.0, 355.0, False),
+        (500.0, 530.0, False),
+    ]
+    own = replace(LATE, excursion_fleet_change="own")
+    held = decide(FLASHES, own, 530.0, ready_replicas=3, ready_series=CAME_EARLY)
+    assert held.held_scale_up and held.desired_replicas == 3
+    assert "1 excursion(s)" in held.reason and "ended within 50 s" in held.reason
+    plain = decide(FLASHES, LATE, 530.0, ready_replicas=3, ready_series=CAME_EARLY)
+    assert not plain.held_scale_up and plain.desired_replicas == 5
+
+
+def test_a_change_a_start_up_in_still_turns_the_hold_off_with_own() -> None:
+    """A 4th replica ready 100 s (a start-up) into an excursion could have been asked for
+    in it: with "own" that excursion still counts, and, a start-up long, holds nothing."""
+    late_came = [Sample(0.0, 3.0), Sample(205.0, 4.0), Sample(290.0, 3.0)]
+    samples = traffic(600.0, [(100.0, 260.0, 20.0), (300.0, 355.0, 20.0), (500.0, 560.0, 20.0)])
+    found = excursions([s for s in samples if s.t_s <= 530.0], late_came, 3, 4.0)
+    assert (found[0].start_s, found[0].end_s, found[0].fleet_changed) == (100.0, 205.0, True)
+    own = replace(LATE, excursion_fleet_change="own")
+    assert not decide(samples, own, 530.0, ready_replicas=3, ready_series=late_came).held_scale_up
+
+
+def test_metadata_excursion_fleet_change() -> None:
+    assert parse_metadata({}).policy.excursion_fleet_change == "any"
+    own = {names.META_EXCURSION_FLEET_CHANGE: "own"}
+    assert parse_metadata(own).policy.excursion_fleet_change == "own"
+    assert parse_metadata({names.META_EXCURSION_FLEETS: "any"}).policy.excursion_fleets == "any"
+    with pytest.raises(MetadataError, match=names.META_EXCURSION_FLEET_CHANGE):
+        parse_metadata({names.META_EXCURSION_FLEET_CHANGE: "mine"})
