@@ -231,6 +231,19 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         'a fraction from 0 (off) to 1, above floorFraction to hold more, e.g. "0.8"',
         high=1.0,
     )
+    floor_filled_flashes = _decimal(
+        names.META_FLOOR_FILLED_FLASHES,
+        values,
+        'a whole number of flashes from 0 (off) to 100, e.g. "2"',
+        high=100.0,
+    )
+    if floor_filled_flashes != int(floor_filled_flashes):
+        raise MetadataError(
+            names.META_FLOOR_FILLED_FLASHES,
+            'a whole number of flashes from 0 (off) to 100, e.g. "2"',
+            values[names.META_FLOOR_FILLED_FLASHES],
+            "a count of flashes is whole",
+        )
     startup_s = _decimal(
         names.META_STARTUP_S,
         values,
@@ -344,6 +357,7 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_smoothing_s=None if floor_smoothing_s is None else floor_smoothing_s * time_scale,
             floor_tolerance=floor_tolerance,
             floor_short_fraction=floor_short_fraction,
+            floor_filled_flashes=int(floor_filled_flashes),
             startup_s=startup_s * time_scale,
             anticipate_s=anticipate_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,

@@ -269,6 +269,9 @@ META_FLOOR_TOLERANCE: Final = "floorTolerance"
 # The fraction held of the level L reached in floorRecurrences separate peaks that each
 # ended sooner than startupSeconds (0: off): peaks no scale-up can meet.
 META_FLOOR_SHORT_FRACTION: Final = "floorShortFraction"
+# The floor keeps the largest fleet L filled in this many separate flashes of the floor
+# window, each over sooner than startupSeconds (0: off).
+META_FLOOR_FILLED_FLASHES: Final = "floorFilledFlashes"
 # No scale-up that cannot arrive in time (0: off): a replica's start-up (seconds), by default
 # a lower bound on it (30);
 # while L's excursions above the ready fleet's capacity in the last
@@ -397,6 +400,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_FLOOR_SMOOTHING_S: "",
     META_FLOOR_TOLERANCE: "0",
     META_FLOOR_SHORT_FRACTION: "0",
+    META_FLOOR_FILLED_FLASHES: "0",
     META_STARTUP_S: str(DEFAULT_STARTUP_S),
     META_ANTICIPATE_S: str(DEFAULT_ANTICIPATE_S),
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),

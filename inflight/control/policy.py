@@ -244,6 +244,10 @@ class PolicySpec:
     # The fraction held of the recurrent level of peaks that each ended sooner than
     # ``startup_s`` (``floorShortFraction``; 0: off): :func:`short_recurrent`.
     floor_short_fraction: float = 0.0
+    # The floor keeps the largest fleet L filled in this many separate flashes of the floor
+    # window, each over sooner than ``startup_s`` (``floorFilledFlashes``; 0: off):
+    # :func:`filled_fleet`.
+    floor_filled_flashes: int = 0
     # No scale-up that cannot arrive in time (``startupSeconds``, wall s; 0: off;
     # ``excursionWindowSeconds``, the memory of L's excursions above capacity):
     # :func:`late_scale_up`.
@@ -668,6 +672,18 @@ def decide(
             due = found is not None and anticipating(found, now_s, spec.anticipate_s)
             if found is not None and due and found.level > floor:
                 floor, anticipated = found.level, found
+        if spec.floor_filled_flashes > 0 and spec.startup_s > 0:
+            levels = [
+                Sample(t, v)
+                for t in [*(t for t in times if t >= now_s - window_s), now_s]
+                if (v := smoothed(t)) is not None
+            ]
+            filled = filled_fleet(levels, ready_series, spec)
+            if filled * spec.target > floor:
+                floor = filled * spec.target
+                floor_how += (
+                    f", the {filled} replicas L filled in {spec.floor_filled_flashes} flashes"
+                )
         if spec.floor_tolerance > 0 and ready_replicas:
             held = floor_hold(floor, spec.floor_tolerance, ready_replicas * spec.target)
             if held > floor:
@@ -781,6 +797,32 @@ def decide(
         held_scale_up=late is not None,
     )
     return guard(decision, partial, spec)
+
+
+def filled_fleet(levels: Sequence[Sample], ready: Sequence[Sample], spec: PolicySpec) -> int:
+    """The largest fleet L filled in ``floor_filled_flashes`` separate flashes, or 0.
+
+    A flash fills a fleet: L (``levels``, smoothed) above its capacity while it was ready,
+    over (L falling, not a change of the fleet) sooner than ``startup_s``, so no replica
+    asked for in it could serve it. Bursts like that come and go faster than the fleet can
+    follow; the fleet they keep filling is the one to keep. Worked example, target 4,
+    start-up 30 s: with 3 ready, L read 13 for 8 s and 15 for 12 s in the window, 2 low
+    between → 3 (with 2 such flashes asked for); a surge that held L 20 for 60 s on 3 is no
+    flash.
+    """
+    if not levels:
+        return 0
+    fleet = _StepSeries(ready)
+    counts = sorted({round(c) for s in levels if (c := fleet.at(s.t_s)) is not None}, reverse=True)
+    for count in counts:
+        flashes = [
+            e
+            for e in excursions(levels, ready, count, spec.target)
+            if not e.ongoing and not e.fleet_changed and e.duration_s < spec.startup_s
+        ]
+        if len(flashes) >= spec.floor_filled_flashes:
+            return count
+    return 0
 
 
 def floor_hold(floor: float, tolerance: float, ready_capacity: float) -> float:
