@@ -8,6 +8,7 @@ import pathlib
 import sys
 
 R = "saturation[floorStatistic=recurrent;floorSingleWindowSeconds="
+OA15 = "excursionFleetChange=own;excursionFleets=any;excursionMargin=1.5]"  # fleet-change
 NAMES = {
     "saturation": "default",
     R + "900;floorSingleFraction=0.3]": "C",
@@ -38,6 +39,18 @@ NAMES = {
     "saturation[floorShortFraction=0.7]": "S0.7",  # results/2026-12-03-floor-short
     "saturation[floorShortFraction=0.8]": "S0.8",
     "saturation[floorShortFraction=1]": "S1",
+    "saturation[excursionFleetChange=own]": "O",  # results/2026-12-03-fleet-change
+    "saturation[excursionFleetChange=own;excursionFleets=any]": "OA",
+    "saturation[excursionFleetChange=own;excursionMargin=1.5]": "O, 1.5",
+    "saturation[excursionFleetChange=own;excursionFleets=any;excursionMargin=1.5]": "OA, 1.5",
+    "saturation[floorFilledFlashes=1]": "FF1",
+    "saturation[floorFilledFlashes=1;excursionFleetChange=own]": "FF1 O",
+    "saturation[floorFilledFlashes=1;" + OA15: "FF1 OA, 1.5",
+    "saturation[floorShortFraction=0.8;excursionFleetChange=own]": "S0.8 O",
+    "saturation[floorShortFraction=0.8;excursionFleetChange=own;excursionMargin=1.5]": (
+        "S0.8 O, 1.5"
+    ),
+    "saturation[floorShortFraction=0.8;" + OA15: "S0.8 OA, 1.5",
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}
