@@ -29,6 +29,7 @@ import asyncio
 import logging
 import math
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import NoReturn
 
@@ -41,7 +42,7 @@ from external_scaler.metadata import ScalerSpec, parse_metadata
 from external_scaler.metrics import ScalerMetrics
 from external_scaler.proto import externalscaler_pb2 as pb
 from external_scaler.proto import externalscaler_pb2_grpc as pb_grpc
-from external_scaler.sources import WindowSource
+from external_scaler.sources import Observed, WindowSource
 from inflight import names
 from inflight.control.policy import Decision, NoSamples
 
@@ -85,6 +86,12 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self._last_logged: dict[str, tuple[int, bool]] = {}
         # Metric names with gauge series, to remove when their trigger is gone.
         self._recorded: set[str] = set()
+        # Per trigger spec, the window last decided on and the decision (most recent last,
+        # at most max_triggers). The decision is a pure function of the two, so a call the
+        # source answers from its cache (the same window) reuses it instead of deciding
+        # again; the window is held weakly: the source's cache owns it, and once it drops
+        # it the entry can match nothing.
+        self._decided: dict[ScalerSpec, tuple[weakref.ref[Observed], Decided]] = {}
 
     # --- RPCs -------------------------------------------------------------------------
 
@@ -228,9 +235,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             observed = await asyncio.wait_for(
                 self.source.observe(spec, self._clock(), budget_s), budget_s
             )
-            # Saturation over every capacity dimension (docs/capacity.md): the policy
-            # decides on max(L, KV-equivalent L) at each step (the simulator calls it too).
-            return decide(spec, observed)
+            return self._decided_on(spec, observed)
         except TimeoutError as exc:
             raise _Abort(
                 grpc.StatusCode.UNAVAILABLE,
@@ -256,6 +261,19 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             raise _Abort(
                 grpc.StatusCode.INTERNAL, f"internal error: {exc!r}", names.SCALER_ERROR_INTERNAL
             ) from exc
+
+    def _decided_on(self, spec: ScalerSpec, observed: Observed) -> Decided:
+        """The decision on ``observed``, reused when ``spec`` last decided on that same
+        window (a cache hit of the source's)."""
+        memo = self._decided.pop(spec, None)
+        # Saturation over every capacity dimension (docs/capacity.md): the policy decides
+        # on max(L, KV-equivalent L) at each step (the simulator calls it too).
+        hit = memo is not None and memo[0]() is observed
+        decided = memo[1] if memo is not None and hit else decide(spec, observed)
+        self._decided[spec] = (weakref.ref(observed), decided)
+        while len(self._decided) > self.limits.max_triggers:
+            del self._decided[next(iter(self._decided))]
+        return decided
 
     async def _fail(
         self, context: grpc.aio.ServicerContext, method: str, abort: _Abort

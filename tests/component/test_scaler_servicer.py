@@ -518,3 +518,57 @@ async def test_a_held_scale_up_is_in_the_gauge_and_the_log_while_it_lasts(
     ended = [i for i, line in enumerate(lines) if "scale-up no longer held" in line]
     assert len(held) == 1 and "late scale-up held" in lines[held[0]], lines
     assert len(ended) == 1 and ended[0] > held[0], lines
+
+
+class OneWindowSource:
+    """A WindowSource answering every call with the one window it holds, the same object,
+    as the Prometheus source answers from its cache until it fetches again (``fetch``)."""
+
+    def __init__(self, level: float) -> None:
+        self.observed: Observed | None = None
+        self.fetch(level)
+
+    def fetch(self, level: float) -> None:
+        now_s = 1_000.0
+        inflight = tuple(Sample(now_s - 5.0 * i, level) for i in range(20, -1, -1))
+        ready = (Sample(now_s - 100.0, 1.0),)
+        self.observed = Observed(Window(inflight, (), ready), now_s)
+
+    async def observe(self, spec: ScalerSpec, now_s: float, timeout_s: float) -> Observed:
+        assert self.observed is not None
+        return self.observed
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_decision_on_the_same_window_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decision is a pure function of (spec, window): a call the source answers with
+    the window it answered before (its cache) reuses the decision; a new window, another
+    trigger spec, or the window dropped by the source decides again, and the reused answer
+    is the one deciding again would give."""
+    import external_scaler.servicer as servicer_module
+
+    decided: list[float] = []
+    real = servicer_module.decide
+
+    def counting(spec: ScalerSpec, observed: Observed):  # the real decision, counted
+        decided.append(observed.end_s)
+        return real(spec, observed)
+
+    monkeypatch.setattr(servicer_module, "decide", counting)
+    source = OneWindowSource(6.0)
+    async for h in _harness(lambda _metrics: source, CollectorRegistry()):
+        assert await h.value(**INSTANT) == 6.0
+        assert await h.value(**INSTANT) == 6.0
+        assert len(decided) == 1  # the second call reused the first's decision
+        other = {**INSTANT, "slotsPerReplica": "8"}
+        assert await h.value(**other) == 6.0
+        assert len(decided) == 2  # another trigger spec decides on its own
+        source.fetch(10.0)  # a new window: the memo's weak reference to the old one dies
+        assert await h.value(**INSTANT) == 10.0
+        assert len(decided) == 3
+        memo = h.app.servicer._decided
+        assert all(ref() is source.observed for ref, _ in memo.values() if ref() is not None)
+        assert await h.value(**INSTANT) == 10.0
+        assert len(decided) == 3
