@@ -224,16 +224,9 @@ def kv_from_matrix(data: dict[str, Any]) -> KvWindow:
     """vLLM's KV series and the router's token demand from the range query's answer
     (empty when it has none): the summed usage, running and waiting-for-capacity steps,
     the largest cache size any replica's ``vllm:cache_config_info`` states, and the
-    router's tokens in flight, held and per replica. Malformed series are skipped here:
-    :func:`window_from_matrix` has already refused the answer if any was."""
-    series: _Series = {}
-    for item in data.get("result", []):
-        labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
-        signal = labels.get(SIGNAL_LABEL, "")
-        if signal == SIGNAL_KV_CONFIG or signal in _SUMMED:
-            values = item.get("values", []) if signal in _SUMMED else ()
-            series.setdefault(signal, []).append((labels, _samples(values)))
-    return _kv(series)
+    router's tokens in flight, held and per replica. SourceError on a malformed series,
+    as :func:`window_from_matrix` (the same parse)."""
+    return _kv(_parse(data))
 
 
 # The answer's series by signal (the value of SIGNAL_LABEL), each as (labels, samples), in
