@@ -1,8 +1,9 @@
-"""Two scalers' uncached GetMetrics on one Prometheus with a full window, rounds interleaved:
+"""Two scalers' GetMetrics (uncached unless ``--cache-ttl-s``) on one Prometheus with a full
+window, rounds interleaved:
 the previous code (``--old``, a checkout's root) and this tree's.
 
 ``inflight bench scaler``'s setup (its backfilled history, ``scaler_history``, its target
-and its ``measure``), then one ``inflight scaler --cache-ttl-s 0`` per tree (``PYTHONPATH``
+and its ``measure``), then one ``inflight scaler --cache-ttl-s TTL`` per tree (``PYTHONPATH``
 picks the code; ``python -P``: without it ``-m`` puts the working directory first, and a
 run from the repository root would start this tree's code twice) and ``--rounds`` rounds
 of ``--calls`` calls each, alternating which goes first, with Prometheus' count of the
@@ -10,6 +11,7 @@ range queries each answered. Prints one line per round and tree (p50, p90, p99 m
 the medians' ratio::
 
     python results/2026-12-03-parse-once/bench_ab.py --old /tmp/wt_old --rounds 5
+    python results/2026-12-03-parse-once/bench_ab.py --old /tmp/wt_old --cache-ttl-s 1
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ from inflight.procs import ManagedProcess
 from inflight.prom import PrometheusServer
 
 
-def scaler(tree: Path, prometheus_url: str, log_dir: Path, name: str) -> tuple[ManagedProcess, int]:
+def scaler(
+    tree: Path, prometheus_url: str, log_dir: Path, name: str, ttl_s: float
+) -> tuple[ManagedProcess, int]:
     ready = log_dir / f"{name}.ready.json"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     proc = ManagedProcess(
         [sys.executable, "-P", "-m", "inflight", "scaler", "--grpc-port", "0",
-         "--metrics-port", "0", "--prometheus-url", prometheus_url, "--cache-ttl-s", "0",
+         "--metrics-port", "0", "--prometheus-url", prometheus_url, "--cache-ttl-s", str(ttl_s),
          "--log-level", "WARNING", "--ready-file", str(ready)],
         name=name, env=env, log_path=log_dir / f"{name}.log", ready_file=ready,
     ).start()  # fmt: skip
@@ -62,6 +66,7 @@ def main() -> int:
     p.add_argument("--old", type=Path, required=True)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=100)
+    p.add_argument("--cache-ttl-s", type=float, default=0.0)
     args = p.parse_args()
     new = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="bench-scaler-ab-") as tmp:
@@ -76,7 +81,7 @@ def main() -> int:
             prom.start()
             ports = {}
             for name, tree in (("old", args.old.resolve()), ("new", new)):
-                proc, ports[name] = scaler(tree, prom.url, Path(tmp), name)
+                proc, ports[name] = scaler(tree, prom.url, Path(tmp), name, args.cache_ttl_s)
                 procs.append(proc)
             for r in range(args.rounds):
                 order = ("old", "new") if r % 2 == 0 else ("new", "old")
