@@ -65,11 +65,14 @@ Two policies:
   **No scale-up that cannot arrive in time** (``startupSeconds``, a replica's start-up,
   by default 30 s, a lower bound on one; 0 off; :func:`late_scale_up`): while L's recent
   excursions above the ready fleet's capacity all ended sooner than a start-up, a new one
-  like them (no longer, no higher, × ``excursionMargin``) leaves the value's maximum, so
-  the count stays at the ready fleet, the floor or what stood before it began; one that
-  outlasts or outgrows them scales. Worked example, target 4, 3 ready, start-up 100 s:
-  bursts held L above 12 for 55 s each; the next one, 50 s in, answers 12 (3 replicas),
-  not its L 20 (5).
+  like them (no longer, no higher, × ``excursionMargin``, 1.5) leaves the value's maximum,
+  so the count stays at the ready fleet, the floor or what stood before it began; one that
+  outlasts or outgrows them scales. The evidence is every fleet's excursions
+  (``excursionFleets`` any), and one a change of the fleet ended sooner than a start-up
+  after it began says nothing (``excursionFleetChange`` own: its replica was asked for
+  before it); chosen in results/2026-12-03-fleet-change. Worked example, target 4, 3
+  ready, start-up 100 s: bursts held L above 12 for 55 s each; the next one, 50 s in,
+  answers 12 (3 replicas), not its L 20 (5).
   Opt-in, not adopted (results/2026-12-03-rebound): ``reboundWindowSeconds``, a level L came
   back to within that window of falling below it held that long (:func:`rebound_level`),
   and ``floorSmoothingSeconds``, the window L is smoothed over before the floor remembers it;

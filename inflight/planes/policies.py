@@ -18,6 +18,9 @@ from external_scaler.metadata import parse_metadata
 from inflight.control.trigger import check_override_key
 from inflight.names import (
     META_ANTICIPATE_S,
+    META_EXCURSION_FLEET_CHANGE,
+    META_EXCURSION_FLEETS,
+    META_EXCURSION_MARGIN,
     META_FLOOR_SINGLE_FRACTION,
     META_FLOOR_SINGLE_WINDOW_S,
     META_FLOOR_STATISTIC,
@@ -149,6 +152,11 @@ ANTICIPATE_DEFAULT_SINCE = "2026-12-02T22:30:00+00:00"
 #: When a scale-up that cannot arrive in time became held by default (``startupSeconds``
 #: 30; results/2026-12-03-startup-default). A live run recorded before it had it off.
 STARTUP_DEFAULT_SINCE = "2026-12-03T04:20:00+00:00"
+#: When a late scale-up's evidence widened (``excursionFleets`` any, ``excursionFleetChange``
+#: own, ``excursionMargin`` 1.5; results/2026-12-03-fleet-change). A live run recorded
+#: before it read only the ready fleet's excursions, any fleet change as a scale-up in
+#: time, at margin 1.
+EVIDENCE_DEFAULT_SINCE = "2026-12-03T21:00:00+00:00"
 _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (FLOOR_DEFAULT_SINCE, ((META_FLOOR_WINDOW_S, "0"),)),
     (
@@ -161,6 +169,14 @@ _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ),
     (ANTICIPATE_DEFAULT_SINCE, ((META_ANTICIPATE_S, "0"),)),
     (STARTUP_DEFAULT_SINCE, ((META_STARTUP_S, "0"),)),
+    (
+        EVIDENCE_DEFAULT_SINCE,
+        (
+            (META_EXCURSION_FLEETS, "same"),
+            (META_EXCURSION_FLEET_CHANGE, "any"),
+            (META_EXCURSION_MARGIN, "1"),
+        ),
+    ),
 )
 
 
@@ -170,7 +186,9 @@ def as_recorded(policy: Policy, created_at: str | None) -> Policy:
     before :data:`RECURRENT_FLOOR_DEFAULT_SINCE` with the floor of the highest peak
     (``floorStatistic`` peak), one from before :data:`ANTICIPATE_DEFAULT_SINCE` without
     ``anticipateSeconds``, one from before :data:`STARTUP_DEFAULT_SINCE` without
-    ``startupSeconds``; a key its metadata names stays as named (what ``inflight
+    ``startupSeconds``, one from before :data:`EVIDENCE_DEFAULT_SINCE` with a late
+    scale-up's evidence as it was (``excursionFleets`` same, ``excursionFleetChange`` any,
+    ``excursionMargin`` 1); a key its metadata names stays as named (what ``inflight
     sim calibrate`` re-simulates). None: as today."""
     if policy.kind != "saturation" or created_at is None:
         return policy

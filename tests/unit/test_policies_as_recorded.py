@@ -1,6 +1,6 @@
 """``inflight sim calibrate`` re-simulates a live run with the policy as it ran: the
-saturation policy's defaults changed four times (the floor, its recurring level, bursts
-met ahead, a start-up's lower bound), and a
+saturation policy's defaults changed five times (the floor, its recurring level, bursts
+met ahead, a start-up's lower bound, a late scale-up's evidence), and a
 recorded run names only "saturation". Each run here is built as calibrate builds it."""
 
 from __future__ import annotations
@@ -10,12 +10,20 @@ from inflight import names
 from inflight.control.policy import PolicySpec
 from inflight.planes.policies import (
     ANTICIPATE_DEFAULT_SINCE,
+    EVIDENCE_DEFAULT_SINCE,
     FLOOR_DEFAULT_SINCE,
     RECURRENT_FLOOR_DEFAULT_SINCE,
     STARTUP_DEFAULT_SINCE,
     Policy,
     as_recorded,
     parse_policies,
+)
+
+# What a run recorded before EVIDENCE_DEFAULT_SINCE read as a late scale-up's evidence.
+EVIDENCE_AS_IT_WAS = (
+    (names.META_EXCURSION_FLEETS, "same"),
+    (names.META_EXCURSION_FLEET_CHANGE, "any"),
+    (names.META_EXCURSION_MARGIN, "1"),
 )
 
 
@@ -31,6 +39,7 @@ def test_the_switch_times_are_in_order() -> None:
         < RECURRENT_FLOOR_DEFAULT_SINCE
         < ANTICIPATE_DEFAULT_SINCE
         < STARTUP_DEFAULT_SINCE
+        < EVIDENCE_DEFAULT_SINCE
     )
 
 
@@ -48,22 +57,35 @@ def test_a_run_between_the_switches_held_the_highest_peak() -> None:
 
 def test_a_run_between_the_second_and_third_held_the_recurring_level_unanticipated() -> None:
     recorded, spec = spec_of("saturation", "2026-12-02T18:00:00+00:00")
-    assert recorded.metadata == ((names.META_ANTICIPATE_S, "0"), (names.META_STARTUP_S, "0"))
+    assert recorded.metadata == (
+        (names.META_ANTICIPATE_S, "0"),
+        (names.META_STARTUP_S, "0"),
+        *EVIDENCE_AS_IT_WAS,
+    )
     assert (spec.floor_statistic, spec.floor_single_fraction) == ("recurrent", 0.3)
     assert spec.anticipate_s == 0.0 and spec.startup_s == 0.0
 
 
 def test_a_run_between_the_third_and_fourth_anticipated_without_a_start_up() -> None:
     recorded, spec = spec_of("saturation", "2026-12-02T23:00:00+00:00")
-    assert recorded.metadata == ((names.META_STARTUP_S, "0"),)
+    assert recorded.metadata == ((names.META_STARTUP_S, "0"), *EVIDENCE_AS_IT_WAS)
     assert spec.anticipate_s == names.DEFAULT_ANTICIPATE_S == 130
     assert spec.startup_s == 0.0 and not spec.late_scale_up_on
 
 
-def test_a_run_since_holds_late_scale_ups_as_today() -> None:
+def test_a_run_between_the_fourth_and_fifth_held_late_scale_ups_on_the_old_evidence() -> None:
     recorded, spec = spec_of("saturation", "2026-12-03T05:00:00+00:00")
-    assert recorded.metadata == ()
+    assert recorded.metadata == EVIDENCE_AS_IT_WAS
     assert spec.startup_s == names.DEFAULT_STARTUP_S == 30 and spec.late_scale_up_on
+    assert (spec.excursion_fleets, spec.excursion_fleet_change) == ("same", "any")
+    assert spec.excursion_margin == 1.0
+
+
+def test_a_run_since_reads_the_evidence_as_today() -> None:
+    recorded, spec = spec_of("saturation", "2026-12-04T00:00:00+00:00")
+    assert recorded.metadata == ()
+    assert (spec.excursion_fleets, spec.excursion_fleet_change) == ("any", "own")
+    assert spec.excursion_margin == names.DEFAULT_EXCURSION_MARGIN == 1.5
     assert spec_of("saturation", None)[0].metadata == ()
 
 

@@ -33,6 +33,12 @@ OFF = PolicySpec(
     startup_s=0.0,  # the hold off (30 s by default): LATE turns it on
     min_replicas=1,
     max_replicas=8,
+    # The evidence as first built (the ready fleet's excursions, any fleet change a scale-up
+    # in time, margin 1), which these tests work through; the defaults since
+    # results/2026-12-03-fleet-change ("any", "own", 1.5) have their own tests below.
+    excursion_margin=1.0,
+    excursion_fleets="same",
+    excursion_fleet_change="any",
 )
 LATE = replace(OFF, startup_s=100.0, excursion_window_s=900.0)
 THREE = [Sample(0.0, 3.0)]  # 3 replicas ready throughout
@@ -203,7 +209,7 @@ def test_metadata_parses_the_keys_time_scaled() -> None:
     assert default.late_scale_up_on
     assert not parse_metadata({names.META_STARTUP_S: "0"}).policy.late_scale_up_on
     assert default.excursion_window_s == names.DEFAULT_EXCURSION_WINDOW_S
-    assert default.excursion_margin == names.DEFAULT_EXCURSION_MARGIN
+    assert default.excursion_margin == names.DEFAULT_EXCURSION_MARGIN == 1.5
 
 
 @pytest.mark.parametrize(
@@ -253,7 +259,9 @@ def test_excursions_on_a_larger_fleet_are_evidence_with_excursion_fleets_larger(
 
 
 def test_metadata_excursion_fleets() -> None:
-    assert parse_metadata({}).policy.excursion_fleets == "same"
+    assert parse_metadata({}).policy.excursion_fleets == "any"  # results/2026-12-03-fleet-change
+    same = {names.META_EXCURSION_FLEETS: "same"}
+    assert parse_metadata(same).policy.excursion_fleets == "same"
     larger = {names.META_EXCURSION_FLEETS: "larger"}
     assert parse_metadata(larger).policy.excursion_fleets == "larger"
     with pytest.raises(MetadataError, match=names.META_EXCURSION_FLEETS):
@@ -323,9 +331,21 @@ def test_a_change_a_start_up_in_still_turns_the_hold_off_with_own() -> None:
 
 
 def test_metadata_excursion_fleet_change() -> None:
-    assert parse_metadata({}).policy.excursion_fleet_change == "any"
-    own = {names.META_EXCURSION_FLEET_CHANGE: "own"}
-    assert parse_metadata(own).policy.excursion_fleet_change == "own"
+    assert parse_metadata({}).policy.excursion_fleet_change == "own"
+    before = {names.META_EXCURSION_FLEET_CHANGE: "any"}
+    assert parse_metadata(before).policy.excursion_fleet_change == "any"
     assert parse_metadata({names.META_EXCURSION_FLEETS: "any"}).policy.excursion_fleets == "any"
     with pytest.raises(MetadataError, match=names.META_EXCURSION_FLEET_CHANGE):
         parse_metadata({names.META_EXCURSION_FLEET_CHANGE: "mine"})
+
+
+def test_the_defaults_hold_a_flash_after_a_replica_that_came_early() -> None:
+    """The defaults (``excursionFleets`` any, ``excursionFleetChange`` own, margin 1.5) on
+    the FLASHES of the "own" test: the third flash, 30 s in, is held at 3 replicas; the
+    evidence as first built (OFF's) scales it to 5."""
+    defaults = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, floor_window_s=0.0)
+    today = replace(defaults, startup_s=100.0, min_replicas=1, max_replicas=8)
+    held = decide(FLASHES, today, 530.0, ready_replicas=3, ready_series=CAME_EARLY)
+    assert held.held_scale_up and held.desired_replicas == 3
+    plain = decide(FLASHES, LATE, 530.0, ready_replicas=3, ready_series=CAME_EARLY)
+    assert not plain.held_scale_up and plain.desired_replicas == 5
