@@ -190,13 +190,9 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             names.META_FLOOR_QUANTILE, quantile_form, values[names.META_FLOOR_QUANTILE]
         )
     recurrences_form = 'a whole number of peaks from 1 to 100, e.g. "2"'
-    floor_recurrences = _decimal(
+    floor_recurrences = _whole(
         names.META_FLOOR_RECURRENCES, values, recurrences_form, low=1, high=100
     )
-    if floor_recurrences != int(floor_recurrences):
-        raise MetadataError(
-            names.META_FLOOR_RECURRENCES, recurrences_form, values[names.META_FLOOR_RECURRENCES]
-        )
     floor_single_window_s = _decimal(
         names.META_FLOOR_SINGLE_WINDOW_S,
         values,
@@ -231,19 +227,12 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
         'a fraction from 0 (off) to 1, above floorFraction to hold more, e.g. "0.8"',
         high=1.0,
     )
-    floor_filled_flashes = _decimal(
+    floor_filled_flashes = _whole(
         names.META_FLOOR_FILLED_FLASHES,
         values,
         'a whole number of flashes from 0 (off) to 100, e.g. "2"',
-        high=100.0,
+        high=100,
     )
-    if floor_filled_flashes != int(floor_filled_flashes):
-        raise MetadataError(
-            names.META_FLOOR_FILLED_FLASHES,
-            'a whole number of flashes from 0 (off) to 100, e.g. "2"',
-            values[names.META_FLOOR_FILLED_FLASHES],
-            "a count of flashes is whole",
-        )
     startup_s = _decimal(
         names.META_STARTUP_S,
         values,
@@ -351,13 +340,13 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
             floor_peak=floor_peak,
             floor_statistic=floor_statistic,
             floor_quantile=floor_quantile,
-            floor_recurrences=int(floor_recurrences),
+            floor_recurrences=floor_recurrences,
             floor_single_window_s=floor_single_window_s * time_scale,
             floor_single_fraction=floor_single_fraction,
             floor_smoothing_s=None if floor_smoothing_s is None else floor_smoothing_s * time_scale,
             floor_tolerance=floor_tolerance,
             floor_short_fraction=floor_short_fraction,
-            floor_filled_flashes=int(floor_filled_flashes),
+            floor_filled_flashes=floor_filled_flashes,
             startup_s=startup_s * time_scale,
             anticipate_s=anticipate_s * time_scale,
             excursion_window_s=excursion_window_s * time_scale,
@@ -406,6 +395,14 @@ def _choice(key: str, value: str, allowed: tuple[_T, ...]) -> _T:
         if value.strip() == option:
             return option
     raise MetadataError(key, "one of " + ", ".join(f'"{a}"' for a in allowed), value)
+
+
+def _whole(key: str, values: Mapping[str, str], form: str, *, low: int = 0, high: int) -> int:
+    """A whole number from ``low`` to ``high`` ("2", "2.0"), refused naming ``form``."""
+    number = _decimal(key, values, form, low=low, high=high)
+    if number != int(number):
+        raise MetadataError(key, form, values[key])
+    return int(number)
 
 
 def _decimal(

@@ -268,8 +268,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         memo = self._decided.pop(spec, None)
         # Saturation over every capacity dimension (docs/capacity.md): the policy decides
         # on max(L, KV-equivalent L) at each step (the simulator calls it too).
-        hit = memo is not None and memo[0]() is observed
-        decided = memo[1] if memo is not None and hit else decide(spec, observed)
+        decided = memo[1] if memo is not None and memo[0]() is observed else decide(spec, observed)
         self._decided[spec] = (weakref.ref(observed), decided)
         while len(self._decided) > self.limits.max_triggers:
             del self._decided[next(iter(self._decided))]

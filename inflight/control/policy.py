@@ -261,7 +261,7 @@ class PolicySpec:
     excursion_window_s: float = float(names.DEFAULT_EXCURSION_WINDOW_S)
     excursion_margin: float = names.DEFAULT_EXCURSION_MARGIN
     # Which fleets' excursions are evidence (``excursionFleets``): "same", only the fleet
-    # ready now's; "larger", also a larger one's (:func:`excursions`).
+    # ready now's; "larger", also a larger one's; "any", every one's (:func:`excursions`).
     excursion_fleets: ExcursionFleets = names.DEFAULT_EXCURSION_FLEETS
     # Which excursions a fleet change ended turn the hold off (``excursionFleetChange``):
     # "any", every one; "own", only one a start-up long (others are no evidence).
