@@ -139,6 +139,7 @@ def serve(config: RouterSettings) -> int:
             interval_s=config.health_interval_s,
             timeout_s=config.health_timeout_s,
             backoff_s=config.unhealthy_backoff_s,
+            timeouts=config.health_timeouts,
         )
     )
     if config.discover_kv_tokens:

@@ -188,6 +188,14 @@ class RouterSettings(config.Settings):
     ] = "least-outstanding"
     health_interval_s: Annotated[float, Field(gt=0), Cli("active health checks")] = 2.0
     health_timeout_s: Annotated[float, Field(gt=0), Cli("one health check")] = 2.0
+    health_timeouts: Annotated[
+        int,
+        Field(ge=1),
+        Cli(
+            "health checks in a row that time out before an endpoint is unhealthy (a refusal "
+            "or an error answer: at once; Kubernetes' readiness failureThreshold)"
+        ),
+    ] = 3
     unhealthy_backoff_s: Annotated[
         float,
         Field(ge=0),

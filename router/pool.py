@@ -80,6 +80,7 @@ class Endpoint:
     inflight: int = 0
     unhealthy_until_s: float = 0.0
     removed: bool = False  # set once the pool forgot it (drained)
+    timeouts: int = 0  # health checks timed out in a row (a passing one resets it)
 
 
 @dataclass(frozen=True)
@@ -145,14 +146,32 @@ class Pool:
             ep.state = UNHEALTHY
             ep.unhealthy_until_s = max(ep.unhealthy_until_s, now_s + backoff_s)
 
-    def health_result(self, url: str, ok: bool, now_s: float, backoff_s: float) -> bool:
-        """Record an active health check; True when the endpoint became ready."""
+    def health_result(
+        self,
+        url: str,
+        ok: bool,
+        now_s: float,
+        backoff_s: float,
+        timed_out: bool = False,
+        timeouts: int = 1,
+    ) -> bool:
+        """Record an active health check; True when the endpoint became ready.
+
+        A failed check marks a ready endpoint unhealthy at once, unless it ``timed_out``:
+        a busy engine's API server answers late, so only the ``timeouts``-th timeout in a
+        row does (``--health-timeouts``). A refusal or an error answer is a dead or failing
+        engine and counts at once.
+        """
         ep = self._endpoints.get(url)
         if ep is None or ep.state == DRAINING:
             return False
         if not ok:
+            ep.timeouts = ep.timeouts + 1 if timed_out else 0
+            if timed_out and ep.timeouts < timeouts and ep.state == READY:
+                return False
             self.mark_unhealthy(ep, now_s, backoff_s)
             return False
+        ep.timeouts = 0
         if ep.state == UNHEALTHY and now_s >= ep.unhealthy_until_s:
             ep.state = READY
             return True

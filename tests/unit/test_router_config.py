@@ -103,6 +103,7 @@ def test_exactly_one_source_is_required() -> None:
         (("--endpoints", "", "--port", "70000"), "--port"),
         (("--endpoints", "", "--health-interval-s", "-1"), "--health-interval-s"),
         (("--endpoints", "", "--unhealthy-backoff-s", "-1"), "--unhealthy-backoff-s"),
+        (("--endpoints", "", "--health-timeouts", "0"), "--health-timeouts"),
         (("--endpoints", "", "--upstream-timeout-s", "-1"), "--upstream-timeout-s"),
         (("--k8s-namespace", "llm"), "--k8s-service"),
         (("--endpoints", "", "--k8s-service", "vllm"), "--k8s-namespace"),
