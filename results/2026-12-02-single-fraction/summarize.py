@@ -51,6 +51,7 @@ NAMES = {
         "S0.8 O, 1.5"
     ),
     "saturation[floorShortFraction=0.8;" + OA15: "S0.8 OA, 1.5",
+    "saturation[excursionMargin=1]": "M1",  # results/2026-12-03-margin
 }
 group = pathlib.Path(__file__).parent / sys.argv[1]  # an absolute path stays as it is
 cells: dict[str, dict[str, str]] = {}

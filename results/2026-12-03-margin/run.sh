@@ -5,8 +5,11 @@
 # ramp and spike at seeds 24-25, bursty warm at 24, the Azure 2023 code and conversation
 # windows from 375, 975, 1,425 and 2,025 s, Mooncake's from 750 and 2,100 s (a trace's
 # windows overlap earlier ones: an hour holds few 20-minute windows; these starts are new).
-# Usage, from the repository root: results/2026-12-03-margin/run.sh GROUP (diurnal | held),
-# traces in $TRACES.
+# phase: results/2026-12-03-fleet-change/phase.sh's 15 rows (the 9 in-sample trace rows of
+# results/2026-12-02-single-fraction/in moved 10 s either way), where margin 1.5 was chosen
+# against the default of then (margin 1 with the evidence of then), never against this M1.
+# Usage, from the repository root: results/2026-12-03-margin/run.sh GROUP (diurnal | held |
+# phase), traces in $TRACES.
 set -euo pipefail
 export D=results/2026-12-03-margin
 export POLICIES='fixed:MAX,saturation,saturation[excursionMargin=1]'
@@ -18,6 +21,16 @@ case $1 in
       for start in 375 975 1425 2025; do rows+=("$kind-$start"); done
     done
     rows+=(moon-750 moon-2100) ;;
-  *) echo "usage: $0 diurnal|held" >&2; exit 2 ;;
+  phase)
+    rows=()
+    for row in code-0 code-0-1.5 code-1200 code-1800-0.8 code-2400 code-600-1.25 conv-0 conv-1200 conv-2400; do
+      IFS=- read -r kind start scale <<<"$row"
+      for d in -10 10; do
+        s=$((start + d))
+        ((s >= 0)) || continue
+        rows+=("$kind-$s${scale:+-$scale}")
+      done
+    done ;;
+  *) echo "usage: $0 diurnal|held|phase" >&2; exit 2 ;;
 esac
 results/2026-12-02-anticipate/run.sh "$1" "${rows[@]}"
