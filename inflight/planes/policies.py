@@ -157,6 +157,9 @@ STARTUP_DEFAULT_SINCE = "2026-12-03T04:20:00+00:00"
 #: before it read only the ready fleet's excursions, any fleet change as a scale-up in
 #: time, at margin 1.
 EVIDENCE_DEFAULT_SINCE = "2026-12-03T21:00:00+00:00"
+#: When ``excursionMargin`` went back to 1, the wider evidence kept
+#: (results/2026-12-03-margin). A live run recorded between the two ran at 1.5.
+MARGIN_DEFAULT_SINCE = "2026-12-03T23:30:00+00:00"
 _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (FLOOR_DEFAULT_SINCE, ((META_FLOOR_WINDOW_S, "0"),)),
     (
@@ -177,6 +180,7 @@ _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             (META_EXCURSION_MARGIN, "1"),
         ),
     ),
+    (MARGIN_DEFAULT_SINCE, ((META_EXCURSION_MARGIN, "1.5"),)),
 )
 
 
@@ -188,18 +192,21 @@ def as_recorded(policy: Policy, created_at: str | None) -> Policy:
     ``anticipateSeconds``, one from before :data:`STARTUP_DEFAULT_SINCE` without
     ``startupSeconds``, one from before :data:`EVIDENCE_DEFAULT_SINCE` with a late
     scale-up's evidence as it was (``excursionFleets`` same, ``excursionFleetChange`` any,
-    ``excursionMargin`` 1); a key its metadata names stays as named (what ``inflight
-    sim calibrate`` re-simulates). None: as today."""
+    ``excursionMargin`` 1), one from before :data:`MARGIN_DEFAULT_SINCE` at
+    ``excursionMargin`` 1.5; a key is set by the earliest switch the run came before (a run
+    from before both margins' switches ran at 1), and a key its metadata names stays as
+    named (what ``inflight sim calibrate`` re-simulates). None: as today."""
     if policy.kind != "saturation" or created_at is None:
         return policy
-    named = {k for k, _ in policy.metadata}
-    added = tuple(
-        (k, v)
-        for since, then in _AS_RECORDED
-        if created_at < since
-        for k, v in then
-        if k not in named
-    )
+    seen = {k for k, _ in policy.metadata}
+    added: list[tuple[str, str]] = []
+    for since, then in _AS_RECORDED:  # in time order: the earliest switch's value first
+        if created_at >= since:
+            continue
+        for k, v in then:
+            if k not in seen:
+                seen.add(k)
+                added.append((k, v))
     return replace(policy, metadata=(*policy.metadata, *added)) if added else policy
 
 

@@ -1,6 +1,6 @@
 """``inflight sim calibrate`` re-simulates a live run with the policy as it ran: the
-saturation policy's defaults changed five times (the floor, its recurring level, bursts
-met ahead, a start-up's lower bound, a late scale-up's evidence), and a
+saturation policy's defaults changed six times (the floor, its recurring level, bursts
+met ahead, a start-up's lower bound, a late scale-up's evidence, its margin back to 1), and a
 recorded run names only "saturation". Each run here is built as calibrate builds it."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from inflight.planes.policies import (
     ANTICIPATE_DEFAULT_SINCE,
     EVIDENCE_DEFAULT_SINCE,
     FLOOR_DEFAULT_SINCE,
+    MARGIN_DEFAULT_SINCE,
     RECURRENT_FLOOR_DEFAULT_SINCE,
     STARTUP_DEFAULT_SINCE,
     Policy,
@@ -40,6 +41,7 @@ def test_the_switch_times_are_in_order() -> None:
         < ANTICIPATE_DEFAULT_SINCE
         < STARTUP_DEFAULT_SINCE
         < EVIDENCE_DEFAULT_SINCE
+        < MARGIN_DEFAULT_SINCE
     )
 
 
@@ -81,11 +83,25 @@ def test_a_run_between_the_fourth_and_fifth_held_late_scale_ups_on_the_old_evide
     assert spec.excursion_margin == 1.0
 
 
+def test_a_run_between_the_fifth_and_sixth_read_the_wider_evidence_at_margin_1_5() -> None:
+    recorded, spec = spec_of("saturation", "2026-12-03T22:00:00+00:00")
+    assert recorded.metadata == ((names.META_EXCURSION_MARGIN, "1.5"),)
+    assert (spec.excursion_fleets, spec.excursion_fleet_change) == ("any", "own")
+    assert spec.excursion_margin == 1.5
+
+
+def test_a_run_before_both_margin_switches_ran_at_the_first_ones_margin() -> None:
+    # Both switches name excursionMargin; the earlier one's value is what the run had.
+    recorded, _ = spec_of("saturation", "2026-12-03T05:00:00+00:00")
+    margins = [v for k, v in recorded.metadata if k == names.META_EXCURSION_MARGIN]
+    assert margins == ["1"]
+
+
 def test_a_run_since_reads_the_evidence_as_today() -> None:
     recorded, spec = spec_of("saturation", "2026-12-04T00:00:00+00:00")
     assert recorded.metadata == ()
     assert (spec.excursion_fleets, spec.excursion_fleet_change) == ("any", "own")
-    assert spec.excursion_margin == names.DEFAULT_EXCURSION_MARGIN == 1.5
+    assert spec.excursion_margin == names.DEFAULT_EXCURSION_MARGIN == 1.0
     assert spec_of("saturation", None)[0].metadata == ()
 
 

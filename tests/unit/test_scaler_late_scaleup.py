@@ -209,7 +209,7 @@ def test_metadata_parses_the_keys_time_scaled() -> None:
     assert default.late_scale_up_on
     assert not parse_metadata({names.META_STARTUP_S: "0"}).policy.late_scale_up_on
     assert default.excursion_window_s == names.DEFAULT_EXCURSION_WINDOW_S
-    assert default.excursion_margin == names.DEFAULT_EXCURSION_MARGIN == 1.5
+    assert default.excursion_margin == names.DEFAULT_EXCURSION_MARGIN == 1.0
 
 
 @pytest.mark.parametrize(

@@ -105,7 +105,7 @@ def test_the_printed_block_is_the_scaled_object_metadata(tuned: Tuned) -> None:
     assert set(parsed["metadata"]) == set(Candidate(1.0, 60.0, 0.0, startup_s=30.0).metadata())
     # The start-up it simulated (--startup-s 30), stated as the README tells a user to.
     assert parsed["metadata"][names.META_STARTUP_S] == "30"
-    assert parsed["metadata"][names.META_EXCURSION_MARGIN] == "1.5"  # the default it simulated
+    assert parsed["metadata"][names.META_EXCURSION_MARGIN] == "1"  # the default it simulated
     for key, value in tuned.body["metadata"].items():
         assert f'  {key}: "{value}"' in block  # quoted strings, as the ScaledObject has them
     assert f"margin {100 * tuned.body['margin']:+.1f} points" in tuned.out
