@@ -10,9 +10,13 @@ error status does at once.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import threading
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -21,7 +25,7 @@ from aiohttp import web
 from router.dispatch import Dispatcher
 from router.health import FAILED, OK, TIMED_OUT, check_once, probe
 from router.pool import READY, UNHEALTHY, Pool
-from tests.support import until
+from tests.support import LoopbackHTTPServer, ProcessTracker, QuietHandler, until, wait_for
 
 TIMEOUT_S = 0.2  # the probe's own limit: a late server never answers within it
 
@@ -155,3 +159,44 @@ async def test_held_requests_go_out_when_the_endpoint_is_healthy_again(
         ep = await asyncio.wait_for(waiter, 5.0)
     assert ep.url == upstream.url and d.queued == 0
     d.release(ep)
+
+
+# --- the router process: the flag reaches its health loop ---------------------------------
+class LateHealth(QuietHandler):
+    """A replica whose /health answers only once ``answer`` is set (a stand-in: the state
+    of a busy engine's API server, which the emulator cannot be put in on demand)."""
+
+    answer = threading.Event()
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            type(self).answer.wait(timeout=60)
+        self.respond(b"{}")
+
+
+def test_the_router_takes_the_flags_count_of_late_answers(procs: ProcessTracker) -> None:
+    class Replica(LateHealth):
+        answer = threading.Event()
+
+    server = LoopbackHTTPServer(Replica)
+    try:
+        router = procs.start_inflight(
+            ["router", "--host", "127.0.0.1", "--port", "{port}", "--endpoints", server.url,
+             "--health-interval-s", "0.1", "--health-timeout-s", "0.2",
+             "--health-timeouts", "2", "--unhealthy-backoff-s", "0"],
+            name="router",
+        )  # fmt: skip
+
+        def endpoint_state() -> str:
+            with urllib.request.urlopen(router.url + "/router/status", timeout=5) as resp:
+                (endpoint,) = json.loads(resp.read())["endpoints"]
+            return str(endpoint["state"])
+
+        wait_for(lambda: endpoint_state() == UNHEALTHY, timeout_s=30, what="unhealthy")
+        log = Path(router.process.log_path or "").read_text()
+        assert "unhealthy: 2 health checks in a row timed out" in log, log[-2000:]
+        Replica.answer.set()
+        wait_for(lambda: endpoint_state() == READY, timeout_s=30, what="ready again")
+    finally:
+        Replica.answer.set()
+        server.close()
