@@ -4,8 +4,9 @@ A failed check (non-2xx, refused, reset) makes an endpoint ``unhealthy``; so doe
 ``--health-timeouts``-th check in a row that timed out (3 by default, Kubernetes' readiness
 ``failureThreshold``: a real engine's API server shares its cores with the engine and can
 answer late under load, and one late answer would take a busy replica out of rotation,
-every request then held); a passing check brings an unhealthy one back once its back-off is over. Health
-calls go over the shared session but never through the dispatcher, so they never hold a slot.
+every request then held); a passing check brings an unhealthy one back once its back-off
+is over. Health calls go over the shared session but never through the dispatcher, so they
+never hold a slot.
 """
 
 from __future__ import annotations
