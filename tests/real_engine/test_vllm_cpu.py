@@ -41,6 +41,7 @@ from inflight.statedir import StackInfo, read_stack
 from tests.support import (
     INFLIGHT,
     ProcessTracker,
+    WaitTimeout,
     assert_engines_left_nothing,
     engine_leftovers,
     wait_for,
@@ -392,7 +393,12 @@ def test_the_routers_l_is_vllms_running_and_waiting_plus_what_it_holds(stack: St
     with Streams(stack.info.router_url) as streams:
         for _ in range(6):  # 4 slots: the router holds 2
             streams.send(text_body(max_tokens=1000))
-        agreed = wait_for(agrees, timeout_s=TIMEOUT_S, what="L = running + waiting + held")
+        try:
+            agreed = wait_for(agrees, timeout_s=TIMEOUT_S, what="L = running + waiting + held")
+        except WaitTimeout as exc:  # what every poll saw, not only the last
+            shown = Counter((s.inflight, s.held, s.running, s.waiting, s.ready) for s in seen)
+            what = "(L, held, running, waiting, ready) seen"
+            raise AssertionError(f"{exc}; {what}: {dict(shown)}") from None
     assert agreed.held == 2 and agreed.running + agreed.waiting == SLOTS
 
 
