@@ -9,13 +9,5 @@ set -euo pipefail
 O='saturation[excursionFleetChange=own]'
 OA15='saturation[excursionFleetChange=own;excursionFleets=any;excursionMargin=1.5]'
 export POLICIES="fixed:MAX,saturation,$O,$OA15"
-rows=()
-for row in code-0 code-0-1.5 code-1200 code-1800-0.8 code-2400 code-600-1.25 conv-0 conv-1200 conv-2400; do
-  IFS=- read -r kind start scale <<<"$row"
-  for d in -10 10; do
-    s=$((start + d))
-    ((s >= 0)) || continue
-    rows+=("$kind-$s${scale:+-$scale}")
-  done
-done
+mapfile -t rows < <(results/2026-12-03-fleet-change/phase-rows.sh)
 results/2026-12-03-fleet-change/run.sh phase "${rows[@]}"
