@@ -8,12 +8,15 @@
 * ``prometheus_factory``: a real Prometheus (Debian's binary) on a port it picks.
 * ``refused_port()``: a loopback port where connections are refused (held for the test).
 * Every test fails if it leaves a live child process of the test runner behind.
+* Every run ends with the seconds spent per tier (setup, call and teardown) and the slowest
+  tests, so a CI log says where the time went.
 """
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -26,12 +29,44 @@ from tests.support import ProcessTracker, live_children, openssl, wait_for
 _TIERS = ("unit", "component", "integration", "real_engine")
 
 
+_SLOWEST = 15
+# Seconds per test node id (setup + call + teardown), summed as the reports come.
+_durations: defaultdict[str, float] = defaultdict(float)
+
+
+def _tier(parts: Sequence[str]) -> str | None:
+    return next((tier for tier in _TIERS if tier in parts), None)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        parts = Path(str(item.fspath)).parts
-        for tier in _TIERS:
-            if tier in parts:
-                item.add_marker(getattr(pytest.mark, tier))
+        tier = _tier(Path(str(item.fspath)).parts)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _durations[report.nodeid] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _durations:
+        return
+    per_tier: defaultdict[str, float] = defaultdict(float)
+    count: defaultdict[str, int] = defaultdict(int)
+    for nodeid, seconds in _durations.items():
+        tier = _tier(nodeid.split("::", 1)[0].split("/")) or "other"
+        per_tier[tier] += seconds
+        count[tier] += 1
+    terminalreporter.write_sep("=", "seconds per tier (setup + call + teardown)")
+    for tier in (*_TIERS, "other"):
+        if tier in per_tier:
+            terminalreporter.write_line(f"{per_tier[tier]:9.1f} s  {count[tier]:5d} tests  {tier}")
+    terminalreporter.write_line(f"{sum(per_tier.values()):9.1f} s  {len(_durations):5d} tests  all")
+    terminalreporter.write_sep("=", f"slowest {_SLOWEST} tests")
+    slowest = sorted(_durations.items(), key=lambda kv: kv[1], reverse=True)[:_SLOWEST]
+    for nodeid, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:9.2f} s  {nodeid}")
 
 
 @pytest.fixture(autouse=True)
