@@ -9,7 +9,7 @@ Two flavours of every derived signal:
   Prometheus holding several deployments records one series per deployment.
 
 Worked example of the fallacy the "what a QPS rule would do" panel shows (reference
-workload, WORKLOAD.md): 8 requests always in flight on 1 replica of 4 slots, W ≈ 33 s.
+workload, docs/workload.md): 8 requests always in flight on 1 replica of 4 slots, W ≈ 33 s.
 L = 8, capacity = 4, saturation = 2.0, so the saturation rule asks for
 ceil(8 / (4 × 1.0)) = 2 replicas; λ = 8 / 33 ≈ 0.24 req/s < 0.5, so the seed's QPS rule
 never scales up, and in the gaps between batches reads 0 < 0.05 and scales down.
@@ -31,7 +31,7 @@ GROUP_LABELS: Final = ("namespace", "job", n.ROUTER_MODEL_LABEL)
 BY: Final = "by (" + ", ".join(GROUP_LABELS) + ")"
 ON: Final = "on (" + ", ".join(GROUP_LABELS) + ")"
 
-# The seed's flawed QPS rule (WORKLOAD.md): requests started in the last 10 s / 10,
+# The seed's flawed QPS rule (docs/workload.md): requests started in the last 10 s / 10,
 # scale up above 0.5 req/s, down below 0.05 req/s, one replica at a time.
 QPS_RULE_WINDOW_S: Final = 10
 QPS_RULE_UP_ABOVE: Final = 0.5

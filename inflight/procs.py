@@ -1,6 +1,6 @@
 """Processes we start, and ports we find, without the seed's traps.
 
-Lessons from the seed (see WORKLOAD.md, "Measurement traps"): orphaned workers
+Lessons from the seed (docs/workload.md, "Measurement traps"): orphaned workers
 kept GPU memory after their parent died, ports drifted, and ``pkill -f`` killed
 the shell that ran it. So:
 

@@ -1,6 +1,6 @@
 """The closed-loop load generator: N workers, each sends its next request when the last ends.
 
-This is the seed's client model (WORKLOAD.md): with N workers the system holds N requests
+This is the seed's client model (docs/workload.md): with N workers the system holds N requests
 at all times, so L is fixed by the client and λ = N / W follows from the service. A level
 stops issuing when it has sent ``requests`` requests, or when ``stop_after_t`` has passed
 (time-bounded phases of the slowing-model scenario); requests already sent always finish,

@@ -4,7 +4,7 @@ ports: :func:`inflight.ports.ports_of`).
 ``inflight up`` puts every replica in its own process group, so its processes are found by
 walking parent PIDs from its PID, not by group. The bench snapshots the tree while the
 stack runs and, after stopping it, proves every PID is gone and every port is free
-(the seed's orphaned vLLM workers kept GPU memory and ports: WORKLOAD.md, trap 1).
+(the seed's orphaned vLLM workers kept GPU memory and ports: docs/workload.md, trap 1).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Flag names follow ``vllm serve`` where vLLM has one (``--host``, ``--port``, ``--model``,
 ``--served-model-name``, ``--max-num-seqs``, ``--max-model-len``); the timing flags are the
-emulator's own. Defaults are the reference profile of WORKLOAD.md.
+emulator's own. Defaults are the reference profile of docs/workload.md.
 """
 
 from __future__ import annotations

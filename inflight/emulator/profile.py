@@ -2,7 +2,7 @@
 
 One frozen value built once from the settings (``inflight.emulator.cli.EmulatorSettings``) and
 handed to
-the engine. The reference profile is WORKLOAD.md's: 4 slots; a meeting-summary request
+the engine. The reference profile is docs/workload.md's: 4 slots; a meeting-summary request
 (~3,000 prompt tokens, 300 output tokens) takes about 4.5 s of service at a full batch;
 start-up 30 s; the first requests run ≈1.6× slower (cold start). Every duration is
 multiplied by ``time_scale``.

@@ -1,9 +1,9 @@
-"""Did the comparison reproduce the seed? WORKLOAD.md's "What reproduced means", as pure checks.
+"""Did the comparison reproduce the seed? The criteria of docs/workload.md, as pure checks.
 
 Inputs are result documents (``RunResult.to_json()``) keyed by policy name. Each check is
 a dict ``{"name", "status", "passed", "detail"}`` with the numbers in ``detail``, so a
 failure says by how much. ``status`` is ``PASS`` or ``FAIL`` for a criterion of
-WORKLOAD.md, and ``INFO`` for a figure reported without a bar (``passed`` is then None:
+docs/workload.md, and ``INFO`` for a figure reported without a bar (``passed`` is then None:
 it neither passes nor fails the reproduction). Throughput and p50 at concurrency ≥ 16 are
 pooled over those levels (all their requests over all their seed seconds; the median of
 all their latencies), as the seed's "+99.3% throughput, −50.1% p50 at concurrency ≥ 16"
@@ -86,7 +86,7 @@ def sweep_span(doc: Doc) -> tuple[float, float]:
 def reproduction_checks(
     runs: Mapping[str, Doc], slowing: Mapping[str, Doc] | None = None
 ) -> list[dict[str, Any]]:
-    """Every check WORKLOAD.md lists that the given runs allow; missing runs are skipped."""
+    """Every check docs/workload.md lists that the given runs allow; missing runs are skipped."""
     checks: list[dict[str, Any]] = []
     sat, f1, f2, qps = (runs.get(k) for k in ("saturation", "fixed:1", "fixed:2", "qps"))
     c = HIGH_CONCURRENCY
@@ -156,7 +156,7 @@ def reproduction_checks(
         ch = replica_changes(qps, *sweep_span(qps))
         checks.append(
             _info(
-                "qps baseline: replica changes in the sweep (WORKLOAD.md: it flaps)",
+                "qps baseline: replica changes in the sweep (docs/workload.md: it flaps)",
                 f"{len(ch)} change(s): {ch}",
             )
         )

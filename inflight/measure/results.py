@@ -1,6 +1,6 @@
 """Result files: one JSON per run (or comparison), an optional Markdown summary.
 
-The seed's benchmark overwrote its own result files (WORKLOAD.md, trap 5), so files are
+The seed's benchmark overwrote its own result files (docs/workload.md, trap 5), so files are
 created exclusively: an existing file is refused unless ``--force``, and the check runs
 *before* the sweep too, so a long run is never wasted on a name that cannot be written.
 Raw per-request records and router samples are kept, in seed seconds from the run's

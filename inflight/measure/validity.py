@@ -1,6 +1,6 @@
 """Is a run trustworthy? Pure checks that name what went wrong.
 
-From the seed's measurement traps (WORKLOAD.md): the autoscaler changed the replica count
+From the seed's measurement traps (docs/workload.md): the autoscaler changed the replica count
 during a "fixed" run (timeline ``[1, 2]``), cold-start requests were measured, and a leaked
 slot made the router's L wrong. A run is invalid, with every reason listed, when:
 

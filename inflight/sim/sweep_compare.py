@@ -196,7 +196,7 @@ def markdown(
             "",
         ]
     lines += [
-        "## Reproduction checks (WORKLOAD.md)",
+        "## Reproduction checks (docs/workload.md)",
         "",
         checks_list(body["checks"]),
         "## Replica changes (desired; t in seed s from the warm-up's start)",

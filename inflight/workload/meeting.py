@@ -1,6 +1,6 @@
 """The meeting-summary workload: a long transcript in, a ~300-token summary out, streamed.
 
-The seed's workload (WORKLOAD.md) is meeting summaries on Qwen3-32B: about 3,000 prompt
+The seed's workload (docs/workload.md) is meeting summaries on Qwen3-32B: about 3,000 prompt
 tokens and about 300 output tokens. The transcript here is synthetic but deterministic
 (seeded), so every run sends the same bytes. At ≈4 characters per token, 3,000 tokens is
 ≈12,000 characters of English text.

@@ -6,10 +6,10 @@ order, so the list is a function of (schedule, distributions, seed) alone: every
 compared on a scenario sees the same requests.
 
 Lengths in every scenario: prompt ``lognormal:3000:0.6`` and output ``lognormal:300:0.5``,
-centred on WORKLOAD.md's meeting summary (~3,000 tokens in, ~300 out; the emulator's
+centred on docs/workload.md's meeting summary (~3,000 tokens in, ~300 out; the emulator's
 reference request takes 4.5 s at a full batch). SIGMA 0.6 gives a prompt p10–p90 of about
 1,160–5,400 tokens and SIGMA 0.5 an output p10–p90 of about 140–500: transcripts vary more
-than summaries, whose length a prompt asks for. Start-up is 100 s in all three (WORKLOAD.md's
+than summaries, whose length a prompt asks for. Start-up is 100 s in all three (docs/workload.md's
 ``ramp``; long start-up is where headroom matters). Capacity check for ``ramp``: at the
 5 req/s peak, 8 reference replicas (8 × 4 slots / 4.5 s = 7.1 req/s) run at about 70 %.
 """

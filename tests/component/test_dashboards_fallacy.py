@@ -2,7 +2,7 @@
 
 promtool evaluates the panel's two PromQL expressions (from ``dashboards.signals``, the
 same text the committed dashboard holds) on the seed's two failure scenarios
-(WORKLOAD.md):
+(docs/workload.md):
 
 * concurrency 8 on 2 replicas of 4 slots (saturation 1.0): batches of 4 finish together,
   so in the gaps the last 10 s hold no arrival, QPS reads 0 < 0.05 and the QPS rule asks

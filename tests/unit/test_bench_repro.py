@@ -1,4 +1,4 @@
-"""The reproduction checks (WORKLOAD.md) and compare's plan parsing, on synthetic documents."""
+"""The reproduction checks (docs/workload.md) and compare's plan parsing, on synthetic documents."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_the_seed_reproduction_passes() -> None:
 
 
 def test_the_informative_qps_figure_is_info_never_pass() -> None:
-    """The qps baseline's replica changes have no bar in WORKLOAD.md: reported as INFO
+    """The qps baseline's replica changes have no bar in docs/workload.md: reported as INFO
     (with the count), neither PASS nor FAIL, and they do not decide ``reproduced``."""
     flaps = [[0.0, 1, 1], [10.0, 2, 2], [90.0, 1, 1], [100.0, 2, 2]]
     for timeline in (flaps, [[0.0, 1, 1]]):

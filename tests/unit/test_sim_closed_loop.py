@@ -131,7 +131,7 @@ def test_a_bad_plan_is_named(overrides: dict[str, object], needle: str) -> None:
 
 def test_sim_compare_sweep_writes_the_live_comparisons_layout(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
-    # The whole default sweep; 0: every reproduction check of WORKLOAD.md passed.
+    # The whole default sweep; 0: every reproduction check of docs/workload.md passed.
     assert main(["sim", "compare", "--scenario", "sweep", "--out-dir", str(out)]) == 0
     body = json.loads((out / "comparison.json").read_text())
     assert body["schema"] == "inflight-bench-compare/1" and body["source"] == "sim"

@@ -1,5 +1,5 @@
 """The slowing model in the simulator (``inflight sim compare --scenario slowing``, and after
-the sweep unless ``--no-slowing``): the live schedule, WORKLOAD.md's claim on it (λ falls
+the sweep unless ``--no-slowing``): the live schedule, docs/workload.md's claim on it (λ falls
 while L stays; the QPS rule scales down, saturation holds), Little's Law per phase, the
 reproduction checks that read it."""
 
@@ -145,7 +145,7 @@ def test_the_warm_up_sends_the_workloads_length_and_the_level_follows_without_a_
     assert {r.output_tokens for r in run.windows[0].records} == {100, 400}
 
 
-# --- WORKLOAD.md: λ falls while L stays; qps scales down, saturation holds ------------------
+# --- docs/workload.md: λ falls while L stays; qps scales down, saturation holds -------------
 def test_saturation_holds_its_replicas_while_the_qps_rule_scales_down(
     simulated: dict[str, Doc],
 ) -> None:

@@ -231,7 +231,7 @@ def _markdown(
         f"Wall time of the whole comparison: {wall_s / 60:.1f} min.",
         "",
         comparison_table(runs),
-        "## Reproduction checks (WORKLOAD.md)",
+        "## Reproduction checks (docs/workload.md)",
         "",
         checks_list(summary["checks"]),
         "## CPU (fractions of one core; the machine has "
