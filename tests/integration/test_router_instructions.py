@@ -22,13 +22,20 @@ baseline and say why in the commit::
         --record tests/integration/router_instructions.json --note "why"
 
 The baseline holds what the count depends on besides the code (the interpreter, uvicorn,
-httptools, uvloop, valgrind): in another environment the test is skipped and says so,
-since another interpreter or library runs other instructions.
+httptools, uvloop, valgrind), since another interpreter or library runs other instructions.
+``scripts/setup.sh`` pins the three packages (``scripts/pins.txt``) but cannot pin the
+Python patch release or Debian's valgrind, so in another environment the test FAILS, naming
+what differs: a skip would turn the guard off without a word (in CI, on a fresh clone).
+There, either re-record the baseline (the command above, and say in the commit which
+environment the guard now counts in), or opt out of the guard for that run only with
+``INFLIGHT_INSTRUCTION_GUARD=skip``: then it skips, and says so, when the environment
+differs (it still runs where it matches).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -40,6 +47,8 @@ RECORD = (
     ".venv/bin/python -m inflight.bench.components.instructions "
     "--record tests/integration/router_instructions.json --note WHY"
 )
+# Set to "skip" to skip (not fail) where the environment differs from the baseline's.
+OPT_OUT = "INFLIGHT_INSTRUCTION_GUARD"
 
 
 def test_router_instructions_a_request_stay_within_5_percent_of_the_baseline(
@@ -51,10 +60,19 @@ def test_router_instructions_a_request_stay_within_5_percent_of_the_baseline(
     base = json.loads(BASELINE.read_text())
     here = instructions.fingerprint()
     if base["fingerprint"] != here:
-        pytest.skip(
-            f"baseline counted with {base['fingerprint']}, this is {here}: "
-            f"re-record it here ({RECORD})"
+        differs = {
+            key: (base["fingerprint"].get(key), here.get(key))
+            for key in sorted(set(base["fingerprint"]) | set(here))
+            if base["fingerprint"].get(key) != here.get(key)
+        }
+        why = (
+            f"the baseline was counted in another environment ((baseline, here): {differs}); "
+            f"re-record it here ({RECORD}) and commit it, or set {OPT_OUT}=skip to skip the "
+            "guard where the environment differs"
         )
+        if os.environ.get(OPT_OUT) == "skip":
+            pytest.skip(why)
+        pytest.fail(why)
     assert base["margin"] == instructions.GUARD_MARGIN
     count = instructions.guard_count(tmp_path)
     assert count.ok == count.requests, f"{count.requests - count.ok} requests failed"
