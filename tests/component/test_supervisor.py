@@ -18,9 +18,10 @@ from inflight.up.supervisor import (
     SupervisorConfig,
     check_replica_command,
 )
+from tests import fake_replica
 from tests.support import INFLIGHT, PYTHON, wait_for
 
-FAKE = [PYTHON, "-m", "inflight.up.fake_replica", "--port", "{port}", "--worker"]
+FAKE = [*fake_replica.ARGV, "--port", "{port}", "--worker"]
 FAST = SupervisorConfig(
     health_interval_s=0.2,
     health_timeout_s=0.5,

@@ -19,7 +19,8 @@ from inflight.bench import stack as bench_stack
 from inflight.bench.stack import Stack
 from inflight.measure.results import read_json
 from inflight.planes.policies import parse_policies
-from tests.support import INFLIGHT, PYTHON, LoopbackHTTPServer, QuietHandler
+from tests.fake_replica import COMMAND as FAKE_REPLICA
+from tests.support import INFLIGHT, LoopbackHTTPServer, QuietHandler
 
 ARGS = (
     "bench", "compare", "--no-progress",
@@ -91,7 +92,7 @@ def test_stack_json_left_by_a_killed_run_is_not_taken_for_the_new_one(tmp_path: 
              "started_at": 0.0}
         )
     )  # fmt: skip
-    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
+    fake = f"{FAKE_REPLICA} --port {{port}}"
     stack = Stack(
         policy=parse_policies("fixed:1")[0],
         state_dir=state_dir,
@@ -121,7 +122,7 @@ def test_an_interrupted_start_stops_the_stack(tmp_path: Path, monkeypatch) -> No
         raise _Interrupted
 
     monkeypatch.setattr(bench_stack, "_router_ready", interrupted)  # once stack.json is there
-    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
+    fake = f"{FAKE_REPLICA} --port {{port}}"
     stack = Stack(
         policy=parse_policies("fixed:1")[0],
         state_dir=tmp_path / "state",

@@ -25,6 +25,7 @@ from inflight.statedir import read_jsonl, read_stack, read_timeline
 from inflight.up import orphans
 from inflight.up.cli import settings_from_args
 from inflight.up.stack import Stack, StackError
+from tests.fake_replica import COMMAND as FAKE_REPLICA
 from tests.support import INFLIGHT, PYTHON, wait_for
 
 TS = "0.05"  # emulator start-up 1.5 s, request ≈ 0.23 s, HPA sync 0.75 s, down window 3 s
@@ -274,7 +275,7 @@ def test_killed_replica_is_replaced_and_never_used_after(procs, tmp_path):
 
 def test_sigterm_stops_every_process_and_frees_every_port(procs, tmp_path):
     state = tmp_path / "state"
-    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}} --worker --startup-s 0.2"
+    fake = f"{FAKE_REPLICA} --port {{port}} --worker --startup-s 0.2"
     flags = ["--time-scale", TS, "--replicas", "2", "--replica-cmd", fake]
     server, info = start_up(procs, state, *flags)
     tree = descendants(server.pid)
@@ -296,7 +297,7 @@ def test_sigterm_stops_every_process_and_frees_every_port(procs, tmp_path):
 
 def test_second_up_on_the_same_state_dir_refuses(procs, tmp_path):
     state = tmp_path / "state"
-    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
+    fake = f"{FAKE_REPLICA} --port {{port}}"
     flags = ["--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]
     server, _ = start_up(procs, state, *flags)
     second = launch(
@@ -328,7 +329,7 @@ def test_scale_to_zero_then_a_request_waits_and_succeeds(procs, tmp_path):
 
 def test_groups_left_by_a_killed_up_are_stopped_by_the_next(procs, tmp_path):
     state = tmp_path / "state"
-    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}} --worker"
+    fake = f"{FAKE_REPLICA} --port {{port}} --worker"
     flags = ["--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]
     first, _ = start_up(procs, state, *flags)
     try:
@@ -365,7 +366,7 @@ def test_a_process_still_starting_when_up_is_killed_is_stopped_by_the_next(procs
     """children.json names a process from the moment it starts, not once it is ready."""
     state = tmp_path / "state"
     tree_file = tmp_path / "tree.json"
-    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
+    fake = f"{FAKE_REPLICA} --port {{port}}"
     argv = [PYTHON, "-c", KILLED_WHILE_THE_ROUTER_STARTS, "up", "--state-dir", str(state),
             "--time-scale", TS, "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
     server = procs.start(
@@ -390,7 +391,7 @@ def test_a_busy_port_is_named_and_not_taken_for_a_leak(procs, tmp_path):
         other.bind(("127.0.0.1", 0))
         other.listen()
         port = other.getsockname()[1]
-        fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
+        fake = f"{FAKE_REPLICA} --port {{port}}"
         argv = [*INFLIGHT, "up", "--state-dir", str(tmp_path / "s"), "--port", str(port),
                 "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
         proc = launch(procs, argv, "up")
@@ -406,7 +407,7 @@ def test_shutdown_after_a_failed_start_closes_the_log_file(tmp_path):
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
         other.listen()
-        fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
+        fake = f"{FAKE_REPLICA} --port {{port}}"
         argv = ["up", "--state-dir", str(tmp_path / "s"), "--port", str(other.getsockname()[1]),
                 "--replica-cmd", fake, "--no-prometheus"]  # fmt: skip
         args = build_parser().parse_args(argv)
@@ -505,7 +506,7 @@ KILLED_WHILE_THE_ROUTER_STARTS = INJECT % "ManagedProcess.wait_ready = fail(None
 def test_a_failure_stops_everything_that_was_started(procs, tmp_path, inject, message):
     state = tmp_path / "state"
     tree_file = tmp_path / "tree.json"
-    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}} --worker"
+    fake = f"{FAKE_REPLICA} --port {{port}} --worker"
     argv = [PYTHON, "-c", inject, "up", "--state-dir", str(state),
             "--time-scale", TS, "--replica-cmd", fake]  # fmt: skip
     server = procs.start(
@@ -516,7 +517,7 @@ def test_a_failure_stops_everything_that_was_started(procs, tmp_path, inject, me
         assert server.process.popen.wait(timeout=120) == 1
         tree = {int(pid): argv for pid, argv in json.loads(tree_file.read_text()).items()}
         commands = [" ".join(argv) for argv in tree.values()]
-        for part in ("-m inflight.up.fake_replica", "-m inflight router", "prometheus",
+        for part in ("fake_replica.py", "-m inflight router", "prometheus",
                      "-m inflight scaler"):  # fmt: skip
             assert any(part in c for c in commands), (part, commands)
         alive = [p for p in tree if pid_alive(p)]

@@ -14,7 +14,8 @@ from inflight.bench.chaos import probe as chaos_probe
 from inflight.control.trigger import scaler_metadata
 from inflight.procs import http_ok
 from inflight.statedir import hold_path, read_jsonl, read_stack
-from tests.support import INFLIGHT, PYTHON, wait_for
+from tests.fake_replica import COMMAND as FAKE_REPLICA
+from tests.support import INFLIGHT, wait_for
 
 TS = 0.05
 
@@ -27,7 +28,7 @@ def test_a_dead_prometheus_is_held_down_then_restarted_and_a_dead_scaler_and_rou
     procs, tmp_path
 ):
     state = tmp_path / "state"
-    fake = f"{PYTHON} -m inflight.up.fake_replica --port {{port}}"
+    fake = f"{FAKE_REPLICA} --port {{port}}"
     argv = [*INFLIGHT, "up", "--state-dir", str(state), "--time-scale", str(TS),
             "--replica-cmd", fake]  # fmt: skip
     up = procs.start(argv, name="up", ready_path=None, port_placeholder=None, grace_s=40.0)

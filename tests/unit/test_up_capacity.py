@@ -19,6 +19,7 @@ from inflight.engines import vllm_cpu
 from inflight.up.cli import UpSettings, _vllm_max_model_len, settings_from_args
 from inflight.up.models import ModelsStack
 from inflight.up.stack import REPLICAS_JOB, router_args
+from tests.fake_replica import COMMAND as FAKE_REPLICA
 
 
 def settings(*flags: str) -> UpSettings:
@@ -128,7 +129,7 @@ def _env_off(monkeypatch) -> UpSettings:
 
 
 def test_the_start_waits_for_kv_capacity_where_the_replicas_state_it() -> None:
-    fake = "python -m inflight.up.fake_replica --port {port}"
+    fake = f"{FAKE_REPLICA} --port {{port}}"
     assert settings().waits_for_kv_capacity  # the emulator states it
     assert not settings("--replica-cmd", fake).waits_for_kv_capacity  # may not: no wait
     assert settings("--replica-cmd", fake, "--token-admission").waits_for_kv_capacity

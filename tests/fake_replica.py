@@ -1,20 +1,28 @@
 """A tiny stand-in replica for smoke tests of the supervisor and the stack.
 
-``python -m inflight.up.fake_replica --port P [--startup-s S] [--worker]`` serves
+``python tests/fake_replica.py --port P [--startup-s S] [--worker]`` serves
 ``GET /health`` (503 during start-up, then 200) and answers ``POST /v1/completions``
 after ``--service-s``. With ``--worker`` it starts a child process of its own (like vLLM's
 engine core), so tests can prove a replica's whole process group is stopped.
-Standard library only: it starts in a fraction of a second.
+Standard library only: it starts in a fraction of a second. Test support, not part of the
+package: tests start it by its file (``COMMAND``, ``ARGV``), so the child needs neither the
+repository on its path nor a particular working directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+#: This interpreter running this file: append flags (``--port {port}`` for ``--replica-cmd``).
+ARGV: tuple[str, ...] = (sys.executable, str(Path(__file__).resolve()))
+COMMAND = shlex.join(ARGV)
 
 
 def main(argv: list[str] | None = None) -> int:
