@@ -1,13 +1,17 @@
 """Slots and the router's own FIFO: take a slot, wait for one, give it back exactly once.
 
-L (``router_inflight_requests``) is counted here, by one owner: :meth:`Dispatcher.admit`,
-an ``async with`` that a work request enters when it is accepted and leaves when it is done.
-Entering counts it in L, takes a slot, opens the upstream request and, when that request
-never reached the endpoint, gives the slot back and tries once more on another; leaving
-(or failing to enter) gives back the slot it holds and takes it out of L, exactly once,
-whatever happened: normal end, upstream error, timeout, client gone, cancellation. A
-request is in L whether it is held in the router's queue, waiting in a replica's queue, or
-running. ``queued`` is the part of L held here, not yet dispatched.
+L (``router_inflight_requests``) is counted here and nowhere else: :meth:`Dispatcher.enter`
+counts a work request in when it is accepted and :meth:`Dispatcher.leave` counts it out
+(giving back the slot it holds, if any) when it is done. They are plain synchronous code,
+and they are the only writers of the count: the live router's :class:`Admission` (an
+``async with`` a request enters and leaves, the proxy's ASGI way and its fast path alike)
+and the simulator's router (``inflight/sim/router.py``) both call them. Entering an
+admission counts the request in L, takes a slot, opens the upstream request and, when
+that request never reached the endpoint, gives the slot back and tries once more on
+another; leaving (or failing to enter) gives back the slot it holds and takes it out of L,
+exactly once, whatever happened: normal end, upstream error, timeout, client gone,
+cancellation. A request is in L whether it is held in the router's queue, waiting in a
+replica's queue, or running. ``queued`` is the part of L held here, not yet dispatched.
 
 Without ``--hold-when-full`` a request goes to the least-loaded ready endpoint even when
 every slot is busy (vLLM queues it), and with no ready endpoint it fails at once (503).
@@ -161,7 +165,7 @@ class Dispatcher:
         # Whether the order reads the clock: a plain FIFO never does.
         self._timed = plan.timed
         self._clock = clock
-        self.inflight = 0  # L: accepted and not finished, held ones included
+        self._inflight = 0  # L: accepted and not finished, held ones included
         # The lanes (lane 2c: class c on time, 2c + 1: its late ones), oldest first.
         self._lanes: list[Lane] = [deque() for _ in range(plan.lanes)]
         self._held = 0  # requests in all lanes
@@ -187,8 +191,26 @@ class Dispatcher:
         self.queued_tokens = 0  # the demand of the requests held here
 
     @property
+    def inflight(self) -> int:
+        """L: work requests accepted and not finished, held ones included."""
+        return self._inflight
+
+    @property
     def queued(self) -> int:
         return self._held
+
+    # --- L: its only writers ------------------------------------------------------------------
+    def enter(self) -> None:
+        """A work request was accepted: it is in L from now until :meth:`leave`."""
+        self._inflight += 1
+
+    def leave(self, ep: Endpoint | None = None, tokens: int = 0) -> None:
+        """A work request is done (call once for each :meth:`enter`): the slot it holds on
+        ``ep`` (None: it holds none: never dispatched, refused, or given back already) and
+        its ``tokens`` go back (:meth:`release`), and it leaves L."""
+        if ep is not None:
+            self.release(ep, tokens)
+        self._inflight -= 1
 
     @property
     def queued_late(self) -> int:
@@ -203,13 +225,6 @@ class Dispatcher:
     def now(self) -> float:
         """The hold clock (a request's place in the order), for a caller that keeps it."""
         return self._clock() if self._timed else 0.0
-
-    def admit(
-        self, open: Opener[R], not_delivered: OnNotDelivered, cls: int = 0, tokens: int = 0
-    ) -> Admission[R]:
-        """``async with dispatcher.admit(open, not_delivered) as ticket:`` — see
-        :class:`Admission`; ``ticket.ep`` and ``ticket.response`` inside."""
-        return Admission(self, open, not_delivered, cls, tokens)
 
     # --- token capacity --------------------------------------------------------------------
     def kv_capacity(self, url: str) -> int | None:
@@ -564,7 +579,7 @@ class Admission(Generic[R]):
     async def enter(self) -> Admission[R]:
         """Count in L, take a slot, open the request (retried once): see the class doc."""
         d = self._d
-        d.inflight += 1
+        d.enter()
         try:
             ep = d.try_acquire(self.tokens)
             if ep is None:
@@ -600,6 +615,25 @@ class Admission(Generic[R]):
                 f"upstream {ep.label} {second.reason}; retried once"
             ) from None
 
+    def enter_now(self) -> Endpoint | None:
+        """:meth:`enter`'s steps up to the opener when they need no wait (the proxy's fast
+        path, without a coroutine): count in L and take a slot at once, returning the
+        endpoint; else None, having changed nothing (then :meth:`enter` as usual)."""
+        d = self._d
+        ep = d.try_acquire(self.tokens)
+        if ep is None:
+            return None
+        d.enter()
+        self.ep = ep
+        self._holding = True
+        return ep
+
+    async def retry(self, first: NotDelivered) -> None:
+        """What :meth:`enter` does when its opener raised ``first`` for the endpoint it
+        holds (the fast path's failed send): once more elsewhere."""
+        assert self.ep is not None
+        await self._retry(self.ep, first)
+
     async def __aexit__(
         self,
         _type: type[BaseException] | None,
@@ -616,6 +650,6 @@ class Admission(Generic[R]):
         self._done = True
         if self._holding:
             self._holding = False
-            assert self.ep is not None
-            self._d.release(self.ep, self.tokens)
-        self._d.inflight -= 1
+            self._d.leave(self.ep, self.tokens)
+        else:
+            self._d.leave()

@@ -22,7 +22,7 @@ A body over --max-body-bytes (413) is answered directly by the proxy.
 
 :class:`NotDelivered` is not a RouterError: it never reaches a client. The upstream client
 raises it (refused, never accepted, reset before any response byte) and the dispatcher's
-admission (:meth:`router.dispatch.Dispatcher.admit`) catches it to retry on another endpoint.
+admission (:class:`router.dispatch.Admission`) catches it to retry on another endpoint.
 """
 
 from __future__ import annotations

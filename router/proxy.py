@@ -14,11 +14,11 @@ the body is read, and never reaches an upstream.
 Accounting rules (the reason this module exists):
 
 * L and the slot belong to one object, the dispatcher's admission
-  (``async with dispatcher.admit(...)``, :mod:`router.dispatch`): it counts the request in
-  L, takes the slot, retries once elsewhere when the upstream never got the request, and
-  gives the slot back and leaves L exactly once, whatever happens (normal end, upstream
-  error, timeout, client gone, cancellation). This module maps what happened to HTTP and
-  metrics;
+  (:class:`router.dispatch.Admission`, which counts through the dispatcher's ``enter`` and
+  ``leave``, the only writers of L): it counts the request in L, takes the slot, retries
+  once elsewhere when the upstream never got the request, and gives the slot back and
+  leaves L exactly once, whatever happens (normal end, upstream error, timeout, client
+  gone, cancellation). This module maps what happened to HTTP and metrics;
 * the client connection is watched from the start — by :mod:`router.server`'s disconnect
   hook when uvicorn runs that protocol (the router does), else by a task waiting on ASGI
   ``receive()`` for ``http.disconnect``: a client that leaves while its request waits in
@@ -342,7 +342,6 @@ class Proxy:
             except (HeaderTimeout, Malformed) as exc:
                 raise self._open_failed(ep, exc) from exc
         except NotDelivered as exc:
-            assert isinstance(admission, _FastAdmission)
             await admission.retry(exc)
 
     async def _open(
@@ -671,29 +670,6 @@ class _Request(_Watch):
         return self._proxy._open(ep, self._method, self._path, self._headers, self._body)
 
 
-class _FastAdmission(Admission[UpstreamResponse]):
-    """An admission the fast path enters without a coroutine when it can be at once."""
-
-    __slots__ = ()
-
-    def enter_now(self) -> Endpoint | None:
-        """``enter``'s steps up to the opener when they need no wait: count in L and take
-        a slot at once (the endpoint), else None, having changed nothing (``enter``)."""
-        d = self._d
-        ep = d.try_acquire(self.tokens)
-        if ep is None:
-            return None
-        d.inflight += 1
-        self.ep = ep
-        self._holding = True
-        return ep
-
-    async def retry(self, first: NotDelivered) -> None:
-        """``enter``'s when its opener raised ``first``: once more elsewhere."""
-        assert self.ep is not None
-        await self._retry(self.ep, first)
-
-
 class _NoEvent:
     """A fast request's ``message_event``: nobody waits on it."""
 
@@ -754,7 +730,7 @@ class _Fast(Cycle):
     finished = 0
     ep: Endpoint | None = None
     resp: _Response | None = None
-    adm: _FastAdmission | None = None
+    adm: Admission[UpstreamResponse] | None = None
     _state = _WAITING
     _active = False
     _body_in = False
@@ -864,7 +840,7 @@ class _Fast(Cycle):
                 self._asgi()  # answered (400) and counted there
                 return
         demand = proxy._demand
-        adm = _FastAdmission(
+        adm = Admission(
             proxy.dispatcher,
             self.open,
             proxy._on_not_delivered,

@@ -110,7 +110,7 @@ class Held:
     def set_exception(self, exception: BaseException, /) -> None:
         self._done = True
         if self._router is not None:
-            self._router.dispatcher.inflight -= 1
+            self._router.dispatcher.leave()
         if self.on_refused is None:
             raise AssertionError(f"a held request was refused and nobody was told: {exception}")
         self.on_refused(exception)
@@ -202,19 +202,19 @@ class SimRouter:
         """
         d = self.dispatcher
         self.received += 1
-        d.inflight += 1
+        d.enter()
         ep = d.try_acquire(tokens)
         if ep is not None:
             on_slot(ep)
             return None
         if not d.hold_when_full:
-            d.inflight -= 1
+            d.leave()
             raise NoEndpoint("no ready endpoint")
         held = Held(on_slot, on_refused, self)
         try:
             d.hold(held, cls, tokens=tokens)
         except (QueueFull, Shed):
-            d.inflight -= 1
+            d.leave()
             raise
         return held
 
@@ -224,11 +224,10 @@ class SimRouter:
             return False
         held.cancel()
         self.dispatcher.unhold(held)
-        self.dispatcher.inflight -= 1
+        self.dispatcher.leave()
         return True
 
     def finish(self, ep: Endpoint, tokens: int = 0) -> None:
         """A response ended: the slot (and its ``tokens``) go back, held requests take
         them; out of L."""
-        self.dispatcher.release(ep, tokens)
-        self.dispatcher.inflight -= 1
+        self.dispatcher.leave(ep, tokens)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -359,10 +361,10 @@ async def test_a_retried_request_keeps_its_place_in_the_hold_order(
     gate = Gate(d)
     busy_a, busy_b = d.try_acquire(), d.try_acquire()
     assert busy_a is not None and busy_b is not None
-    retried = asyncio.create_task(d.admit(gate.opener("retried", True), gate.refused).enter())
+    retried = asyncio.create_task(Admission(d, gate.opener("retried", True), gate.refused).enter())
     await settle()
     clock.now += 0.5
-    later = asyncio.create_task(d.admit(gate.opener("later", False), gate.refused).enter())
+    later = asyncio.create_task(Admission(d, gate.opener("later", False), gate.refused).enter())
     await settle()
     d.release(busy_a)  # to "retried", which A refuses: held again
     await settle()
@@ -392,10 +394,10 @@ async def test_a_retried_request_that_never_waited_goes_ahead_of_its_class() -> 
         await asyncio.Event().wait()
         return "first"
 
-    first = asyncio.create_task(d.admit(first_open, gate.refused).enter())  # slot A at once
+    first = asyncio.create_task(Admission(d, first_open, gate.refused).enter())  # slot A at once
     await settle()
     clock.now += 0.2
-    later = asyncio.create_task(d.admit(gate.opener("later", False), gate.refused).enter())
+    later = asyncio.create_task(Admission(d, gate.opener("later", False), gate.refused).enter())
     await settle()
     assert d.queued == 1
     refused_open.set()
@@ -457,7 +459,7 @@ class UpstreamCalls:
         self.d.pool.mark_unhealthy(ep, now_s=0.0, backoff_s=60.0)
 
     def admit(self) -> Admission[object]:
-        return self.d.admit(self.open, self.refused)
+        return Admission(self.d, self.open, self.refused)
 
 
 def all_free(d: Dispatcher) -> bool:
@@ -660,3 +662,26 @@ async def test_admit_leaves_exactly_once() -> None:
     await admission.__aexit__(None, None, None)
     await admission.__aexit__(None, None, None)  # a second exit gives nothing back again
     assert all_free(d)
+
+
+def test_l_has_one_writer_the_dispatchers_enter_and_leave() -> None:
+    """L is written by Dispatcher.enter/leave only (the admission, the proxy's fast path
+    and the simulator's router all call them): the count is read-only from outside, and no
+    module reaches into the field behind it (``x._inflight``; a class's own
+    ``self._inflight`` is its own)."""
+    d = Dispatcher(Pool(2))
+    with pytest.raises(AttributeError):
+        d.inflight = 1  # type: ignore[misc]
+    d.enter()
+    d.enter()
+    assert d.inflight == 2
+    d.leave()
+    assert d.inflight == 1
+    root = Path(__file__).resolve().parents[2]
+    writers = sorted(
+        str(path.relative_to(root))
+        for top in ("router", "inflight", "external_scaler")
+        for path in (root / top).rglob("*.py")
+        if re.search(r"(?<!self)\._inflight\b", path.read_text())
+    )
+    assert writers == [], f"L's field is reached into from outside: {writers}"
