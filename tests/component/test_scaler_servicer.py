@@ -12,6 +12,7 @@ import logging
 import threading
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
 
 import aiohttp
 import grpc
@@ -38,7 +39,7 @@ from external_scaler.sources import Observed
 from external_scaler.sources.direct import DirectSource
 from external_scaler.sources.prometheus import PrometheusSource
 from inflight import names
-from inflight.control.policy import Sample, Window
+from inflight.control.policy import Decision, Sample, Window
 from tests.support import LoopbackHTTPServer, QuietHandler
 
 # The value is L now: no windows, no floor (its memory would hold 0.6 x the peak) and no
@@ -572,3 +573,42 @@ async def test_a_decision_on_the_same_window_is_reused(monkeypatch: pytest.Monke
         assert all(ref() is source.observed for ref, _ in memo.values() if ref() is not None)
         assert await h.value(**INSTANT) == 10.0
         assert len(decided) == 3
+
+
+def test_log_change_logs_a_change_once_per_metric_and_nothing_when_none(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``_log_change`` itself (``change_message``'s wording: tests/unit/test_scaler_change_log.py):
+    a line at INFO for the first decision of each metric name and for each change of its
+    desired count or of a late scale-up's hold; none while neither changes, whatever else
+    in the decision moves (the value, the reason)."""
+    servicer = ExternalScalerServicer(OneWindowSource(6.0), ScalerMetrics(CollectorRegistry()))
+    base = Decision(
+        policy="saturation", value=12.0, target=4.0, desired_replicas=3, active=True,
+        inflight=12.0, ready_replicas=3, saturation=1.0, direction="hold", reason="L 12",
+    )  # fmt: skip
+    same_count = replace(base, value=11.0, inflight=11.0, reason="L 11")
+    up = replace(base, value=20.0, desired_replicas=5, reason="L 20")
+    held = replace(up, held_scale_up=True, reason="held")
+    caplog.set_level(logging.INFO, logger="external_scaler.servicer")
+    logged: list[list[str]] = []
+    for metric, decision in [
+        ("a", base), ("a", base), ("a", same_count), ("b", base), ("a", up), ("a", held),
+        ("a", held), ("a", up), ("a", up),
+    ]:  # fmt: skip
+        caplog.clear()
+        servicer._log_change(metric, decision)
+        assert all(r.levelno == logging.INFO for r in caplog.records)
+        logged.append([r.getMessage() for r in caplog.records])
+    tail = "(saturation policy, value {v}, target 4): {why}"
+    assert logged == [
+        ["a: desired ? -> 3 " + tail.format(v=12, why="L 12")],
+        [],  # nothing changed
+        [],  # the value and the reason moved, not the count
+        ["b: desired ? -> 3 " + tail.format(v=12, why="L 12")],  # each metric its own
+        ["a: desired 3 -> 5 " + tail.format(v=20, why="L 20")],
+        ["a: scale-up held at 5 " + tail.format(v=20, why="held")],
+        [],
+        ["a: scale-up no longer held, desired 5 -> 5 " + tail.format(v=20, why="L 20")],
+        [],
+    ]
