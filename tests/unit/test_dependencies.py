@@ -31,7 +31,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("inflight", "router", "external_scaler", "dashboards")
 TESTS = ("tests",)
-LOCAL = {*PACKAGES, *TESTS}
+# The studies (experiments/, not installed): checked with the tests, against every extra.
+EXPERIMENTS = ("experiments",)
+LOCAL = {*PACKAGES, *TESTS, *EXPERIMENTS}
 
 # dev dependencies that are run rather than imported, and why each is declared.
 DEV_TOOLS = {
@@ -140,6 +142,12 @@ def test_every_import_of_the_tests_is_declared(index: Mapping[str, list[str]]) -
     everything = frozenset().union(*declared().values())
     problems = undeclared(third_party_imports(TESTS), everything, index)
     assert not problems, "undeclared imports (add them to the dev extra):\n" + "\n".join(problems)
+
+
+def test_every_import_of_the_experiments_is_declared(index: Mapping[str, list[str]]) -> None:
+    everything = frozenset().union(*declared().values())
+    problems = undeclared(third_party_imports(EXPERIMENTS), everything, index)
+    assert not problems, "undeclared imports (add them to an extra):\n" + "\n".join(problems)
 
 
 def test_every_runtime_dependency_and_extra_is_imported_by_the_packages(

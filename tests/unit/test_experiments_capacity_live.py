@@ -1,4 +1,4 @@
-"""``python -m inflight.bench.capacity_live``'s pure parts: what ``inflight up`` is given,
+"""``python -m experiments.capacity_live``'s pure parts: what ``inflight up`` is given,
 which decision counts as asking for a second replica, the verdict, and refused flags."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from inflight.bench import capacity_live as cl
+from experiments import capacity_live as cl
 from inflight.cli import build_parser
 from inflight.up.cli import settings_from_args
 

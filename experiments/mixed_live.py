@@ -11,7 +11,7 @@ sampled (each model's L, held requests and ready replicas). Written to ``--out-d
 ``samples.jsonl.gz`` and ``summary.json`` / ``summary.md`` (a model's and a class's SLO
 attainment and TTFT, refusals, replicas). Seconds are seed seconds (wall / time-scale)::
 
-    python -m inflight.bench.mixed_live --out-dir results/2026-12-02-mixed
+    python -m experiments.mixed_live --out-dir results/2026-12-02-mixed
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def main() -> int:
     finally:
         stop_stack(proc)
     summary, rows = summarise(planned, t0, records, samples, args.time_scale)
-    command = ["python", "-m", "inflight.bench.mixed_live", *sys.argv[1:]]
+    command = ["python", "-m", "experiments.mixed_live", *sys.argv[1:]]
     summary["command"] = command
     summary["settings"] = {k: v for k, v in vars(args).items() if k != "out_dir"}
     summary["settings"]["classes"] = list(CLASSES)

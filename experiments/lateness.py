@@ -9,7 +9,7 @@ a held request gives up at ``--queue-timeout-s`` (300 s, 504). The dispatcher an
 are the live router's objects; only the clock is virtual (an event heap), so the run takes
 a second and gives the same figures every time::
 
-    python -m inflight.bench.components.lateness            # with the bound, then without
+    python -m experiments.lateness            # with the bound, then without
 
 Printed: requests served (on time: first slot within the deadline; late), refused by the
 bound (503), timed out (504), and the longest wait of each, in seconds.

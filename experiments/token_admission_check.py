@@ -1,6 +1,6 @@
 """Where concurrent long requests wait: in the engine's queue or at the router (issue 23).
 
-``python -m inflight.bench.token_admission_check --router-url R --engine-url E --model M
+``python -m experiments.token_admission_check --router-url R --engine-url E --model M
 --out FILE``: sends ``--requests`` completions of ``--prompt-tokens`` token ids +
 ``--max-tokens`` output tokens at once through the router (OpenAI SDK, one thread each) and,
 until all are answered, polls every ``--poll-s``: the engine's ``vllm:num_requests_running``
@@ -38,7 +38,7 @@ def scrape(url: str) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m inflight.bench.token_admission_check",
+        prog="python -m experiments.token_admission_check",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("--router-url", required=True)

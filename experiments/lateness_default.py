@@ -6,7 +6,7 @@ longest TTFT; then with each bound: the requests it refuses (503) and the SLO at
 With ``--show N``, the first N refused requests of seed 1: when held, when refused, the
 replicas ready then, and their TTFT without the bound. Seconds are seed seconds::
 
-    python -m inflight.sim.lateness_default --scenarios ramp,spike,diurnal --bounds 120,180
+    python -m experiments.lateness_default --scenarios ramp,spike,diurnal --bounds 120,180
 """
 
 from __future__ import annotations
