@@ -14,7 +14,7 @@ from typing import Any
 
 from inflight import extras
 from inflight.bench.openloop.frontier import FRONTIER_MODES
-from inflight.planes.policies import OPEN_LOOP_POLICIES
+from inflight.planes.policy_catalogue import OPEN_LOOP_POLICIES
 from inflight.workload.flags import positive_float
 from inflight.workload.plan import (
     CLOSED_LOOP,
@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
     )
     sub = bench.add_subparsers(
         dest="bench_command",
-        metavar="{run,compare,chaos,router,soak,upstream-client,emulator,scaler,calibrate-emulator}",
+        metavar="{run,compare,chaos,router,soak,upstream-client,emulator,scaler,calibrate-emulator,token-estimate}",
     )
     sub.required = True
 
@@ -179,6 +179,24 @@ def register(subparsers: Any) -> None:
     from inflight.bench.calibrate.cli import register as register_calibrate
 
     register_calibrate(sub)
+    _token_estimate_parser(sub)
+
+
+def _token_estimate_parser(sub: Any) -> None:
+    from inflight.bench.token_estimate import add_arguments
+
+    te = sub.add_parser(
+        "token-estimate",
+        help="the router's text-prompt token estimate against a running engine's count",
+        description=(
+            "Send prompts cut from texts to an OpenAI-compatible engine (max_tokens 1) and "
+            "compare its usage.prompt_tokens with the router's estimate at --chars-per-token "
+            "and at the ratio fitted on the other half of the samples: the figure to give the "
+            "router's --chars-per-token for that model (docs/capacity.md)."
+        ),
+    )
+    add_arguments(te)
+    te.set_defaults(func=_token_estimate)
 
 
 def _chaos_parser(sub: Any) -> None:
@@ -246,6 +264,14 @@ def _run(args: argparse.Namespace) -> int:
 
         return open_loop(args)
     from inflight.bench.closedloop.run import main
+
+    return main(args)
+
+
+def _token_estimate(args: argparse.Namespace) -> int:
+    if (missing := extras.require("bench", "inflight bench token-estimate")) is not None:
+        return missing
+    from inflight.bench.token_estimate import main
 
     return main(args)
 

@@ -1,10 +1,11 @@
 """The router's text-prompt token estimate against a real engine's count (issue 23, item 1).
 
-``python -m inflight.bench.token_estimate --url URL --model NAME --out-dir DIR``: sends
-``--samples`` prompts cut from this repository's own files (prose: docs/*.md; code: Python
-modules; JSON: the dashboards), of lengths drawn log-uniformly in ``[--min-chars,
---max-chars]``, half as ``/v1/completions`` text prompts and half as two-message chat
-requests, each with ``max_tokens`` 1 through the OpenAI SDK, and reads the engine's
+``inflight bench token-estimate --url URL --model NAME --out-dir DIR``: sends
+``--samples`` prompts cut from texts (``--corpus KIND=GLOB``, repeatable, relative to the
+working directory; by default this repository's own files, run from a clone: prose
+docs/*.md, code Python modules, JSON the dashboards), of lengths drawn log-uniformly in
+``[--min-chars, --max-chars]``, half as ``/v1/completions`` text prompts and half as
+two-message chat requests, each with ``max_tokens`` 1 through the OpenAI SDK, and reads the engine's
 ``usage.prompt_tokens``. Beside it, the router's estimate (:mod:`router.tokens`, the same
 functions the proxy calls) at ``--chars-per-token`` and at the ratio fitted on the other
 half of the samples (even-numbered samples fit, odd ones are scored, and the reverse: the
@@ -36,10 +37,12 @@ SOURCES = {
 }
 
 
-def corpus(root: Path = ROOT) -> dict[str, list[str]]:
+def corpus(
+    root: Path = ROOT, sources: dict[str, tuple[str, ...]] = SOURCES
+) -> dict[str, list[str]]:
     """The texts a source kind, in file-name order."""
     out: dict[str, list[str]] = {}
-    for kind, patterns in SOURCES.items():
+    for kind, patterns in sources.items():
         files = sorted({p for pattern in patterns for p in root.glob(pattern)})
         out[kind] = [p.read_text(encoding="utf-8") for p in files]
     return out
@@ -124,10 +127,16 @@ def summarize(rows: list[dict[str, Any]], ratio: float) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m inflight.bench.token_estimate", description=__doc__.split("\n\n")[0]
-    )
+def corpus_flag(text: str) -> tuple[str, str]:
+    """``KIND=GLOB``: a kind of text and the files that hold it."""
+    kind, sep, pattern = text.partition("=")
+    if not sep or not kind or not pattern:
+        raise argparse.ArgumentTypeError(f"expected KIND=GLOB, got {text!r}")
+    return kind, pattern
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``inflight bench token-estimate``'s flags."""
     p.add_argument("--url", required=True, help="the engine's base URL (vLLM's OpenAI server)")
     p.add_argument("--model", required=True)
     p.add_argument("--samples", type=int, default=200)
@@ -136,12 +145,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-chars", type=int, default=6000)
     p.add_argument("--chars-per-token", type=float, default=tokens.DEFAULT_CHARS_PER_TOKEN)
     p.add_argument("--out-dir", type=Path, required=True)
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--corpus",
+        type=corpus_flag,
+        action="append",
+        metavar="KIND=GLOB",
+        help="texts to cut prompts from, by kind (repeatable; relative to the working "
+        "directory); default: this repository's docs, Python modules and dashboards",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
     import openai
 
     client = openai.OpenAI(base_url=args.url.rstrip("/") + "/v1", api_key="none", max_retries=0)
     rng = random.Random(args.seed)
-    texts = corpus()
+    if args.corpus:
+        sources: dict[str, tuple[str, ...]] = {}
+        for kind, pattern in args.corpus:
+            sources[kind] = (*sources.get(kind, ()), pattern)
+        texts = corpus(Path.cwd(), sources)
+    else:
+        texts = corpus()
+    if empty := sorted(k for k, v in texts.items() if not any(len(t) >= args.min_chars for t in v)):
+        print(f"inflight bench token-estimate: no text of {args.min_chars}+ characters for "
+              f"{', '.join(empty)}: give --corpus KIND=GLOB")  # fmt: skip
+        return 2
     kinds = sorted(texts)
     rows: list[dict[str, Any]] = []
     for i in range(args.samples):
@@ -176,7 +205,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

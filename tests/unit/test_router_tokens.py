@@ -456,3 +456,22 @@ def test_the_fitted_ratio_is_scored_only_on_the_other_half() -> None:
     assert [r["estimate_fitted"] for r in rows] == [150, 67, 158, 75]
     assert [r["estimate"] for r in rows] == [75, 50, 83, 58]
     assert summary["error"]["all"]["n"] == 4
+
+
+def test_token_estimate_cuts_prompts_from_the_corpus_it_is_given(tmp_path) -> None:
+    """``inflight bench token-estimate --corpus KIND=GLOB``: a user's own texts, by kind,
+    instead of this repository's files (which an installed package does not have)."""
+    from inflight.bench import token_estimate as te
+    from inflight.cli import build_parser
+
+    (tmp_path / "a.txt").write_text("prose " * 20)
+    (tmp_path / "b.json").write_text('{"k": 1}')
+    argv = ["bench", "token-estimate", "--url", "http://127.0.0.1:9", "--model", "m",
+            "--out-dir", str(tmp_path / "out"), "--corpus", "prose=*.txt",
+            "--corpus", "json=*.json"]  # fmt: skip
+    args = build_parser().parse_args(argv)
+    assert args.corpus == [("prose", "*.txt"), ("json", "*.json")]
+    texts = te.corpus(tmp_path, {kind: (pattern,) for kind, pattern in args.corpus})
+    assert texts == {"prose": ["prose " * 20], "json": ['{"k": 1}']}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*argv, "--corpus", "no-glob"])
