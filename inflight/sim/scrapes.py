@@ -5,8 +5,10 @@ The live stack's Prometheus scrapes the router (and the ready replicas) every
 (``external_scaler.sources.promql.range_query``) evaluated at every step of its span. Here
 the simulator records what each scrape would have read (:meth:`Scrapes.scrape`) and
 answers the range query as Prometheus evaluates it: at each step time ``T`` a series'
-value is its newest sample in ``(T − lookback, T]`` (Prometheus' 5-minute lookback delta;
-prometheus/promql/engine.go, v2.42.0, the version installed here, ``vectorSelectorSingle``).
+value is its newest sample in ``[T − lookback, T]`` (Prometheus' 5-minute lookback delta;
+prometheus/promql/engine.go, v2.42.0, the version installed here, ``vectorSelectorSingle``:
+a sample exactly ``lookback`` old is still read; checked against the real binary by
+``tests/integration/test_prometheus_contract.py``).
 The result is handed, as Prometheus' ``matrix`` JSON would be, to the scaler's own
 :func:`external_scaler.sources.prometheus.window_from_matrix`: the simulated window is
 built by the live code.
@@ -200,9 +202,9 @@ class Scrapes:
         ]
 
     def _index_at(self, t_s: float) -> int | None:
-        """Index of the newest sample in ``(t − lookback, t]``, or None."""
+        """Index of the newest sample in ``[t − lookback, t]``, or None."""
         i = bisect.bisect_right(self.times_s, t_s) - 1
-        if i < 0 or self.times_s[i] <= t_s - LOOKBACK_DELTA_S:
+        if i < 0 or self.times_s[i] < t_s - LOOKBACK_DELTA_S:
             return None
         return i
 

@@ -45,8 +45,8 @@ def test_instant_reads_the_newest_sample_within_the_lookback() -> None:
     assert s.instant(S.INFLIGHT, 4.999) == 1.0
     assert s.instant(S.INFLIGHT, 5.0) == 2.0  # a sample at T is read at T
     assert s.instant(S.INFLIGHT, -1.0) is None
-    assert s.instant(S.INFLIGHT, 10.0 + S.LOOKBACK_DELTA_S) is None  # 5 minutes: gone
-    assert s.instant(S.INFLIGHT, 10.0 + S.LOOKBACK_DELTA_S - 0.001) == 3.0
+    assert s.instant(S.INFLIGHT, 10.0 + S.LOOKBACK_DELTA_S + 0.001) is None  # > 5 min: gone
+    assert s.instant(S.INFLIGHT, 10.0 + S.LOOKBACK_DELTA_S) == 3.0  # 5 min exactly: read
 
 
 def test_scrapes_must_move_forward() -> None:
