@@ -31,10 +31,13 @@ not associative, so the last bits may differ. Steps (their timestamps, which ste
 a sample) and labels are compared exactly.
 
 Checked to fail when the twin diverges: each of these, made by hand in
-``inflight/sim/scrapes.py`` and then undone, failed both tests with the step and both
-values: the frozen test ``>`` made ``>=``; ``LOOKBACK_DELTA_S`` 300 → 310; a down
-target's share left in L (``_router_value`` scaling by ``routers`` instead of the targets
-up); the capacity series answered over every endpoint instead of those known.
+``inflight/sim/scrapes.py`` and then undone, failed the test(s) whose history reaches it,
+naming the steps and both values: the lookback ``(T − 5m, T]`` (as it was until this test
+found it: Prometheus 2.42 reads a sample exactly 5 minutes old); ``LOOKBACK_DELTA_S`` 300
+→ 310; the frozen test ``>`` made ``>=``; a down target's share left in L
+(``_router_value`` returning the whole value); a down target's counter still answered;
+the target memory 1 h → 30 s (``down`` lost); ``kv_waiting`` read from every waiting
+request instead of those waiting for capacity.
 """
 
 from __future__ import annotations
