@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("bench", "inflight.bench.cli"),
     ("dashboards", "dashboards.cli"),
     ("sim", "inflight.sim.cli"),
+    ("results", "inflight.measure.cli"),
 )
 
 

@@ -17,10 +17,25 @@ import argparse
 import sys
 
 from inflight.emulator.engine import Engine
-from inflight.planes.policies import parse_policies
+from inflight.planes.policy_catalogue import parse_policies
 from inflight.sim import kvcache, outages, report, token_admission
-from inflight.sim.cli import _plan, register, sim_config
+from inflight.sim.cli import register, sim_config
 from inflight.sim.core import Simulation
+from inflight.sim.fleet import SimReplica
+from inflight.workload.plan import plan_from_args
+
+
+class Kept(dict[int, SimReplica]):
+    """The fleet's replicas (a public field), every engine kept as a replica is added."""
+
+    def __init__(self, replicas: dict[int, SimReplica], engines: list[Engine]) -> None:
+        super().__init__(replicas)
+        self.engines = engines
+        engines.extend(r.engine for r in replicas.values())
+
+    def __setitem__(self, key: int, value: SimReplica) -> None:
+        self.engines.append(value.engine)
+        super().__setitem__(key, value)
 
 
 def main(argv: list[str]) -> None:
@@ -30,7 +45,8 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="inflight")
     register(parser.add_subparsers(dest="command"))
     a = parser.parse_args(["sim", "compare", *rest, "--out-dir", "/nonexistent"])
-    plan = _plan(a, 1)
+    seed_1 = a if a.trace is not None else argparse.Namespace(**{**vars(a), "seed": 1})
+    plan = plan_from_args(seed_1)  # a trace is the same on every seed
     for policy in parse_policies(policies, start_replicas=1):
         config = sim_config(plan, policy, 1)
         config = token_admission.apply(kvcache.apply(outages.apply(config, a), a), a)
@@ -39,15 +55,8 @@ def main(argv: list[str]) -> None:
             sim.router.kv_tokens = admit
             for url in sim.fleet.by_url:
                 sim.router.dispatcher.set_kv_capacity(url, admit)
-        engines: list[Engine] = [r.engine for r in sim.fleet.replicas.values()]
-        start = sim.fleet._start
-
-        def kept(now_s: float, start=start, engines=engines, fleet=sim.fleet):
-            state = start(now_s)
-            engines.append(fleet.replicas[state.id].engine)
-            return state
-
-        sim.fleet._start = kept  # type: ignore[method-assign]
+        engines: list[Engine] = []
+        sim.fleet.replicas = Kept(sim.fleet.replicas, engines)
         result = sim.run()
         m = report.measures(result, plan.slo)
         preempted = sum(e.preemptions_total for e in engines)
