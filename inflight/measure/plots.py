@@ -13,7 +13,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from inflight.measure.run_rows import (
+    ClosedLoopRequest,
+    OpenLoopRequest,
+    RouterSampleRow,
+    TimelineRow,
+    columns,
+    named,
+)
 from inflight.measure.stats import rate_series
+
+SENT_S = columns(OpenLoopRequest).index("sent_s")
 
 LAMBDA_WINDOW_S = 10.0  # seed seconds: the seed's QPS window, so the plot shows what it saw
 
@@ -70,23 +80,26 @@ def timeseries_plot(
     n = len(runs)
     fig, axes = plt.subplots(n, 1, figsize=(11, 3.2 * n), squeeze=False, sharex=False)
     for ax, (name, run) in zip(axes[:, 0], runs.items(), strict=True):
-        samples = run["router_samples"]
-        ts = [s[0] for s in samples]
+        samples = named(RouterSampleRow, run["router_samples"])
+        ts = [s.t_s for s in samples]
         ax.step(
             ts,
-            [s[3] * slots_per_replica for s in samples],
+            [s.ready * slots_per_replica for s in samples],
             where="post",
             color="tab:gray",
             lw=3,
             alpha=0.5,
             label=f"capacity = {slots_per_replica} × ready replicas",
         )
-        ax.plot(ts, [s[1] for s in samples], lw=0.9, color="tab:blue", label="L (router)", zorder=5)
+        ax.plot(
+            ts, [s.inflight for s in samples], lw=0.9, color="tab:blue", label="L (router)",
+            zorder=5,
+        )  # fmt: skip
         if run.get("timeline"):
-            tl = run["timeline"]
+            tl = named(TimelineRow, run["timeline"])
             ax.step(
-                [p[0] for p in tl],
-                [p[1] * slots_per_replica for p in tl],
+                [p.t_s for p in tl],
+                [p.desired * slots_per_replica for p in tl],
                 where="post",
                 color="tab:red",
                 lw=1,
@@ -119,7 +132,7 @@ def timeseries_plot(
         ax.set_ylabel("requests in flight")
         ax.set_xlabel("seed seconds since start")
         ax2 = ax.twinx()
-        ends = [r[2] for r in run["requests"]]
+        ends = [r.end_s for r in named(ClosedLoopRequest, run["requests"])]
         if ends and ts:
             lam = rate_series(ends, min(ts), max(ts), LAMBDA_WINDOW_S, 1.0)
             ax2.plot([p[0] for p in lam], [p[1] for p in lam], color="tab:orange", lw=0.8)
@@ -238,16 +251,18 @@ def openloop_timeseries_plot(
     n = len(runs)
     fig, axes = plt.subplots(n, 1, figsize=(11, 3.0 * n), squeeze=False, sharex=True)
     for ax, (name, run) in zip(axes[:, 0], runs.items(), strict=True):
-        samples = run["router_samples"]
-        ax.plot([s[0] for s in samples], [s[1] for s in samples], lw=0.8, color="tab:blue",
+        # (t_s, L): the simulator's runs (inflight.sim.cli) have those two columns only.
+        samples = [(t_s, inflight) for t_s, inflight, *_ in run["router_samples"]]
+        ax.plot([t for t, _ in samples], [n for _, n in samples], lw=0.8, color="tab:blue",
                 label="L (router)", zorder=5)  # fmt: skip
-        tl = [p for p in run["timeline"] if p[0] >= 0] or run["timeline"][-1:]
+        timeline = named(TimelineRow, run["timeline"])
+        tl = [p for p in timeline if p.t_s >= 0] or timeline[-1:]
         field = run.get("replica_field", "live")
         if tl:
-            ts = [0.0, *[p[0] for p in tl]]
-            start = [p for p in run["timeline"] if p[0] < 0][-1:] or tl[:1]
-            live = [start[0][2], *[p[2] for p in tl]]
-            desired = [start[0][1], *[p[1] for p in tl]]
+            ts = [0.0, *[p.t_s for p in tl]]
+            start = [p for p in timeline if p.t_s < 0][-1:] or tl[:1]
+            live = [start[0].counted, *[p.counted for p in tl]]
+            desired = [start[0].desired, *[p.desired for p in tl]]
             ax.step(ts, [slots_per_replica * v for v in live], where="post", color="tab:gray",
                     lw=3, alpha=0.5, label=f"{slots_per_replica} × {field} replicas")  # fmt: skip
             ax.step(ts, [slots_per_replica * v for v in desired], where="post", color="tab:red",
@@ -260,7 +275,9 @@ def openloop_timeseries_plot(
             fontsize=9,
         )
         ax.legend(loc="upper left", fontsize=7)
-        sent = [r[4] for r in run["requests"]]
+        # By the column's name, not as OpenLoopRequest rows: the simulator's runs
+        # (inflight.sim.cli._plot_run) hold only the columns up to sent_s.
+        sent = [r[SENT_S] for r in run["requests"]]
         end_s = run.get("scenario", {}).get("duration_s") or (max(sent) if sent else 0.0)
         if sent:
             lam = rate_series(sent, 0.0, end_s, rate_window_s, rate_window_s / 6)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from inflight.measure.run_rows import ClosedLoopRequest, RouterSampleRow, TimelineRow, named
 from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
 
 HIGH_CONCURRENCY = 16
@@ -41,7 +42,11 @@ def pooled(doc: Doc, min_concurrency: int = HIGH_CONCURRENCY) -> tuple[float, fl
     levels = [lv for lv in doc["levels"] if lv["concurrency"] >= min_concurrency]
     ok = sum(lv["requests"] - lv["errors"] for lv in levels)
     seconds = sum(lv["duration_s"] for lv in levels)
-    lat = [r[2] - r[1] for r in doc["requests"] if r[0] >= min_concurrency and r[5]]
+    lat = [
+        r.end_s - r.start_s
+        for r in named(ClosedLoopRequest, doc["requests"])
+        if r.concurrency >= min_concurrency and r.ok
+    ]
     return (ok / seconds if seconds else 0.0), (percentile(lat, 50) if lat else None)
 
 
@@ -56,24 +61,27 @@ def level_window(doc: Doc, concurrency: int) -> tuple[float, float] | None:
 
 def max_replicas_in(doc: Doc, start_s: float, end_s: float) -> int:
     """Most replicas desired or ready in [start_s, end_s] (timeline), or ready at the router."""
-    values = [max(p[1], p[2]) for p in _timeline_in(doc["timeline"], start_s, end_s)]
-    values += [s[3] for s in doc["router_samples"] if start_s <= s[0] <= end_s]
+    values = [max(p.desired, p.counted) for p in _timeline_in(doc, start_s, end_s)]
+    samples = named(RouterSampleRow, doc["router_samples"])
+    values += [s.ready for s in samples if start_s <= s.t_s <= end_s]
     return int(max(values)) if values else 0
 
 
-def _timeline_in(tl: Sequence[Sequence[float]], a: float, b: float) -> list[Sequence[float]]:
-    before = [p for p in tl if p[0] <= a]
-    return before[-1:] + [p for p in tl if a < p[0] <= b]
+def _timeline_in(doc: Doc, a: float, b: float) -> list[TimelineRow]:
+    """The timeline's rows in (a, b], after the last one at or before a."""
+    tl = named(TimelineRow, doc["timeline"])
+    before = [p for p in tl if p.t_s <= a]
+    return before[-1:] + [p for p in tl if a < p.t_s <= b]
 
 
 def replica_changes(doc: Doc, start_s: float, end_s: float) -> list[tuple[float, int, int]]:
     """(t, from, to) for each change of the desired replica count in [start_s, end_s]."""
     out = []
     prev = None
-    for p in _timeline_in(doc["timeline"], start_s, end_s):
-        if prev is not None and p[1] != prev:
-            out.append((round(p[0], 1), int(prev), int(p[1])))
-        prev = p[1]
+    for p in _timeline_in(doc, start_s, end_s):
+        if prev is not None and p.desired != prev:
+            out.append((round(p.t_s, 1), int(prev), int(p.desired)))
+        prev = p.desired
     return out
 
 
@@ -196,7 +204,7 @@ def slowing_checks(slowing: Mapping[str, Doc]) -> list[dict[str, Any]]:
     for name, doc in slowing.items():
         span = sweep_span(doc)
         ch = replica_changes(doc, *span)
-        downs = [x for x in ch if x[2] < x[1]]
+        downs = [(t, was, now) for t, was, now in ch if now < was]
         if name == "qps":
             out.append(
                 _check("slowing model: the qps baseline scales down", bool(downs), f"changes: {ch}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from inflight.measure.records import LevelWindow, WarmupResult
+from inflight.measure.run_rows import ClosedLoopRequest, RouterSampleRow, as_row, columns
 from inflight.measure.stats import LevelStats
 from inflight.statedir import TimelinePoint
 
@@ -111,15 +112,17 @@ class RunResult:
             return round((t - self.t0) / s, 4)
 
         requests = [
-            [
-                w.concurrency,
-                rel(r.start_t),
-                rel(r.end_t),
-                None if r.ttft_s is None else round(r.ttft_s / s, 4),
-                r.output_tokens,
-                r.ok,
-                r.error,
-            ]
+            as_row(
+                ClosedLoopRequest(
+                    concurrency=w.concurrency,
+                    start_s=rel(r.start_t),
+                    end_s=rel(r.end_t),
+                    ttft_s=None if r.ttft_s is None else round(r.ttft_s / s, 4),
+                    output_tokens=r.output_tokens,
+                    ok=r.ok,
+                    error=r.error,
+                )
+            )
             for w in self.windows
             for r in w.records
         ]
@@ -142,17 +145,9 @@ class RunResult:
             "levels": [
                 {**dataclasses.asdict(lv), "replicas": list(lv.replicas)} for lv in self.levels
             ],
-            "requests_columns": [
-                "concurrency",
-                "start_s",
-                "end_s",
-                "ttft_s",
-                "output_tokens",
-                "ok",
-                "error",
-            ],
+            "requests_columns": columns(ClosedLoopRequest),
             "requests": requests,
-            "router_samples_columns": ["t_s", "inflight", "queued", "ready"],
+            "router_samples_columns": columns(RouterSampleRow),
             "router_samples": [[rel(t), i, q, r] for t, i, q, r in samples],
             "timeline_columns": ["t_s", "desired", "ready"],
             "timeline": [[rel(p.t), p.desired, p.ready] for p in self.timeline],

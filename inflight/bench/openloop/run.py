@@ -42,6 +42,7 @@ from inflight.bench.target import BenchError, discover_model, router_target
 from inflight.control.hold_order import HoldClassError, HoldPlan, plan_from_classes
 from inflight.measure.classes import class_measures, class_table
 from inflight.measure.results import ResultFileExists, check_writable, dumps, write_new
+from inflight.measure.run_rows import OpenLoopRequest, RouterSampleRow, as_row, columns
 from inflight.measure.slo import Outcome, outcome_from_record, run_measures, value_at
 from inflight.measure.stats import MAX_LITTLES_LAW_ERROR, percentile
 from inflight.measure.warmup import warmup_summary
@@ -179,19 +180,21 @@ def run_document(
 
     def rows(sent: Sequence[SentRequest], seen: Sequence[Outcome]) -> list[list[Any]]:
         return [
-            [
-                x.index,
-                x.planned.t_s,
-                x.planned.prompt_tokens,
-                x.planned.max_tokens,
-                round(o.sent_s, 4),
-                None if o.first_s is None else round(o.first_s, 4),
-                None if o.end_s is None else round(o.end_s, 4),
-                o.output_tokens,
-                o.ok,
-                o.cause,
-                x.record.error[:300],
-            ]
+            as_row(
+                OpenLoopRequest(
+                    index=x.index,
+                    t_s=x.planned.t_s,
+                    prompt_tokens=x.planned.prompt_tokens,
+                    max_tokens=x.planned.max_tokens,
+                    sent_s=round(o.sent_s, 4),
+                    first_s=None if o.first_s is None else round(o.first_s, 4),
+                    end_s=None if o.end_s is None else round(o.end_s, 4),
+                    output_tokens=o.output_tokens,
+                    ok=o.ok,
+                    cause=o.cause,
+                    error=x.record.error[:300],
+                )
+            )
             for x, o in zip(sent, seen, strict=True)
         ]
 
@@ -236,22 +239,10 @@ def run_document(
         "littles_law": ll,
         "send_lag_s": lag_stats,
         "router_sample_errors": run.sample_errors,
-        "requests_columns": [
-            "index",
-            "t_s",
-            "prompt_tokens",
-            "max_tokens",
-            "sent_s",
-            "first_s",
-            "end_s",
-            "output_tokens",
-            "ok",
-            "cause",
-            "error",
-        ],
+        "requests_columns": columns(OpenLoopRequest),
         "requests": requests,
         **warm,
-        "router_samples_columns": ["t_s", "inflight", "queued", "ready"],
+        "router_samples_columns": columns(RouterSampleRow),
         "router_samples": [[rel(x.t), x.inflight, x.queued, x.ready] for x in run.samples],
         "timeline_columns": ["t_s", "desired", field],
         "timeline": [[round(t, 4), d, n] for (t, n), (_, d) in zip(live, desired, strict=True)],
