@@ -73,7 +73,7 @@ RECORDINGS: Final = (
     Recording(n.REC_LITTLE, s.rec_little()),
 )
 
-# A model pool's series (router/models.py) say which model: "ns/job model m".
+# A model pool's series (router/model_pools.py) say which model: "ns/job model m".
 _WHERE = "{{ $labels.namespace }}/{{ $labels.job }}{{ with $labels.model }} model {{ . }}{{ end }}"
 
 # The scaler's error kinds that mean "no trustworthy window of L from its source", so KEDA

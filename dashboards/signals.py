@@ -25,7 +25,7 @@ from inflight.control.hpa_math import HPA_TOLERANCE
 # Labels that separate one deployment from another in a shared Prometheus. Prometheus
 # sets ``job`` itself; the Prometheus Operator's ServiceMonitor adds ``namespace``. A
 # label that is absent is the empty string, so grouping by it costs nothing locally.
-# ``model``: a router with several model pools (router/models.py) labels each pool's
+# ``model``: a router with several model pools (router/model_pools.py) labels each pool's
 # series, so each model is recorded, and pages, on its own L and capacity.
 GROUP_LABELS: Final = ("namespace", "job", n.ROUTER_MODEL_LABEL)
 BY: Final = "by (" + ", ".join(GROUP_LABELS) + ")"

@@ -44,7 +44,7 @@ ROUTER_QUEUED_TOKENS: Final = "router_queued_tokens"
 # counter: reads of an endpoint's KV capacity (--discover-kv-tokens: on add and each round)
 # that gave none; alert on its increase (router/kv_discovery.py says what then applies).
 ROUTER_KV_READ_FAILURES: Final = "router_kv_capacity_read_failures_total"
-# A router with several model pools (router/models.py) labels every series above with the
+# A router with several model pools (router/model_pools.py) labels every series above with the
 # pool's model; a single-pool router has no such label. Sums over it give the router's whole.
 ROUTER_MODEL_LABEL: Final = "model"
 
@@ -210,7 +210,7 @@ VLLM_INFO_METRICS: Final[dict[str, str]] = {VLLM_CACHE_CONFIG_INFO: "gauge"}
 # --- ScaledObject trigger metadata (strings; see external_scaler) -----------------------
 META_METRIC_NAME: Final = "metricName"
 META_SELECTOR: Final = "selector"
-# One model of a router with several model pools (router/models.py): the router's series
+# One model of a router with several model pools (router/model_pools.py): the router's series
 # are read with ``model="<this>"`` (vLLM's with ``model_name``), Prometheus' ``up`` without
 # it (a down router makes every model's L partial). "" (default): the router's whole L.
 META_MODEL: Final = "model"

@@ -27,11 +27,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from router import routes, upstream
 from router.dispatch import Dispatcher
 from router.metrics import RouterMetrics
-from router.models import ModelFront, ModelPools
+from router.model_pools import ModelFront, ModelPools
 from router.proxy import Proxy, Receive, Scope, Send
-from router.server import FAST_ROUTES
 from router.status import RouterStatus, router_status
 from router.upstream import Upstream
+from router.uvicorn_protocol import FAST_ROUTES
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class RouterApp:
         )
         # The /v1/* app: the proxy, or with several model pools the front that picks one.
         self._v1: Callable[[Scope, Receive, Send], Awaitable[None]] = self.proxy
-        if models is not None:  # several model pools (router.models): a proxy each
+        if models is not None:  # several model pools (router.model_pools): a proxy each
             table = self.proxy.routes
             models.bind(
                 lambda d, m: Proxy(
@@ -103,7 +103,7 @@ class RouterApp:
             registry.register(models.collector())
             self._v1 = ModelFront(models, max_body_bytes)
         else:
-            # router.server's fast path: the table's exact work routes go to the proxy
+            # router.uvicorn_protocol's fast path: the table's exact work routes go to the proxy
             # without ASGI (a request there it cannot take at once comes back this way).
             setattr(self, FAST_ROUTES, self.proxy.fast_routes())
         self.rest = self._admin()

@@ -51,7 +51,7 @@ def serve(config: RouterSettings) -> int:
     from prometheus_client import CollectorRegistry
 
     from inflight import logs
-    from router import health, sources
+    from router import endpoint_lists, health
     from router.app import Background, RouterApp, UpstreamSettings
     from router.dispatch import Dispatcher
     from router.pool import Pool
@@ -89,21 +89,21 @@ def serve(config: RouterSettings) -> int:
     endpoint_urls = config.endpoint_urls
     k8s_source = config.k8s
     models = None
-    sink: sources.Sink = dispatcher
-    if config.model_pools:  # a pool a model (router.models); ``dispatcher`` stays unused
-        from router import models as model_pools
+    sink: endpoint_lists.Sink = dispatcher
+    if config.model_pools:  # a pool a model (router.model_pools); ``dispatcher`` stays unused
+        from router import model_pools
 
         pools = model_pools.ModelPools(make_dispatcher, discover=config.discover_models)
         models = sink = pools
         for name, path in config.model_files.items():
             try:
-                pools.set_endpoints(name, sources.read_endpoints_file(path))
-            except sources.SourceError as exc:
+                pools.set_endpoints(name, endpoint_lists.read_endpoints_file(path))
+            except endpoint_lists.SourceError as exc:
                 print(f"inflight router: error: {exc}", file=sys.stderr)
                 return 2
-            sink_of = sources.ModelSink(pools, name)
+            sink_of = endpoint_lists.ModelSink(pools, name)
             background.append(
-                functools.partial(sources.watch_file_job, sink_of, path, config.file_poll_s)
+                functools.partial(endpoint_lists.watch_file_job, sink_of, path, config.file_poll_s)
             )
         background.append(
             lambda get_session: model_pools.run_discovery(
@@ -114,15 +114,17 @@ def serve(config: RouterSettings) -> int:
             )
         )
     if endpoint_urls is not None:
-        sources.apply(sink, endpoint_urls)
+        endpoint_lists.apply(sink, endpoint_urls)
     elif config.endpoints_file is not None:
         path = config.endpoints_file
         try:
-            sources.apply(sink, sources.read_endpoints_file(path))
-        except sources.SourceError as exc:
+            endpoint_lists.apply(sink, endpoint_lists.read_endpoints_file(path))
+        except endpoint_lists.SourceError as exc:
             print(f"inflight router: error: {exc}", file=sys.stderr)
             return 2
-        background.append(functools.partial(sources.watch_file_job, sink, path, config.file_poll_s))
+        background.append(
+            functools.partial(endpoint_lists.watch_file_job, sink, path, config.file_poll_s)
+        )
     elif k8s_source is not None:
         from router import k8s
 
@@ -169,7 +171,7 @@ def serve(config: RouterSettings) -> int:
         allow_routes=config.allow_routes,
         models=models,
     )
-    from router.server import HookedHttpToolsProtocol
+    from router.uvicorn_protocol import HookedHttpToolsProtocol
 
     try:
         # Bound and listening here (--port 0: the OS picks), so the port can be reported

@@ -82,7 +82,7 @@ class RouterSettings(config.Settings):
         NoDecode,
         Cli(
             "a model pool fed by its own endpoints file (repeatable: one a model; requests "
-            "go to the pool of their body's model, router/models.py)",
+            "go to the pool of their body's model, router/model_pools.py)",
             metavar="MODEL=PATH",
             repeat=True,
             group="source",
@@ -258,7 +258,7 @@ class RouterSettings(config.Settings):
 
     @property
     def model_pools(self) -> bool:
-        """Several model pools (router/models.py), configured or discovered."""
+        """Several model pools (router/model_pools.py), configured or discovered."""
         return bool(self.model_endpoints_file) or self.discover_models
 
     @field_validator("allow_route")

@@ -85,7 +85,7 @@ async def run_health_checks(
 ) -> None:
     """Loop forever (cancel to stop): one round of checks every ``interval_s`` seconds.
 
-    ``dispatcher``: the pool's, or a function giving every model pool's (:mod:`router.models`:
+    ``dispatcher``: the pool's, or a function giving every model pool's (:mod:`router.model_pools`:
     a pool discovery adds later is checked from the next round)."""
     while True:
         # Sleep first: endpoints start ready (discovery only lists serving replicas), and

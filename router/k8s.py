@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from router.config import K8sSource
-from router.sources import Sink, apply
+from router.endpoint_lists import Sink, apply
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ Accounting rules (the reason this module exists):
   once elsewhere when the upstream never got the request, and gives the slot back and
   leaves L exactly once, whatever happens (normal end, upstream error, timeout, client
   gone, cancellation). This module maps what happened to HTTP and metrics;
-* the client connection is watched from the start — by :mod:`router.server`'s disconnect
+* the client connection is watched from the start — by :mod:`router.uvicorn_protocol`'s disconnect
   hook when uvicorn runs that protocol (the router does), else by a task waiting on ASGI
   ``receive()`` for ``http.disconnect``: a client that leaves while its request waits in
   vLLM's queue cancels the request at once, which closes the upstream connection (vLLM
@@ -56,14 +56,6 @@ from router.errors import (
 from router.metrics import NO_ENDPOINT, RouterMetrics
 from router.pool import Endpoint
 from router.routes import OPENAI_ROUTES, RouteTable
-from router.server import (
-    BODY_FOLLOWS,
-    CYCLE,
-    DISCONNECT_HOOKS,
-    Cycle,
-    HookedHttpToolsProtocol,
-    Hooks,
-)
 from router.upstream import (
     RESPONSE_DROP,
     BodyError,
@@ -75,6 +67,14 @@ from router.upstream import (
     UpstreamFailure,
     UpstreamResponse,
     _Response,
+)
+from router.uvicorn_protocol import (
+    BODY_FOLLOWS,
+    CYCLE,
+    DISCONNECT_HOOKS,
+    Cycle,
+    HookedHttpToolsProtocol,
+    Hooks,
 )
 
 Scope = MutableMapping[str, Any]
@@ -157,7 +157,7 @@ class Proxy:
         if declared > self.max_body_bytes:
             await self._reject(send, 413, "request_too_large", self._too_big(), t0)
             return
-        # Through router.server's protocol the body is usually all in already: taken
+        # Through router.uvicorn_protocol's protocol the body is usually all in already: taken
         # directly from the request's cycle, else received the ASGI way.
         cycle: Cycle | None = scope.get(CYCLE)
         body = cycle.whole_body() if cycle is not None else None
@@ -233,7 +233,7 @@ class Proxy:
         hooks: Hooks | None,
         cycle: Cycle | None,
     ) -> None:
-        # The request's task, to cancel when the client leaves (from router.server's cycle:
+        # The request's task, to cancel when the client leaves (from the protocol's cycle:
         # asyncio.current_task() costs a getpid system call a request on Python 3.11).
         task = cycle.task if cycle is not None and cycle.task is not None else None
         if task is None:
@@ -245,7 +245,7 @@ class Proxy:
         request = _Request(task, self, method, path, headers, body)
         lost = request.lost
         watcher: asyncio.Future[None] | None = None
-        if hooks is not None:  # router.server's protocol: told of a disconnect, no task
+        if hooks is not None:  # router.uvicorn_protocol's protocol: told of a disconnect, no task
             hooks.add(lost)
         else:
             watcher = asyncio.ensure_future(_watch_disconnect(receive, request))
@@ -384,9 +384,9 @@ class Proxy:
         self.metrics.upstream_error(ep.label, "broken")
         return UpstreamUnavailable(f"upstream {ep.label} failed: {exc}")
 
-    # --- the fast path (router.server's FAST_ROUTES): no ASGI, no task -------------------
+    # --- the fast path (router.uvicorn_protocol's FAST_ROUTES): no ASGI, no task ------
     def fast_routes(self) -> dict[bytes, dict[bytes, Proxy]]:
-        """router.server's ``FAST_ROUTES`` for this proxy: the table's exact paths and
+        """router.uvicorn_protocol's ``FAST_ROUTES`` for this proxy: the table's exact paths and
         their work methods (metadata ones stay on the ASGI way)."""
         out: dict[bytes, dict[bytes, Proxy]] = {}
         for path, methods in self._exact_routes.items():
@@ -404,7 +404,7 @@ class Proxy:
         http_version: str,
         keep_alive: bool,
     ) -> _Fast | None:
-        """A work request on a route of the table (router.server calls this when its
+        """A work request on a route of the table (router.uvicorn_protocol calls this when its
         headers are in): a :class:`_Fast`, or None for the ASGI way (a chunked body or one
         declared over ``--max-body-bytes``: answered there as ever; another upstream
         client)."""
@@ -432,7 +432,7 @@ class Proxy:
 
         An ordinary response (a Content-Length up to ``_ONE_SHOT_MAX_BYTES``, not SSE) is
         read whole first and then sent as one message pair marked
-        :data:`router.server.BODY_FOLLOWS`: status line, headers and body in one write. If
+        :data:`router.uvicorn_protocol.BODY_FOLLOWS`: status line, headers and body in one write. If
         the upstream breaks inside it, nothing was sent yet, so the client gets a 502 of
         ours. Anything else is streamed as it comes.
 
@@ -705,7 +705,7 @@ def _fast_scope(method: bytes) -> Any:
 
 
 class _Fast(Cycle):
-    """A work request on the fast path (router.server's ``FAST_ROUTES``): its cycle (the
+    """A work request on the fast path (router.uvicorn_protocol's ``FAST_ROUTES``): its cycle (the
     client side), its watch, and the upstream client's listener, in one object.
 
     Its body in and its turn come (:meth:`activate`, :meth:`complete`), it enters its
@@ -766,7 +766,7 @@ class _Fast(Cycle):
         self._version = http_version
         self.t0 = proxy.clock()
 
-    # --- router.server's FastRequest ------------------------------------------------------
+    # --- router.uvicorn_protocol's FastRequest -------------------------------------------
     def feed(self, body: bytes) -> None:
         if not self._payload:
             self._payload = body
@@ -1092,7 +1092,7 @@ def request_priority(headers: RequestHeaders, body: bytes) -> int:
 
 
 async def _watch_disconnect(receive: Receive, watch: _Watch) -> None:
-    """Without router.server's hook: wait on ASGI ``receive()`` for ``http.disconnect``
+    """Without router.uvicorn_protocol's hook: wait on ASGI ``receive()`` for ``http.disconnect``
     (the body was already read) and cancel the request then."""
     while True:
         message = await receive()

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from router.dispatch import Dispatcher
 
 if TYPE_CHECKING:
-    from router.models import ModelPools
+    from router.model_pools import ModelPools
 
 
 class EndpointStatus(BaseModel):
@@ -31,7 +31,7 @@ class EndpointStatus(BaseModel):
 
 
 class ModelStatus(BaseModel):
-    """One model's pool (a router with several, :mod:`router.models`)."""
+    """One model's pool (a router with several, :mod:`router.model_pools`)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from inflight.bench import cpu, interrupt, proctree
 from inflight.bench.stack import Stack
 from inflight.measure.results import write_new
-from inflight.planes.policies import Policy
+from inflight.planes.policy_catalogue import Policy
 
 T = TypeVar("T")
 

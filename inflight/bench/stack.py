@@ -23,7 +23,7 @@ from typing import Any
 from inflight import statedir as state
 from inflight.bench import interrupt, proctree
 from inflight.bench.sampler import STATUS_PATH, parse_status
-from inflight.planes.policies import Policy
+from inflight.planes.policy_catalogue import Policy
 from inflight.ports import ports_of
 from inflight.procs import ManagedProcess, ProcessError, inflight_command, port_is_free
 

@@ -250,7 +250,7 @@ def calibrate_sweep(
 ) -> dict[str, Any]:
     """Simulate the live sweep once per policy and judge it against every live run."""
     from inflight.measure import repro
-    from inflight.planes.policies import as_recorded, parse_policies
+    from inflight.planes.policy_catalogue import as_recorded, parse_policies
     from inflight.sim.closed_loop import SweepPlan
     from inflight.sim.sweep_compare import bench_compare_args, run_policy
 
@@ -349,7 +349,7 @@ def calibrate_openloop(
     ``phases`` > 1: each policy is also simulated with its scrapes at ``phases`` offsets
     spread over one scrape interval, and the row gets the spread (``phase_spread``) and
     whether the live figures lie within it, widened by the bars (``live_inside``)."""
-    from inflight.planes.policies import as_recorded, resolve_policies
+    from inflight.planes.policy_catalogue import as_recorded, resolve_policies
     from inflight.sim import report
     from inflight.sim.cli import sim_config, simulate_plan
     from inflight.workload.plan import plan_from_args

@@ -8,7 +8,7 @@ bench's measures, ``inflight.measure.slo.run_measures``), ``timeline.jsonl``,
 ``decisions.jsonl`` (KEDA's and the HPA's), ``scaler.jsonl`` (the scaler's answers and the
 policy's reasons) and ``requests.jsonl``. ``compare`` simulates several policies
 (``--policies``, parsed as ``inflight bench compare`` parses them:
-``inflight.planes.policies``) on several seeds, every policy seeing the same requests for
+``inflight.planes.policy_catalogue``) on several seeds, every policy seeing the same requests for
 a seed, and writes the live comparison's ``comparison.json`` / ``comparison.md``
 (``inflight.measure.openloop_report``), ``pareto.png`` and ``timeseries.png``.
 Output directories are never overwritten (``inflight.measure.results.new_out_dir``).
@@ -33,7 +33,7 @@ from inflight.measure.frontier import fleet_names
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.slo import Outcome, slo_measures
-from inflight.planes.policies import Policy, parse_policies, resolve_policies
+from inflight.planes.policy_catalogue import Policy, parse_policies, resolve_policies
 from inflight.sim import kvcache, outages, report, token_admission
 from inflight.sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 from inflight.workload.flags import concurrency_list

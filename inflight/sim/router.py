@@ -36,10 +36,10 @@ from inflight.control.hold_order import HoldPlan, single_plan
 from inflight.emulator.metrics import cache_config_info
 from inflight.emulator.profile import Profile
 from router.dispatch import Dispatcher
+from router.endpoint_lists import apply
 from router.errors import NoEndpoint, QueueFull, Shed
 from router.kv_discovery import KvCache, cache_from_metrics
 from router.pool import READY, Endpoint, Pool
-from router.sources import apply
 from router.tokens import demand_of
 
 # Defaults of ``inflight router`` (router/config.py), which ``inflight up`` keeps.

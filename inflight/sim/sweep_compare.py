@@ -4,7 +4,7 @@ What ``inflight bench compare`` (``inflight.bench.closedloop.compare``) runs wit
 defaults, in virtual time: the same flags and defaults (the flag set both parsers take,
 ``inflight.workload.sweep.add_closed_loop_flags``, resolved by
 ``inflight.workload.sweep.closed_loop_args``), the same policies
-(``inflight.planes.policies.CLOSED_LOOP_POLICIES``: fixed:1, fixed:2, qps, saturation)
+(``inflight.planes.policy_catalogue.CLOSED_LOOP_POLICIES``: fixed:1, fixed:2, qps, saturation)
 and replica bound (``inflight.workload.sweep.DEFAULT_MAX_REPLICAS``), the sweep's
 structure at the live comparison's time-scale
 (``inflight.sim.closed_loop.SweepPlan.from_bench``), start-up 30 s (the emulator's). Each
@@ -34,7 +34,7 @@ from inflight.control.hold_order import HOLD_DEADLINE_S
 from inflight.measure import repro
 from inflight.measure.results import dumps, new_out_dir, write_new
 from inflight.measure.table import checks_list, comparison_table, run_table
-from inflight.planes.policies import CLOSED_LOOP_POLICIES, Policy, parse_policies
+from inflight.planes.policy_catalogue import CLOSED_LOOP_POLICIES, Policy, parse_policies
 from inflight.sim.closed_loop import SweepPlan, simulate_sweep, sweep_result
 from inflight.sim.core import SimConfig, policy_names
 from inflight.workload import slowing as slowing_model

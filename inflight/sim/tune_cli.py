@@ -54,7 +54,7 @@ from inflight.measure.frontier import FleetPoint, fleet_names
 from inflight.measure.frontier import judge as frontier_judge
 from inflight.measure.results import ResultFileExists, write_new
 from inflight.measure.slo import pareto_front
-from inflight.planes.policies import Policy, resolve_policies
+from inflight.planes.policy_catalogue import Policy, resolve_policies
 from inflight.sim import kvcache, report, token_admission
 from inflight.sim.cli import (
     DEFAULT_SEEDS,
@@ -86,7 +86,7 @@ SCHEMA = "inflight.sim.tune/1"
 DEFAULT_ATTAINMENT = 0.95
 DEFAULT_JOBS = 2  # this project's machine has two cores
 # The policies of the Pareto table besides fixed:MAX and the tuned setting: inflight bench
-# compare's open-loop set (inflight.planes.policies.OPEN_LOOP_POLICIES), those this build
+# compare's open-loop set (inflight.planes.policy_catalogue.OPEN_LOOP_POLICIES), those this build
 # simulates.
 PEER_POLICIES = "saturation,kpa,ray,vllm-waiting,epp-queue,hpa-rps,qps"
 # The flags a worker needs to rebuild a seed's plan (inflight.sim.cli._plan reads them).

@@ -246,7 +246,7 @@ class UpSettings(Settings):
 
     @property
     def models(self) -> tuple[str, ...]:
-        """``--model`` (several model pools, :mod:`inflight.up.models`); () for one."""
+        """``--model`` (several model pools, :mod:`inflight.up.model_pools`); () for one."""
         return tuple(self.model)
 
     def replica_command_for(self, model: str) -> tuple[str, ...]:
@@ -258,7 +258,7 @@ class UpSettings(Settings):
     def router_source(self, endpoints_file: Path) -> list[str]:
         """The router's endpoint source: the stack's file, or one a model (``--model``)."""
         if self.models:
-            from inflight.up.models import router_source
+            from inflight.up.model_pools import router_source
 
             return router_source(self.models, endpoints_file)
         return ["--endpoints-file", str(endpoints_file)]
@@ -770,7 +770,7 @@ def serve(config: UpSettings) -> int:
             file=sys.stderr,
         )
     if config.models:
-        from inflight.up.models import ModelsStack
+        from inflight.up.model_pools import ModelsStack
 
         stack: Stack = ModelsStack(config)
     else:

@@ -22,7 +22,7 @@ from inflight.workload.sweep import Level
 
 
 class PolicyLike(Protocol):
-    """What the scenario reads of a policy (:class:`inflight.planes.policies.Policy`)."""
+    """What the scenario reads of a policy (:class:`inflight.planes.policy_catalogue.Policy`)."""
 
     @property
     def kind(self) -> str: ...

@@ -35,9 +35,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from experiments.token_admission_check import scrape
 from inflight import names
-from inflight.bench.token_admission_check import scrape
-from router import sources
+from router import endpoint_lists
 from router.dispatch import Dispatcher
 from router.kv_discovery import AddedReads
 from router.pool import Endpoint, Pool
@@ -319,17 +319,17 @@ async def test_an_endpoint_removed_while_read_gets_nothing_and_held_requests_wai
             slow = await replicas.start(hang=True)
             held = Held(d, 3)
             await until(lambda: d.queued == 3, "3 held")
-            sources.apply(d, [slow])  # read under way: one request at a time meanwhile
+            endpoint_lists.apply(d, [slow])  # read under way: one request at a time meanwhile
             await until(lambda: held.sent() == 1, "one sent while read")
             assert d.kv_unread(slow) and d.kv_capacity(slow) is None and d.queued == 2
-            sources.apply(d, [])  # removed: draining with its one request
+            endpoint_lists.apply(d, [])  # removed: draining with its one request
             held.finish()  # drained: forgotten
             assert d.pool.get(slow) is None
             replicas.gate.set()  # the read ends with a capacity for nobody
             await until(lambda: not d.kv_unread(slow), "the mark dropped")
             assert d.kv_capacity(slow) is None and d.queued == 2  # still held, not lost
             good = await replicas.start()
-            sources.apply(d, [good])
+            endpoint_lists.apply(d, [good])
             await until(lambda: d.kv_capacity(good) == USABLE, "the new one read")
             await until(lambda: held.sent() == 3, "both held ones sent")
             assert d.tokens_in_flight(good) == 2000 + 2048 and d.queued == 0  # 1st while read
@@ -350,10 +350,10 @@ async def test_an_endpoint_added_again_while_read_keeps_its_own_read(
         reader = asyncio.ensure_future(reads.run(lambda: session, 30.0, True))
         try:
             url = await replicas.start(hang=True)
-            sources.apply(d, [url])
+            endpoint_lists.apply(d, [url])
             old = d.pool.get(url)
-            sources.apply(d, [])  # nothing in flight: forgotten at once
-            sources.apply(d, [url])  # back: a new endpoint, read anew
+            endpoint_lists.apply(d, [])  # nothing in flight: forgotten at once
+            endpoint_lists.apply(d, [url])  # back: a new endpoint, read anew
             assert d.pool.get(url) is not old and d.kv_unread(url)
             replicas.gate.set()
             await until(lambda: not d.kv_unread(url), "read")
@@ -372,7 +372,7 @@ async def test_stopping_the_reader_falls_back_and_keeps_the_held_requests(
         slow = await replicas.start(hang=True)
         held = Held(d, 3)
         await until(lambda: d.queued == 3, "3 held")
-        sources.apply(d, [slow])
+        endpoint_lists.apply(d, [slow])
         await until(lambda: held.sent() == 1, "one sent while read")
         reader.cancel()  # the router stops with the read under way
         await asyncio.gather(reader, return_exceptions=True)

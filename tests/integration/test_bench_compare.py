@@ -18,7 +18,7 @@ from inflight.bench import proctree
 from inflight.bench import stack as bench_stack
 from inflight.bench.stack import Stack
 from inflight.measure.results import read_json
-from inflight.planes.policies import parse_policies
+from inflight.planes.policy_catalogue import parse_policies
 from tests.fake_replica import COMMAND as FAKE_REPLICA
 from tests.support import INFLIGHT, LoopbackHTTPServer, QuietHandler
 

@@ -18,7 +18,7 @@ import pytest
 from inflight import cli
 from inflight.bench.openloop.frontier import sim_command
 from inflight.measure.slo import value_at
-from inflight.planes.policies import parse_policies
+from inflight.planes.policy_catalogue import parse_policies
 from inflight.procs import inflight_command
 from inflight.sim import report
 from inflight.sim.calibrate import openloop_args

@@ -23,7 +23,7 @@ from inflight.bench.openloop.sender import (
 from inflight.measure.openloop_report import SCHEMA, build_comparison, comparison_markdown
 from inflight.measure.records import RequestRecord, RouterSample
 from inflight.measure.slo import DEFAULT_SLO, SloSpec
-from inflight.planes.policies import parse_policies, resolve_policies
+from inflight.planes.policy_catalogue import parse_policies, resolve_policies
 from inflight.workload.plan import OpenLoopPlan, plan_from_args
 from inflight.workload.sweep import closed_loop_args
 from inflight.workload.trace import PlannedRequest

@@ -9,7 +9,7 @@ import pytest
 
 from inflight.measure.repro import pooled, replica_changes, reproduced, reproduction_checks
 from inflight.measure.table import checks_list
-from inflight.planes.policies import parse_policies
+from inflight.planes.policy_catalogue import parse_policies
 from inflight.workload.flags import concurrency_list
 from inflight.workload.slowing import slowing_level
 

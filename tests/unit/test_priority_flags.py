@@ -237,7 +237,7 @@ def test_bench_compare_gives_the_classes_only_to_stacks_whose_router_holds() -> 
     # inflight up refuses --priority-class where the router holds nothing (vllm-waiting,
     # hpa-rps queue in the replicas); the comparison leaves the flags out there.
     from inflight.bench.openloop.compare import _router_holds
-    from inflight.planes.policies import parse_policies
+    from inflight.planes.policy_catalogue import parse_policies
 
     holds = {
         p.name: _router_holds(p)

@@ -14,14 +14,14 @@ from pydantic import ValidationError
 
 from router.config import ConfigError, add_arguments, settings_from_args
 from router.dispatch import Dispatcher
-from router.pool import Pool
-from router.sources import (
+from router.endpoint_lists import (
     SourceError,
     apply,
     parse_endpoint_list,
     read_endpoints_file,
     watch_file,
 )
+from router.pool import Pool
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -200,7 +200,7 @@ async def test_file_watcher_survives_a_path_it_cannot_stat(
         assert await until(["http://127.0.0.1:9001"]) == ["http://127.0.0.1:9001"]
         shutil.rmtree(folder)
         folder.write_text("not a folder")  # stat(path) now fails with NotADirectoryError
-        caplog.set_level(logging.ERROR, logger="router.sources")
+        caplog.set_level(logging.ERROR, logger="router.endpoint_lists")
         for _ in range(300):  # until the watcher has polled the broken path and said so
             await asyncio.sleep(0.01)
             if watcher.done() or any("Not a directory" in r.getMessage() for r in caplog.records):

@@ -1,4 +1,4 @@
-"""The ``model`` metadata key: one model pool's L (router/models.py), ``up`` left whole."""
+"""The ``model`` metadata key: one model pool's L (router/model_pools.py), ``up`` left whole."""
 
 from __future__ import annotations
 

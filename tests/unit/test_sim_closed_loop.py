@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from inflight.planes.policies import parse_policies
+from inflight.planes.policy_catalogue import parse_policies
 from inflight.sim.cli import main
 from inflight.sim.closed_loop import SweepPlan, simulate_sweep, sweep_result
 from inflight.sim.core import SimConfig

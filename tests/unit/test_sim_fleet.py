@@ -54,7 +54,7 @@ def test_scale_down_cancels_a_starting_replica_first_then_drains_the_newest_read
     newest = max(fleet.replicas.values(), key=lambda r: r.id)
     ep = router.pool.get(newest.url)
     assert ep is not None
-    router.dispatcher.inflight += 1
+    router.dispatcher.enter()
     router.pool.acquire(ep)
     events.at(4.0, lambda: fleet.set_desired(1))
     events.run_until(4.0)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from inflight.measure.slo import replica_seconds, value_at
-from inflight.planes.policies import parse_policies
+from inflight.planes.policy_catalogue import parse_policies
 from inflight.sim import report
 from inflight.sim.cli import main, sim_config, simulate_plan
 from inflight.sim.core import SimConfig, simulate

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from inflight.planes.policies import parse_policies
+from inflight.planes.policy_catalogue import parse_policies
 from inflight.sim.cli import main
 from inflight.sim.tune_cli import WORKLOAD_KEYS, _figures
 from inflight.workload.trace import PlannedRequest, write_trace

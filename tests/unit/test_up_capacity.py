@@ -17,7 +17,7 @@ from inflight.config import ConfigError, load
 from inflight.emulator.cli import EmulatorSettings
 from inflight.engines import vllm_cpu
 from inflight.up.cli import UpSettings, _vllm_max_model_len, settings_from_args
-from inflight.up.models import ModelsStack
+from inflight.up.model_pools import ModelsStack
 from inflight.up.stack import REPLICAS_JOB, router_args
 from tests.fake_replica import COMMAND as FAKE_REPLICA
 

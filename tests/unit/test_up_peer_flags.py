@@ -66,7 +66,7 @@ def test_bad_scaler_metadata_is_named(value: str, message: str) -> None:
 def test_scaler_metadata_refuses_what_a_policies_variant_refuses(key: str) -> None:
     """``inflight up --scaler-metadata`` and ``inflight bench compare``'s
     ``saturation[KEY=VALUE]`` (each variant an ``inflight up``) refuse a key alike."""
-    from inflight.planes.policies import parse_policies
+    from inflight.planes.policy_catalogue import parse_policies
 
     with pytest.raises(ConfigError) as up:
         settings("--scaler-metadata", f"{key}=1")

@@ -47,7 +47,7 @@ from inflight.bench.chaos.model import FaultWindow, Sample, bar_failures, fault_
 from inflight.bench.chaos.report import chaos_json, chaos_markdown
 from inflight.bench.stack import Stack, StackError
 from inflight.measure.results import ResultFileExists, dumps, new_out_dir, write_new
-from inflight.planes.policies import Policy
+from inflight.planes.policy_catalogue import Policy
 from inflight.statedir import read_jsonl, read_timeline
 from inflight.workload.meeting import Workload, meeting_transcript
 

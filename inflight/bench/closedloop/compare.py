@@ -44,7 +44,7 @@ from inflight.control.hold_order import HOLD_DEADLINE_S
 from inflight.measure.repro import reproduced, reproduction_checks
 from inflight.measure.results import ResultFileExists, RunResult, dumps, new_out_dir
 from inflight.measure.table import checks_list, comparison_table, run_table
-from inflight.planes.policies import CLOSED_LOOP_POLICIES, Policy, parse_policies
+from inflight.planes.policy_catalogue import CLOSED_LOOP_POLICIES, Policy, parse_policies
 from inflight.workload import slowing as slowing_model
 from inflight.workload.sweep import (
     DEFAULT_MAX_REPLICAS,

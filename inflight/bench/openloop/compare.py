@@ -4,7 +4,7 @@ attainment against replica-seconds (issue #13, item 4).
 
 Every policy gets the scenario's replica bounds and start-up (``inflight up --min-replicas
 --max-replicas --startup-s``) and exactly the same planned requests (one seed). Default
-policies: :data:`inflight.planes.policies.OPEN_LOOP_POLICIES` with MAX = the scenario's
+policies: :data:`inflight.planes.policy_catalogue.OPEN_LOOP_POLICIES` with MAX = the scenario's
 maximum, so the ratio has its static-maximum baseline. It writes into a new ``--out-dir``:
 
 * ``<policy>.json.gz``: each run, gzipped (every request, router sample and timeline point, the
@@ -51,7 +51,7 @@ from inflight.measure.classes import class_table
 from inflight.measure.frontier import fleet_names
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, dumps, new_out_dir
-from inflight.planes.policies import Policy, parse_policies, resolve_policies
+from inflight.planes.policy_catalogue import Policy, parse_policies, resolve_policies
 from inflight.workload.plan import (
     DEFAULT_MAX_REPLICAS,
     DEFAULT_MIN_REPLICAS,

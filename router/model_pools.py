@@ -55,7 +55,7 @@ from router.errors import RequestRefused, error_body
 from router.metrics import RouterMetrics
 from router.pool import DRAINING, normalize_url
 from router.proxy import Message, Proxy, Receive, Scope, Send
-from router.server import CYCLE, Cycle
+from router.uvicorn_protocol import CYCLE, Cycle
 
 log = logging.getLogger(__name__)
 

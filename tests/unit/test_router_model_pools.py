@@ -1,4 +1,4 @@
-"""router/models.py without I/O: which pool a request and an endpoint belong to, the
+"""router/model_pools.py without I/O: which pool a request and an endpoint belong to, the
 aggregated /v1/models, vLLM's 404, and the pools' labelled series."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from inflight import names
 from inflight.emulator.openai_api import ApiError
 from router.dispatch import Dispatcher
-from router.models import ModelFront, ModelPools, model_not_found, model_of
+from router.model_pools import ModelFront, ModelPools, model_not_found, model_of
 from router.pool import DRAINING, Pool
 from router.proxy import Proxy
 
@@ -119,7 +119,8 @@ def test_every_pools_series_carries_its_model() -> None:
     p = pools()
     p.set_endpoints("a", [U1])
     p.set_endpoints("b", [U2, U3])
-    p.pools["a"].dispatcher.inflight = 3
+    for _ in range(3):
+        p.pools["a"].dispatcher.enter()
     registry = CollectorRegistry()
     registry.register(p.collector())
     value = registry.get_sample_value

@@ -8,7 +8,7 @@ from __future__ import annotations
 from external_scaler.metadata import parse_metadata
 from inflight import names
 from inflight.control.policy import PolicySpec
-from inflight.planes.policies import (
+from inflight.planes.policy_catalogue import (
     ANTICIPATE_DEFAULT_SINCE,
     EVIDENCE_DEFAULT_SINCE,
     FLOOR_DEFAULT_SINCE,

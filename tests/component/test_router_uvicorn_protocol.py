@@ -1,4 +1,4 @@
-"""router.server's protocol: a real uvicorn server in this process, raw sockets as clients.
+"""router.uvicorn_protocol: a real uvicorn server in this process, raw sockets as clients.
 
 The disconnect hook replaces a task per request in the proxy, so it must fire exactly when
 the client connection is lost, for every hook registered on that connection, and leave
@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from router.server import (
+from router.uvicorn_protocol import (
     BODY_FOLLOWS,
     CYCLE,
     DISCONNECT_HOOKS,

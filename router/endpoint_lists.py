@@ -2,7 +2,7 @@
 
 A source produces the complete list of endpoint base URLs; :func:`apply` hands it to its
 sink: the pool (which keeps in-flight counts across changes), waking held requests, or with
-several model pools (:mod:`router.models`) the pools' discovery, or one configured model's
+several model pools (:mod:`router.model_pools`) the pools' discovery, or one configured model's
 pool (:class:`ModelSink`). The Kubernetes source lives in :mod:`router.k8s`.
 """
 

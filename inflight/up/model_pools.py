@@ -2,7 +2,7 @@
 
 Each model has its own replicas (a :class:`Supervisor` running the emulator with
 ``--served-model-name MODEL``, feeding its own endpoints file), its own pool in the router
-(``--model-endpoints-file MODEL=PATH``, :mod:`router.models`), and its own KEDA+HPA loop
+(``--model-endpoints-file MODEL=PATH``, :mod:`router.model_pools`), and its own KEDA+HPA loop
 on the scaler, whose trigger metadata carries ``model: MODEL`` (the scaler reads that
 pool's L, ``router_inflight_requests{model="MODEL"}``) and its own ``metricName``, as one
 ScaledObject a model would in Kubernetes (``manifests/overlays/two-models``). The rest of

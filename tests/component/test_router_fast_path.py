@@ -1,4 +1,4 @@
-"""The router's fast path (router.server's FAST_ROUTES, router.proxy's ``_Fast``): a real
+"""The router's fast path (router.uvicorn_protocol's FAST_ROUTES, router.proxy's ``_Fast``): a real
 uvicorn server with the router's app in this process, a raw HTTP upstream, raw sockets as
 clients.
 
@@ -28,7 +28,7 @@ from router.app import RouterApp
 from router.dispatch import Dispatcher
 from router.pool import Pool
 from router.routes import parse_route
-from router.server import HookedHttpToolsProtocol
+from router.uvicorn_protocol import HookedHttpToolsProtocol
 from tests.support import until
 
 GUARD_S = 10.0

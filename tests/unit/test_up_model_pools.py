@@ -8,7 +8,7 @@ import pytest
 
 from inflight.config import ConfigError
 from inflight.up.cli import UpSettings
-from inflight.up.models import endpoints_file, metric_name, router_source
+from inflight.up.model_pools import endpoints_file, metric_name, router_source
 
 
 def settings(*flags: str) -> UpSettings:
@@ -65,7 +65,7 @@ def test_each_models_replicas_have_their_own_log_and_ready_files(tmp_path: Path)
     # Each Supervisor numbers its replicas from 1: in one folder, model a's replica 1 and
     # model b's wrote the same replica-1.ready.json and read each other's port (a live run
     # saw "port taken: it answered /health on P but its group listens on [Q]").
-    from inflight.up.models import ModelsStack
+    from inflight.up.model_pools import ModelsStack
 
     stack = ModelsStack(settings("--model", "a", "--model", "b", "--state-dir", str(tmp_path)))
     dirs = [s.log_dir for s in stack.supervisor.each.values()]  # type: ignore[attr-defined]

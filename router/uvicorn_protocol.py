@@ -25,7 +25,7 @@ It relies on uvicorn's ``HttpToolsProtocol`` calling ``on_message_begin`` and
 ``on_headers_complete`` to build each request's scope and cycle, and ``connection_lost``
 when the client goes (uvicorn is pinned below 1.0 in pyproject.toml; the two overridden
 callbacks and :class:`Cycle` follow uvicorn 0.54's, and a test checks that a cycle has the
-attributes of uvicorn's own); ``tests/component/test_router_server.py`` and
+attributes of uvicorn's own); ``tests/component/test_router_uvicorn_protocol.py`` and
 ``tests/integration/test_router_emulator.py``'s disconnect tests run through it.
 """
 
@@ -498,7 +498,7 @@ class Cycle(RequestResponseCycle):
     def put_back(self, body: bytes) -> None:
         """Undo :meth:`whole_body` (or reading the body through ``receive()``): the next
         ``whole_body()`` gives ``body`` again. For an app in front of the proxy that reads
-        the body to choose where the request goes (:mod:`router.models`)."""
+        the body to choose where the request goes (:mod:`router.model_pools`)."""
         self.body = bytearray(body)
         self.more_body = False
         self.message_event.set()

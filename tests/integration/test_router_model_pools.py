@@ -1,4 +1,4 @@
-"""One router, two model pools (router/models.py), in front of real emulator processes.
+"""One router, two model pools (router/model_pools.py), in front of real emulator processes.
 
 Clients are the OpenAI SDK and urllib; the replicas are emulators serving one model each.
 Conditions are polled with ``wait_for`` (60 s: the machine is small and shared); nothing
