@@ -4,7 +4,8 @@ Gauges are read from the pool and dispatcher at scrape time by a Collector, so t
 never drift from the counts that drive dispatch, and a drained endpoint's series
 disappears when the pool forgets it. Counters and histograms are updated on the hot path;
 a forgotten endpoint's counter series go ``RETIRED_SERIES_KEEP_S`` later (``prune``).
-Names come from :mod:`inflight.names`; types and labels follow DESIGN.md's table.
+Names and types come from :mod:`inflight.names` (``ROUTER_METRICS``); each name's labels
+are noted beside it there.
 
 The hot-path counters and histograms are plain Python numbers (a float per counter or
 labelled series, a per-bucket count list found with ``bisect``), not prometheus_client

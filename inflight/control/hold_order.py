@@ -81,7 +81,7 @@ def hold_order_note(deadline_s: float, peers_too: bool = False) -> str:
 # requests held through it are not refused when the first replica arrives (they get the
 # late lane's slots as the queue drains; --queue-timeout-s still bounds a cold start).
 #
-# The bound this gives (the 600 s experiment, ``inflight.bench.components.lateness`` and
+# The bound this gives (the 600 s experiment, ``experiments/lateness.py`` and
 # tests/unit/test_hold_order.py): no request waits longer than deadline + max_late_s + the
 # gap between two freed slots; everyone is either served or refused by then. Alternatives
 # weighed: a share of freed slots for the oldest late request keeps late requests moving
@@ -97,7 +97,7 @@ MAX_LATE_S: Final = 30.0
 
 #: ``--max-late-s``' default (router, ``inflight up``, ``inflight sim``; seconds): the bound
 #: that refuses nothing in the scenarios where nothing is lost without it. ``inflight sim``,
-#: saturation, --hold-deadline-s 1.5, seeds 1-3 (inflight/sim/lateness_default.py): the longest
+#: saturation, --hold-deadline-s 1.5, seeds 1-3 (experiments/lateness_default.py): the longest
 #: TTFT without a bound is 142.4 s (spike, 3 replicas overloaded through a 100 s start-up;
 #: ramp 102.7 s, diurnal 92.4 s), and 180 s refuses none of their 33,550 requests; 120 s
 #: refused 13, 60 and 34 on the spike's seeds, requests held from its first seconds at the
