@@ -9,6 +9,12 @@ runs fewer requests than its ``--max-num-seqs`` while the router counts every sl
 
 The engine runs with 40 KV blocks of 128 tokens (5,120 tokens), ``--max-num-seqs`` 4 and 4
 slots at the router. Every wait is a poll; nothing here asserts a duration.
+
+No check polls for a state that could pass between two polls (a fresh clone on a faster
+machine once saw L = 6 with nothing running yet, then the first four requests done): a test
+waits until its streams show the state it wants has begun (each request it expects to run
+has streamed tokens, with hundreds left), then pauses the replica's engine core (SIGSTOP:
+:func:`engine_paused`) so that the state lasts, reads it, and resumes the engine.
 """
 
 from __future__ import annotations
@@ -19,11 +25,11 @@ import json
 import os
 import random
 import re
+import signal
 import tempfile
 import threading
 import urllib.parse
 import urllib.request
-from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -37,11 +43,11 @@ import pytest
 from inflight import kv_blocks, names
 from inflight.emulator.metrics import FINISHED_REASONS, cache_config_info
 from inflight.engines import vllm_cpu
+from inflight.procs import live_processes
 from inflight.statedir import StackInfo, read_stack
 from tests.support import (
     INFLIGHT,
     ProcessTracker,
-    WaitTimeout,
     assert_engines_left_nothing,
     engine_leftovers,
     wait_for,
@@ -196,6 +202,73 @@ def idle(stack: Stack) -> Sample | None:
     return now if quiet and now.ready else None
 
 
+# --- holding a state until the test has read it ------------------------------------------------
+
+# vLLM names its engine core process so (setproctitle; vllm/v1/engine/core.py).
+ENGINE_CORE_TITLE = b"VLLM::EngineCore"
+
+
+def engine_core_pid(root: int) -> int:
+    """The one vLLM engine core among ``root``'s descendants (``inflight up``'s replica)."""
+    children: dict[int, list[int]] = {}
+    for proc in live_processes():
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(ENGINE_CORE_TITLE):
+                found.append(pid)
+    assert len(found) == 1, f"engine core processes under {root}: {found}"
+    return found[0]
+
+
+def _stopped(pid: int) -> bool:
+    return any(p.pid == pid and p.state == "T" for p in live_processes())
+
+
+@contextlib.contextmanager
+def engine_paused(stack: Stack) -> Iterator[None]:
+    """The replica's engine core stopped (SIGSTOP) for the block, then resumed (SIGCONT):
+    no step runs meanwhile, so what its API server's /metrics last recorded (running,
+    waiting, KV use) and what the router counts stay as they are until the test has read
+    them. The API server and its /health keep answering (vLLM's health check reads a flag,
+    not the engine)."""
+    pid = engine_core_pid(stack.info.pid)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: _stopped(pid), timeout_s=TIMEOUT_S, what=f"engine core {pid} stopped")
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def wait_streaming(streams: Streams, running: int) -> None:
+    """Until ``running`` streams have each streamed two events: their prompts are in the
+    engine's cache and they decode, each with hundreds of tokens to go."""
+    wait_for(
+        lambda: sum(n >= 2 for n in streams.events) >= running,
+        timeout_s=TIMEOUT_S,
+        interval_s=0.01,
+        what=f"{running} streams streaming",
+    )
+
+
+def stable_sample(stack: Stack) -> Sample:
+    now: Sample = wait_for(lambda: sample(stack), timeout_s=TIMEOUT_S, what="a stable sample")
+    return now
+
+
+def paused_sample(stack: Stack, streams: Streams, running: int) -> Sample:
+    """Once ``running`` streams decode (:func:`wait_streaming`), one sample read with the
+    engine paused. A request that finished before the pause shows in the sample (L down),
+    which the caller's assertion names."""
+    wait_streaming(streams, running)
+    with engine_paused(stack):
+        return stable_sample(stack)
+
+
 @pytest.fixture(autouse=True)
 def _starts_and_ends_idle(stack: Stack) -> Iterator[None]:
     wait_for(lambda: idle(stack), timeout_s=TIMEOUT_S, what="an idle stack")
@@ -219,6 +292,7 @@ class Streams:
         self.events: list[int] = []
         self.codes: list[int] = []
         self.session: aiohttp.ClientSession | None = None
+        self.closed = False
 
     def __enter__(self) -> Streams:
         self.thread.start()
@@ -259,6 +333,13 @@ class Streams:
             await self.session.close()
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancel the streams still open, close the session, stop the loop (once)."""
+        if self.closed:
+            return
+        self.closed = True
         done: Future[None] = asyncio.run_coroutine_threadsafe(self._cancel(), self.loop)
         done.result(timeout=30)
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -360,46 +441,34 @@ def test_an_openai_client_is_served_through_the_router(stack: Stack) -> None:
 
 
 def test_a_cancelled_stream_leaves_nothing_running(stack: Stack) -> None:
+    generated = scrape(stack.replica_url).value(names.VLLM_GENERATION_TOKENS)
     with Streams(stack.info.router_url) as streams:
         streams.send(text_body(max_tokens=1500))
-        wait_for(lambda: streams.events[0] >= 2, timeout_s=TIMEOUT_S, what="tokens streaming")
-        running = wait_for(lambda: sample(stack), timeout_s=TIMEOUT_S, what="a stable sample")
-        assert (running.inflight, running.running) == (1, 1)
-    # Closed before its 1,500 tokens: the engine stops it.
+        wait_streaming(streams, running=1)
+        with engine_paused(stack):
+            running = stable_sample(stack)
+            streams.close()  # the client leaves while the engine cannot step
+    assert (running.inflight, running.running) == (1, 1), running
+    # Closed before its 1,500 tokens: the engine stops it, and so generated fewer (vLLM
+    # counts every token it generates, an aborted request's too; it counts no abort).
     wait_for(lambda: idle(stack), timeout_s=TIMEOUT_S, what="vLLM running 0 after the cancel")
     assert streams.codes == [200]
+    more = scrape(stack.replica_url).value(names.VLLM_GENERATION_TOKENS) - generated
+    assert 2 <= more < 1500, f"vLLM generated {more} tokens for the cancelled stream"
 
 
 def test_the_routers_l_is_vllms_running_and_waiting_plus_what_it_holds(stack: Stack) -> None:
-    # Once failed on a busy machine with nothing kept of what the polls saw: a poll that
-    # finds L down from 6 (the first four done) fails at once and shows every sample.
-    seen: list[Sample] = []
-
-    def agrees() -> Sample | None:
-        now = sample(stack)
-        if now is None:
-            return None
-        seen.append(now)
-        if now.inflight < 6 and any(s.inflight == 6 for s in seen):
-            shown = Counter((s.inflight, s.held, s.running, s.waiting) for s in seen)
-            raise AssertionError(
-                "the first requests finished before a poll saw L = running + waiting + held "
-                f"at L = 6; (L, held, running, waiting) seen: {dict(shown)}"
-            )
-        if now.inflight != 6 or now.held != 2:  # not yet dispatched (or the endpoint unready)
-            return None
-        return now if now.inflight == now.running + now.waiting + now.held else None
-
+    # Polling for this state once failed on a fresh clone on a faster machine: a poll saw
+    # L = 6 before vLLM ran any, the next one the first four done. Now the state is held
+    # (the engine paused) while it is read. 1,000 tokens: the router admits on KV tokens,
+    # and 4 × (prompt + max_tokens) must fit the 39 usable blocks, or it would hold more.
     with Streams(stack.info.router_url) as streams:
         for _ in range(6):  # 4 slots: the router holds 2
             streams.send(text_body(max_tokens=1000))
-        try:
-            agreed = wait_for(agrees, timeout_s=TIMEOUT_S, what="L = running + waiting + held")
-        except WaitTimeout as exc:  # what every poll saw, not only the last
-            shown = Counter((s.inflight, s.held, s.running, s.waiting, s.ready) for s in seen)
-            what = "(L, held, running, waiting, ready) seen"
-            raise AssertionError(f"{exc}; {what}: {dict(shown)}") from None
-    assert agreed.held == 2 and agreed.running + agreed.waiting == SLOTS
+        now = paused_sample(stack, streams, running=SLOTS)
+    assert (now.inflight, now.held, now.ready) == (6, 2, True), now
+    assert now.running + now.waiting == SLOTS, now
+    assert now.inflight == now.running + now.waiting + now.held, now
 
 
 def test_kv_bound_the_router_holds_what_the_cache_cannot_take(stack: Stack) -> None:
@@ -413,34 +482,17 @@ def test_kv_bound_the_router_holds_what_the_cache_cannot_take(stack: Stack) -> N
     # two done). A step can also show 2 running with the second prompt only partly in the
     # cache (chunked prefill: 2,048 tokens a step on the CPU build), so the state waited for
     # has both prompts' blocks: 2 × 12 of the 39 (0.615).
+    # Polling for it missed it on busy machines; now the state is held (the engine paused,
+    # once both admitted streams decode: both prompts in the cache) while it is read.
     prompt_tokens = 1500
     full = 2 * kv_blocks.blocks_for(prompt_tokens, 128) / kv_blocks.usable_blocks(BLOCKS)
-    seen: list[Sample] = []
-
-    def kv_bound() -> Sample | None:
-        now = sample(stack)
-        if now is None:
-            return None
-        seen.append(now)
-        if now.inflight < SLOTS and any(s.inflight == SLOTS for s in seen):
-            shown = Counter(
-                (s.inflight, s.held, s.running, s.waiting, round(s.kv_usage, 2)) for s in seen
-            )
-            raise AssertionError(
-                "the first requests finished before a poll saw them both in the cache and 2 "
-                f"held; (L, held, running, waiting, KV use) seen: {dict(shown)}"
-            )
-        if now.inflight != SLOTS or now.held != 2:
-            return None
-        # The usage from the same scrape as the running count: a later scrape can fall in
-        # the step where the first two finished and the held two were not yet scheduled (CI
-        # read 0.0 that way).
-        return now if now.kv_usage >= full - 1e-9 else None
-
     with Streams(stack.info.router_url) as streams:
         for seed in range(SLOTS):
             streams.send(token_body(prompt_tokens=prompt_tokens, max_tokens=900, seed=seed))
-        bound = wait_for(kv_bound, timeout_s=TIMEOUT_S, what="2 in the cache, 2 held at L = 4")
+        bound = paused_sample(stack, streams, running=2)
+    assert (bound.inflight, bound.held) == (SLOTS, 2), bound
+    # The usage from the same scrape as the running count.
+    assert bound.kv_usage >= full - 1e-9, f"both prompts not in the cache: {bound}"
     assert bound.waiting == 0, f"vLLM queued {bound.waiting} that the router should have held"
     assert bound.running == 2, f"{bound.running} running while 2 are held at L = 4"
     assert bound.running + bound.held == bound.inflight == SLOTS
