@@ -296,6 +296,13 @@ class RouterMetrics:
         """Count a finished request."""
         _bump(self._requests, (endpoint, str(code)))
 
+    def done(self, endpoint: str, code: int, seconds: float) -> None:
+        """A work request ended with ``code`` after ``seconds`` in the system (W): its
+        duration observed and its status counted, together (every path counts a finished
+        work request by this)."""
+        self.duration.observe(seconds)
+        _bump(self._requests, (endpoint, str(code)))
+
     def upstream_error(self, endpoint: str, reason: str) -> None:
         _bump(self._errors, (endpoint, reason))
 

@@ -1,5 +1,5 @@
-"""The router's fast path (router.uvicorn_protocol's FAST_ROUTES, router.proxy's ``_Fast``): a real
-uvicorn server with the router's app in this process, a raw HTTP upstream, raw sockets as
+"""The router's fast path (router.fast_path.FastCycle, on router.uvicorn_protocol's FAST_ROUTES): a
+real uvicorn server with the router's app in this process, a raw HTTP upstream, raw sockets as
 clients.
 
 A work request on a table route whose endpoint has an idle pooled connection is served
@@ -258,7 +258,7 @@ async def test_a_warm_request_is_served_on_the_fast_path_and_counted_alike(
     reader, writer = await warm(router)
     writer.write(post("/v1/echo", b'{"a": 12345}'))
     status, head, body = await response(reader)
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     assert status == 200 and b"x-upstream: yes\r\n" in head
     assert json.loads(body) == {"path": "/v1/echo", "body_len": 12}
     assert router.sample(names.ROUTER_REQUESTS_RECEIVED) == 2.0
@@ -292,7 +292,7 @@ async def test_a_body_in_pieces_and_a_client_that_leaves_mid_body(router: Router
     writer.write(whole[:-60])  # and this client leaves before its body is all in
     await writer.drain()
     await until(lambda: router.protocol().cycle is not previous, "its headers to be in")
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     writer.close()
     await until(lambda: router.sample(names.ROUTER_REQUESTS, endpoint="none", code="499") == 1,
                 "the request to be counted as a client that left")  # fmt: skip
@@ -306,7 +306,7 @@ async def test_an_upstream_breaking_inside_a_sized_body_is_a_counted_502(
     reader, writer = await warm(router)
     writer.write(post("/v1/broken-body"))
     status, _, body = await response(reader)
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     assert status == 502 and json.loads(body)["error"]["type"] == "upstream_broken"
     assert router.finished("502") == 1.0
     assert router.sample(names.ROUTER_UPSTREAM_ERRORS, endpoint=router.label,
@@ -339,7 +339,7 @@ async def test_a_pooled_connection_closed_as_the_request_went_is_sent_again(
     await until(lambda: router.idle(), "the first request to end")
     writer.write(post("/v1/stale"))
     status, _, body = await response(reader)
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     assert status == 200 and json.loads(body)["path"] == "/v1/stale"
     assert router.upstream.requests == ["/v1/stale"] * 3
     assert router.finished("200") == 2.0
@@ -357,7 +357,7 @@ async def test_a_client_that_leaves_while_upstream_frees_the_slot_at_once(
     writer.write(post("/v1/slow"))
     await writer.drain()
     await until(lambda: "/v1/slow" in router.upstream.requests, "the upstream to get it")
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     assert router.app.dispatcher.inflight == 1
     writer.close()
     await until(lambda: router.idle(), "the slot to be given back")
@@ -399,7 +399,7 @@ async def test_an_upstream_breaking_mid_stream_ends_it_with_an_sse_error_event(
     reader, writer = await warm(router)
     writer.write(post("/v1/sse-broken", b'{"stream": true}'))
     data = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), GUARD_S)
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     events = [e for e in re.split(rb"\r\n[0-9a-f]+\r\n", data.split(b"\r\n\r\n", 1)[1]) if e]
     assert events[0].endswith(b'data: {"n": 1}\n\n')
     assert b'"type": "upstream_broken"' in data
@@ -416,7 +416,7 @@ async def test_a_client_that_leaves_mid_stream_is_a_499_and_the_upstream_is_told
     reader, writer = await warm(router)
     writer.write(post("/v1/sse", b'{"stream": true}'))
     await asyncio.wait_for(reader.readuntil(b'data: {"n": 1}\n\n'), GUARD_S)
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     writer.close()
     await until(lambda: router.finished("499") == 1.0, "the stream to be counted as left")
     await asyncio.wait_for(router.upstream.sse_closed.wait(), GUARD_S)
@@ -429,7 +429,7 @@ async def test_a_stream_read_to_done_is_finished_even_if_the_client_leaves_at_on
     reader, writer = await warm(router)
     writer.write(post("/v1/sse", b'{"stream": true, "done-first": 1}'))
     await asyncio.wait_for(reader.readuntil(b"data: [DONE]\n\n"), GUARD_S)
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     writer.close()  # what a client that breaks out of its loop on [DONE] does
     await until(lambda: router.finished("200") == 2.0 or router.finished("499") > 0,
                 "the stream to be counted")  # fmt: skip
@@ -446,7 +446,7 @@ async def test_no_free_slot_goes_the_asgi_way_held_until_one_frees() -> None:
         _reader_a, writer_a = await warm(router)
         writer_a.write(post("/v1/slow"))
         await until(lambda: "/v1/slow" in router.upstream.requests, "the upstream to get A")
-        assert fast_cycle(router) == "_Fast"
+        assert fast_cycle(router) == "FastCycle"
         reader_b, writer_b = await connect(router)
         writer_b.write(post("/v1/echo", b"b" * 7))
         await until(lambda: router.app.dispatcher.queued == 1, "B to be held")
@@ -464,7 +464,7 @@ async def test_hop_by_hop_response_headers_are_not_passed_on(router: Router, nam
     reader, writer = await warm(router)
     writer.write(post("/v1/hop", b'{"named": 1}' if named else b"{}"))
     status, head, body = await response(reader)
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     assert status == 200 and body == b"ok"
     lines = head.decode().lower().split("\r\n")[1:]
     names_sent = sorted(line.split(":")[0] for line in lines if line)
@@ -481,7 +481,7 @@ async def test_an_idle_connection_is_closed_after_the_keep_alive_timeout() -> No
         for n in range(3):
             writer.write(post("/v1/echo", b"z" * n))
             assert (await response(reader))[0] == 200
-        assert fast_cycle(router) == "_Fast"
+        assert fast_cycle(router) == "FastCycle"
         assert await asyncio.wait_for(reader.read(), GUARD_S) == b""  # closed by the router
         await until(lambda: not router.server.server_state.connections, "the close")
         writer.close()
@@ -495,7 +495,7 @@ async def test_a_stream_broken_in_the_read_of_its_head_ends_as_the_asgi_way_ends
     reader, writer = await warm(router)
     writer.write(post("/v1/sse-malformed", b'{"stream": true}'))
     data = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), GUARD_S)
-    assert fast_cycle(router) == "_Fast"
+    assert fast_cycle(router) == "FastCycle"
     assert data.startswith(b"HTTP/1.1 200") and b'"type": "upstream_broken"' in data
     await until(lambda: router.finished("502") == 1.0, "the stream to be counted")
     assert router.sample(names.ROUTER_UPSTREAM_ERRORS, endpoint=router.label,

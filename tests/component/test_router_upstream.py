@@ -27,7 +27,7 @@ from typing import Protocol
 import pytest
 
 from router import upstream as up
-from router.proxy import _request_headers
+from router.headers import request_headers
 from router.upstream import (
     UPSTREAM_CLIENTS,
     BodyError,
@@ -544,7 +544,7 @@ async def test_request_framing(serve: Serve, clients: MakeClient, client_kind: s
     client = clients(client_kind)
     # What the proxy forwards of a client's headers: a Host, a Content-Length and a
     # Connection of the client's never reach the client library.
-    forwarded, _ = _request_headers(
+    forwarded, _ = request_headers(
         [
             (b"host", b"evil.example:1"),
             (b"content-length", b"999"),

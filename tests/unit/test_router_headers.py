@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from router.proxy import _request_headers, _response_headers
+from router.headers import request_headers, response_headers
 
 
 def test_request_headers_drop_hop_by_hop_and_connection_named_ones() -> None:
@@ -19,15 +19,15 @@ def test_request_headers_drop_hop_by_hop_and_connection_named_ones() -> None:
         (b"authorization", b"Bearer k"),
         (b"Content-Type", b"application/json"),
     ]
-    assert _request_headers(raw) == (
+    assert request_headers(raw) == (
         [(b"authorization", b"Bearer k"), (b"content-type", b"application/json")],
         10,  # the declared Content-Length, read in the same pass
     )
 
 
 def test_request_headers_read_the_largest_content_length_and_ignore_a_bad_one() -> None:
-    assert _request_headers([(b"content-length", b"5"), (b"Content-Length", b"7")])[1] == 7
-    assert _request_headers([(b"content-length", b"x")]) == ([], 0)
+    assert request_headers([(b"content-length", b"5"), (b"Content-Length", b"7")])[1] == 7
+    assert request_headers([(b"content-length", b"x")]) == ([], 0)
 
 
 def test_response_headers_keep_length_drop_hop_by_hop() -> None:
@@ -40,7 +40,7 @@ def test_response_headers_keep_length_drop_hop_by_hop() -> None:
         (b"Content-Length", b"12"),
         (b"X-Request-Id", b"abc"),
     )
-    assert _response_headers(list(raw)) == [
+    assert response_headers(list(raw)) == [
         (b"content-type", b"text/event-stream"),
         (b"content-length", b"12"),
         (b"x-request-id", b"abc"),

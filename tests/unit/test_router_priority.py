@@ -13,7 +13,7 @@ from router.dispatch import Dispatcher
 from router.errors import BadPriority, Shed
 from router.metrics import RouterMetrics
 from router.pool import Endpoint, Pool
-from router.proxy import request_priority
+from router.priority import request_priority
 
 A = "http://127.0.0.1:9001"
 
