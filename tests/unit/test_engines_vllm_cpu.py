@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -152,7 +151,7 @@ def test_the_engine_writes_its_temp_files_in_the_replicas_own_dir(tmp_path) -> N
 
 
 def test_sweeping_removes_the_dirs_of_replicas_gone_and_only_those(tmp_path) -> None:
-    gone = vllm_cpu.tmp_dir(_exited_pid(), tmp_path)  # a PID no process has any more
+    gone = vllm_cpu.tmp_dir(_unused_pid(), tmp_path)  # a PID no process has any more
     live = vllm_cpu.tmp_dir(os.getpid(), tmp_path)
     other = tmp_path / "inflight-vllm-notapid"
     for path in (gone, live, other):
@@ -163,11 +162,10 @@ def test_sweeping_removes_the_dirs_of_replicas_gone_and_only_those(tmp_path) -> 
     assert vllm_cpu.sweep_tmp_dirs(tmp_path) == []
 
 
-def _exited_pid() -> int:
-    """The PID of a child that has exited and been reaped."""
-    child = subprocess.Popen(["true"])
-    child.wait()
-    return child.pid
+def _unused_pid() -> int:
+    """A PID no process has: Linux gives PIDs below ``pid_max`` only (no child is started
+    for one: the unit tier starts no process)."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text())
 
 
 def test_each_engine_claims_its_own_core_lowest_first(tmp_path) -> None:

@@ -33,6 +33,8 @@ SPACE = [
     "--targets", "1,0.9,0.75,0.6", "--down-windows-s", "60,120",
     "--growth-horizons-s", "0,30",
 ]  # fmt: skip
+# The search in this process (the unit tier starts none): the default runs a process pool.
+IN_PROCESS = ["--jobs", "1"]
 GOAL = 0.95
 
 
@@ -49,7 +51,8 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Tuned:
     """One tune run shared by the tests that read its answer (it takes a few seconds)."""
     out = tmp_path_factory.mktemp("tune") / "tune.json"
     seeds = ",".join(map(str, SEEDS))
-    args = ["sim", "tune", *WORKLOAD, *SPACE, "--seeds", seeds, "--attainment", str(GOAL)]
+    args = ["sim", "tune", *WORKLOAD, *IN_PROCESS, *SPACE, "--seeds", seeds,
+            "--attainment", str(GOAL)]  # fmt: skip
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         code = main([*args, "--out", str(out)])
@@ -159,7 +162,7 @@ def test_an_slo_even_the_static_maximum_misses_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "tune.json"
-    args = ["sim", "tune", *WORKLOAD, "--slo-ttft-s", "0.001", "--seeds", "1,2",
+    args = ["sim", "tune", *WORKLOAD, *IN_PROCESS, "--slo-ttft-s", "0.001", "--seeds", "1,2",
             "--out", str(out)]  # fmt: skip
     assert main(args) == 1
     err = capsys.readouterr().err
@@ -172,7 +175,7 @@ def test_no_setting_meeting_the_goal_names_the_best_attainment(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # One candidate, the trigger's defaults: well below the goal on this ramp.
-    args = ["sim", "tune", *WORKLOAD, "--targets", "1", "--down-windows-s", "60",
+    args = ["sim", "tune", *WORKLOAD, *IN_PROCESS, "--targets", "1", "--down-windows-s", "60",
             "--growth-horizons-s", "0", "--seeds", "1,2", "--attainment", "0.99"]  # fmt: skip
     assert main(args) == 1
     err = capsys.readouterr().err
@@ -238,7 +241,7 @@ def test_the_judge_pickles_for_the_process_pool() -> None:
 
 def test_search_grid_judges_every_target_of_every_combination(tmp_path: Path) -> None:
     out = tmp_path / "grid.json"
-    args = ["sim", "tune", *WORKLOAD, "--targets", "1,0.75", "--down-windows-s", "60",
+    args = ["sim", "tune", *WORKLOAD, *IN_PROCESS, "--targets", "1,0.75", "--down-windows-s", "60",
             "--growth-horizons-s", "0,30", "--seeds", "1", "--search", "grid",
             "--out", str(out)]  # fmt: skip
     assert main(args) == 0

@@ -16,7 +16,7 @@ import pytest
 
 from inflight.cli import build_parser
 from inflight.emulator.profile import Profile
-from inflight.planes.policies import parse_policies
+from inflight.planes.policy_catalogue import parse_policies
 from inflight.sim.cli import _plan, main
 from inflight.sim.tune_cli import (
     TUNE_KEYS,
@@ -85,8 +85,12 @@ def test_a_bound_cache_changes_what_the_workers_measure() -> None:
     assert slots_only != bound  # the router's admission reaches the runs too
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_tune_on_a_bound_cache_says_so_and_differs(tmp_path: Path, jobs: str) -> None:
+def test_tune_on_a_bound_cache_says_so_and_differs(tmp_path: Path) -> None:
+    # In this process (--jobs 1); with worker processes: tests/component/test_sim_tune_kv_workers.py
+    assert_tune_on_a_bound_cache_says_so_and_differs(tmp_path, jobs="1")
+
+
+def assert_tune_on_a_bound_cache_says_so_and_differs(tmp_path: Path, jobs: str) -> None:
     code, out, err, body = _tune([*LONG, *SPACE, *KV, "--jobs", jobs], tmp_path / "kv.json")
     assert code == 0, err
     code0, out0, err0, body0 = _tune([*LONG, *SPACE, "--jobs", jobs], tmp_path / "free.json")

@@ -1,0 +1,13 @@
+"""``inflight sim tune --kv-blocks`` with ``--jobs 2``: the search's worker processes (a
+process pool, so not in the unit tier) simulate the cache the header names, as the
+in-process run of ``tests/unit/test_sim_tune_kv.py`` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.unit.test_sim_tune_kv import assert_tune_on_a_bound_cache_says_so_and_differs
+
+
+def test_tune_workers_on_a_bound_cache_say_so_and_differ(tmp_path: Path) -> None:
+    assert_tune_on_a_bound_cache_says_so_and_differs(tmp_path, jobs="2")
