@@ -35,7 +35,7 @@ from typing import NoReturn
 
 import grpc
 
-from external_scaler.decide import Decided, decide
+from external_scaler.decision import Decided, costed_decision
 from external_scaler.errors import MetadataError, ScalerError, SourceError, SourceRejected
 from external_scaler.limits import LimitExceeded, Limits
 from external_scaler.metadata import ScalerSpec, parse_metadata
@@ -268,7 +268,11 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         memo = self._decided.pop(spec, None)
         # Saturation over every capacity dimension (docs/capacity.md): the policy decides
         # on max(L, KV-equivalent L) at each step (the simulator calls it too).
-        decided = memo[1] if memo is not None and memo[0]() is observed else decide(spec, observed)
+        decided = (
+            memo[1]
+            if memo is not None and memo[0]() is observed
+            else costed_decision(spec, observed)
+        )
         self._decided[spec] = (weakref.ref(observed), decided)
         while len(self._decided) > self.limits.max_triggers:
             del self._decided[next(iter(self._decided))]

@@ -351,7 +351,7 @@ class Simulation:
         """
         assert self.autoscaler is not None
         try:
-            active = self.scaler.decide().active
+            active = self.scaler.answer().active
         except ScalerUnavailable:
             pass
         else:

@@ -5,7 +5,7 @@ the trigger metadata (``external_scaler.metadata.parse_metadata``), asks Prometh
 range query (``external_scaler.sources.promql.range_query``, bounds aligned to the step by
 ``RangeQuery.bounds``), builds the window and vLLM's KV series from its answer
 (``external_scaler.sources.prometheus.observed_from_matrix``) and decides
-(``external_scaler.decide.decide``: saturation as the maximum over request slots and KV
+(``external_scaler.decision.costed_decision``: saturation as the maximum over request slots and KV
 tokens under ``capacity`` ``auto``, then ``inflight.control.policy.evaluate``) at the
 aligned end. :class:`SimScaler` does exactly that on the simulated scrapes
 (``inflight.sim.scrapes``, whose replicas expose their engines' KV state and whose router
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from external_scaler.decide import decide
+from external_scaler.decision import costed_decision
 from external_scaler.errors import SourceError
 from external_scaler.metadata import ScalerSpec, parse_metadata
 from external_scaler.sources.prometheus import observed_from_matrix
@@ -61,14 +61,16 @@ class SimScaler:
         self.bindings: list[Dimension] = []  # the dimension that bound, per decision
         self.answers: list[ScalerAnswer] = []  # per decision, for scaler.jsonl
 
-    def decide(self) -> Decision:
+    def answer(self) -> Decision:
         start_s, end_s = self.query.bounds(self.clock())
         if self._cached is not None and self._cached[0] == end_s:
             answer = self._cached[1]
         else:
             try:
                 data = self.scrapes.matrix(self.query, start_s, end_s)
-                decided = decide(self.spec, observed_from_matrix(data, self.query, start_s, end_s))
+                decided = costed_decision(
+                    self.spec, observed_from_matrix(data, self.query, start_s, end_s)
+                )
                 answer = decided.decision
                 self.decisions.append(answer)
                 self.bindings.append(decided.dimension)
@@ -92,7 +94,7 @@ class SimScaler:
         return MetricSpec(self.spec.metric_name, self.spec.policy.target)
 
     def metric_value(self, metric_name: str) -> float:
-        return self.decide().value
+        return self.answer().value
 
     def is_active(self) -> bool:
-        return self.decide().active
+        return self.answer().active

@@ -42,7 +42,7 @@ engines (``inflight.emulator.engine.Engine``, the emulator's vLLM KV-block model
 asks for them (trigger ``capacity`` ``auto``), :meth:`Scrapes.matrix` answers its
 ``kv_usage``, ``kv_running``, ``kv_waiting`` and ``kv_config`` series from them, as
 Prometheus would from the replicas' own scrapes, and the scaler decides on them as it does
-live (``external_scaler.decide``). A sum over no replica is no series (NaN here).
+live (``external_scaler.decision``). A sum over no replica is no series (NaN here).
 
 The router's token demand (its token admission, docs/capacity.md). Each scrape also
 records the simulated router's ``router_endpoint_inflight_tokens`` (summed),

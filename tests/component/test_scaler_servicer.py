@@ -551,13 +551,13 @@ async def test_a_decision_on_the_same_window_is_reused(monkeypatch: pytest.Monke
     import external_scaler.servicer as servicer_module
 
     decided: list[float] = []
-    real = servicer_module.decide
+    real = servicer_module.costed_decision
 
     def counting(spec: ScalerSpec, observed: Observed):  # the real decision, counted
         decided.append(observed.end_s)
         return real(spec, observed)
 
-    monkeypatch.setattr(servicer_module, "decide", counting)
+    monkeypatch.setattr(servicer_module, "costed_decision", counting)
     source = OneWindowSource(6.0)
     async for h in _harness(lambda _metrics: source, CollectorRegistry()):
         assert await h.value(**INSTANT) == 6.0

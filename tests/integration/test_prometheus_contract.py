@@ -9,7 +9,7 @@ and ``inflight up`` send, ``inflight.control.trigger.scaler_metadata``), under `
 ``auto`` (L, arrivals, ready, down, frozen, vLLM's KV series and the router's token
 demand) and ``requests``, runs as a range query on both, and the two answers are compared
 step by step, series by series; then the windows the scaler's own code builds from them
-(``observed_from_matrix``) and its decisions (``external_scaler.decide.decide``).
+(``observed_from_matrix``) and its decisions (``external_scaler.decision.costed_decision``).
 
 The history: three router targets sharing the router's load, a counter reset (the router
 restarted), replicas appearing (their router endpoints first with an unknown KV capacity,
@@ -56,7 +56,7 @@ from typing import Any
 
 import pytest
 
-from external_scaler.decide import decide
+from external_scaler.decision import costed_decision
 from external_scaler.metadata import ScalerSpec, parse_metadata
 from external_scaler.sources import Observed
 from external_scaler.sources.prometheus import observed_from_matrix
@@ -271,7 +271,11 @@ def compare(
         real_obs = observed_from_matrix(real_data, query, start_s, end_s)
         assert_close(sim_obs, real_obs)
         observed.append(real_obs)
-        assert_close(decide(spec, sim_obs).decision, decide(spec, real_obs).decision, "decision")
+        assert_close(
+            costed_decision(spec, sim_obs).decision,
+            costed_decision(spec, real_obs).decision,
+            "decision",
+        )
     return {key[0] for key in seen}, observed[0]
 
 

@@ -20,9 +20,9 @@ from inflight.control.peers.kpa import (
     KpaState,
     PanicState,
     TimedBuckets,
-    decide,
     record,
     scale,
+    tick,
 )
 from inflight.planes.autoscaler import Observation
 from inflight.planes.peers.base import PeerIO
@@ -258,7 +258,7 @@ def test_bad_specs_are_refused(bad: dict[str, float]) -> None:
         KpaSpec(**values)  # type: ignore[arg-type]
 
 
-# --- decide: the windows, Scale, min/max scale, scale to zero ------------------------------
+# --- tick: the windows, Scale, min/max scale, scale to zero ------------------------------
 
 
 def tickers(
@@ -270,7 +270,7 @@ def tickers(
     for t in range(start, end + 1):
         state = record(state, inflight, float(t))
         if t % 2 == 0:
-            decision, state = decide(spec, state, replicas, float(t))
+            decision, state = tick(spec, state, replicas, float(t))
             decisions.append(decision)
     return decisions, state
 
@@ -278,13 +278,13 @@ def tickers(
 def test_decide_without_data_keeps_the_count_and_the_state() -> None:
     spec = replace(KpaSpec.concurrency(4), min_scale=1, max_scale=8)
     state = KpaState.start(spec, ready=2, now_s=0.0)
-    decision, after = decide(spec, state, Replicas(desired=3, ready=2), 2.0)
+    decision, after = tick(spec, state, Replicas(desired=3, ready=2), 2.0)
     assert decision == Decision(3, None, None, "no data to scale on")
     assert after is state
     # Data older than the stable window is no data either (a window of 60 buckets).
     state = record(state, 5.0, 0.0)
-    assert decide(spec, state, Replicas(3, 2), 59.0)[0].value == 5.0
-    assert decide(spec, state, Replicas(3, 2), 61.0)[0].value is None
+    assert tick(spec, state, Replicas(3, 2), 59.0)[0].value == 5.0
+    assert tick(spec, state, Replicas(3, 2), 61.0)[0].value is None
 
 
 def test_decide_scales_up_on_a_burst_and_holds_while_panicking() -> None:
@@ -338,7 +338,7 @@ def test_decide_leaves_its_input_state_alone() -> None:
     spec = KpaSpec.concurrency(4)
     state = record(KpaState.start(spec, ready=1, now_s=0.0), 12.0, 0.0)
     before = replace(state)
-    decision, after = decide(spec, state, Replicas(1, 1), 0.0)
+    decision, after = tick(spec, state, Replicas(1, 1), 0.0)
     assert state == before and after != state
     assert (decision.desired, after.panic.panic_time_s) == (5, 0.0)
 

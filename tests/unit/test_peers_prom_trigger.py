@@ -19,8 +19,8 @@ from inflight.control.peers.prom_trigger import (
     PromTriggerSpec,
     TriggerError,
     TriggerResult,
-    decide,
     in_milli,
+    metric_and_activity,
 )
 from inflight.planes.autoscaler import Observation
 from inflight.planes.peers.base import PeerIO
@@ -73,7 +73,7 @@ def test_decide_on_an_answer(
     answer: float | None, ignore: bool, expected: TriggerResult | TriggerError
 ) -> None:
     spec = PromTriggerSpec("m", Signal.VLLM_WAITING, threshold=5, ignore_null_values=ignore)
-    assert decide(spec, answer, "why") == expected
+    assert metric_and_activity(spec, answer, "why") == expected
 
 
 @pytest.mark.parametrize(("name", "body", "status", "ignore", "expected"), KEDA_CASES)

@@ -22,7 +22,7 @@ from inflight.control.peers.ray_serve import (
     HandleMetrics,
     RaySpec,
     RayState,
-    decide,
+    controller_pass,
     push,
     record,
     scaling_factors,
@@ -225,12 +225,12 @@ def test_the_handle_pushes_the_mean_of_its_look_back_window() -> None:
 def test_decide_without_fresh_metrics_makes_no_decision() -> None:
     spec = RaySpec(min_replicas=1, max_replicas=8)  # pushes every 10 s, stale after 20 s
     never = RayState()
-    decision, after = decide(spec, never, Replicas(desired=4, ready=4), 5.0)
+    decision, after = controller_pass(spec, never, Replicas(desired=4, ready=4), 5.0)
     assert decision == Decision(4, None, None, "no fresh metrics; no decision")
     assert after is never
     state = push(spec, record(spec, never, 6.0, 0.0), 10.0)
-    assert decide(spec, state, Replicas(4, 4), 30.0)[0].value == 6.0
-    assert decide(spec, state, Replicas(4, 4), 30.1)[0].value is None
+    assert controller_pass(spec, state, Replicas(4, 4), 30.0)[0].value == 6.0
+    assert controller_pass(spec, state, Replicas(4, 4), 30.1)[0].value is None
 
 
 def test_decide_scales_on_the_pushed_average_after_the_delay() -> None:
@@ -246,7 +246,7 @@ def test_decide_scales_on_the_pushed_average_after_the_delay() -> None:
             state = record(spec, state, 8.0, now)
         if tick % 100 == 0 and tick:
             state = push(spec, state, now)
-        decisions[tick], state = decide(spec, state, replicas, now)
+        decisions[tick], state = controller_pass(spec, state, replicas, now)
         replicas = Replicas(decisions[tick].desired, 1)
     assert decisions[99].value is None  # nothing pushed yet
     assert decisions[100] == Decision(

@@ -1,7 +1,7 @@
 """The router's token demand in the scaler's range query and its reading back
 (docs/capacity.md): the ``tok_*`` signals on the router's ``selector`` (vLLM's series stay
 on ``capacitySelector``), only under ``capacity`` ``auto`` and the router source, and the
-decision on them through :func:`external_scaler.decide.decide`."""
+decision on them through :func:`external_scaler.decision.costed_decision`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from external_scaler.decide import decide
+from external_scaler.decision import costed_decision
 from external_scaler.metadata import parse_metadata
 from external_scaler.sources import Observed
 from external_scaler.sources.prometheus import kv_from_matrix, window_from_matrix
@@ -77,7 +77,7 @@ def test_decide_on_prometheus_answer_reads_the_routers_demand() -> None:
     kv = kv_from_matrix(data)
     assert kv.router_seen and kv.router_queued_tokens[-1].value == 4000
     window = window_from_matrix(data, query, 930.0, 1000.0)
-    decided = decide(spec, Observed(window, 1000.0, kv))
+    decided = costed_decision(spec, Observed(window, 1000.0, kv))
     assert decided.dimension == "kv_tokens"
     assert decided.capacity.kv_inflight == pytest.approx(6.25)
     assert decided.decision.value == pytest.approx(6.25)
@@ -85,5 +85,5 @@ def test_decide_on_prometheus_answer_reads_the_routers_demand() -> None:
     assert "from router demand" in decided.decision.reason
     # the same answer without the router's capacity: vLLM runs nothing, no KV share
     data["result"] = [r for r in data["result"] if r["metric"][SIGNAL_LABEL] != "tok_capacity"]
-    blind = decide(spec, Observed(window, 1000.0, kv_from_matrix(data)))
+    blind = costed_decision(spec, Observed(window, 1000.0, kv_from_matrix(data)))
     assert blind.dimension == "requests" and blind.decision.value == pytest.approx(4)

@@ -1,7 +1,7 @@
 """The simulator sees the KV cache as the live scaler does (issue 23, item 3; docs/capacity.md).
 
 Every case runs the simulator's own loop (the emulator's engine per replica, the simulated
-Prometheus, ``SimScaler`` over ``external_scaler.decide``, KEDA and the HPA) with the real
+Prometheus, ``SimScaler`` over ``external_scaler.decision``, KEDA and the HPA) with the real
 policy; nothing is stubbed.
 """
 
@@ -66,7 +66,7 @@ def test_the_range_query_gets_the_kv_series_only_under_capacity_auto() -> None:
     assert kv.tokens_per_replica == 5120
     # The decision at 0: L_kv = 4 × (30/39) ÷ 2 × 4 ≈ 6.15 at the latest step, where L is 4
     # (the steps before it, the idle warm-up, read 0 in both).
-    decision = auto.decide()
+    decision = auto.answer()
     assert auto.bindings[-1] == "kv_tokens"
     # (over the scale-up window only the latest step has KV to say: vLLM runs nothing before)
     assert "kv_tokens binds (mean over the last 10 s, 1 step with KV measured: L 4, " in (
@@ -78,7 +78,7 @@ def test_the_range_query_gets_the_kv_series_only_under_capacity_auto() -> None:
         {**meta, "policy": "saturation", "capacity": "requests"}, sim.scrapes, lambda: 0.0
     )
     assert not kv_from_matrix(sim.scrapes.matrix(slots.query, start_s, end_s)).seen
-    assert slots.decide().value * (30 / 39) / 2 * 4 == pytest.approx(decision.value, rel=1e-5)
+    assert slots.answer().value * (30 / 39) / 2 * 4 == pytest.approx(decision.value, rel=1e-5)
     assert slots.bindings[-1] == "requests"
 
 
@@ -204,7 +204,7 @@ def test_with_token_admission_the_scaler_reads_the_routers_demand() -> None:
     start_s, end_s = scaler.query.bounds(0.0)
     kv = kv_from_matrix(sim.scrapes.matrix(scaler.query, start_s, end_s))
     assert kv.router_seen and kv.router_capacity_tokens[-1].value == 4992
-    decision = scaler.decide()
+    decision = scaler.answer()
     assert scaler.bindings[-1] == "kv_tokens"
     # the router measures its demand at every step (0 tokens in the idle warm-up): over
     # the 10 steps of the scale-up window, the latest one's 6.49 against L 4
@@ -219,7 +219,7 @@ def test_with_token_admission_the_scaler_reads_the_routers_demand() -> None:
     slots_only = SimScaler(
         {**plain.config.metadata(), "policy": "saturation"}, plain.scrapes, lambda: 0.0
     )
-    assert "from vLLM usage" in slots_only.decide().reason
+    assert "from vLLM usage" in slots_only.answer().reason
 
 
 def test_router_token_series_follow_the_router_targets() -> None:

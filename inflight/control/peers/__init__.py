@@ -1,4 +1,6 @@
-"""The peers' autoscalers as pure deciders: ``decide(spec, state, …, now_s) -> (Decision, state)``.
+"""The peers' autoscalers as pure deciders, each step named as its system names it: KPA's
+multiscaler ``tick``, Ray Serve's ``controller_pass`` (``(spec, state, …, now_s) ->
+(Decision, state)``), and KEDA's Prometheus trigger's ``metric_and_activity`` (stateless).
 
 Each is implemented from that system's own source (cited in each module), split as Knative's
 ``pkg/autoscaler`` and Ray Serve's ``autoscaling_policy.py`` split theirs: the rule is a

@@ -3,7 +3,7 @@
 Implemented from knative/serving at commit 98e5ef90 (knative-v1.23.0-5):
 
 * ``pkg/autoscaler/scaling/autoscaler.go`` ``(*autoscaler).Scale`` — the decision
-  (:func:`scale`, :func:`decide`);
+  (:func:`scale`, :func:`tick`);
 * ``pkg/autoscaler/aggregation/bucketing.go`` ``TimedFloat64Buckets`` — the stable and
   panic windows' averages (:class:`TimedBuckets`);
 * ``pkg/autoscaler/metrics/collector.go`` — a scrape every ``scrapeTickInterval`` (1 s)
@@ -294,7 +294,7 @@ def record(state: KpaState, value: float, now_s: float) -> KpaState:
     )
 
 
-def decide(
+def tick(
     spec: KpaSpec, state: KpaState, replicas: Replicas, now_s: float
 ) -> tuple[Decision, KpaState]:
     """One multiscaler tick: :func:`scale` on the windows, then min/max scale and the
@@ -303,7 +303,7 @@ def decide(
 
     >>> spec = KpaSpec.concurrency(4)
     >>> state = record(KpaState.start(spec, ready=1, now_s=0.0), 12.0, 0.0)
-    >>> decision, state = decide(spec, state, Replicas(desired=1, ready=1), 0.0)
+    >>> decision, state = tick(spec, state, Replicas(desired=1, ready=1), 0.0)
     >>> decision.desired, decision.value, state.panic.panic_time_s
     (5, 12.0, 0.0)
     """

@@ -12,7 +12,7 @@ From kedacore/keda ``pkg/scalers/prometheus_scaler.go`` (commit 8b4f083c, v2.20.
   (``GenerateMetricInMili``: truncated to 0.001), and ``active = value >
   activationThreshold`` (``activationThreshold`` defaults to 0).
 
-The scaler keeps no state: :func:`decide` is ``GetMetricsAndActivity`` on one answer
+The scaler keeps no state: :func:`metric_and_activity` is ``GetMetricsAndActivity`` on one answer
 (``None``: the result was empty). The state and the replica arithmetic are the HPA's and
 KEDA's (:mod:`inflight.control.hpa`, :mod:`inflight.control.keda`), driven by
 :mod:`inflight.planes.autoscaler`; the query and the failed requests are the loop's
@@ -77,16 +77,16 @@ class TriggerError:
     message: str
 
 
-def decide(
+def metric_and_activity(
     spec: PromTriggerSpec, answer: float | None, detail: str = ""
 ) -> TriggerResult | TriggerError:
     """What the scaler makes of the query's ``answer`` (``None``: an empty result, with
     the reader's ``detail``).
 
     >>> spec = PromTriggerSpec("vllm-waiting", Signal.VLLM_WAITING, threshold=5.0)
-    >>> decide(spec, 7.0001)
+    >>> metric_and_activity(spec, 7.0001)
     TriggerResult(value=7.0001, metric_value=7.0, active=True)
-    >>> decide(spec, None), decide(spec, float("nan"))
+    >>> metric_and_activity(spec, None), metric_and_activity(spec, float("nan"))
     (TriggerResult(value=0.0, metric_value=0.0, active=False), \
 TriggerResult(value=0.0, metric_value=0.0, active=False))
     """

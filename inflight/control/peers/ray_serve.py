@@ -16,7 +16,7 @@ Implemented from ray-project/ray (the versions the code index holds):
   ``current_num_replicas`` is the running replicas, ``target_num_replicas`` the target;
   ``total_num_requests`` is the ongoing requests (running + queued at handles), each
   source's average over ``look_back_period_s`` (:class:`HandleMetrics`); the controller
-  drops metrics that have gone stale (:func:`decide`);
+  drops metrics that have gone stale (:func:`controller_pass`);
 * ``python/ray/serve/_private/constants.py`` (commit 0016b72b):
   ``CONTROL_LOOP_INTERVAL_S`` 0.1, ``DEFAULT_TARGET_ONGOING_REQUESTS`` 2, handles record
   their metrics every 0.5 s and push them every 10 s;
@@ -278,7 +278,7 @@ def push(spec: RaySpec, state: RayState, now_s: float) -> RayState:
     return replace(state, metrics=state.metrics.push(spec, now_s))
 
 
-def decide(
+def controller_pass(
     spec: RaySpec, state: RayState, replicas: Replicas, now_s: float
 ) -> tuple[Decision, RayState]:
     """One controller pass on the last push: :func:`policy` with ``total_num_requests``

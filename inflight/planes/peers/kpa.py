@@ -6,7 +6,7 @@ collector's scrape every ``scrapeTickInterval`` (1 s; ``pkg/autoscaler/metrics/
 collector.go``) and the multiscaler's decision every ``tickInterval`` (2 s;
 ``pkg/autoscaler/scaling/multiscaler.go``). :class:`KpaLoop` is those tickers: it reads
 L through ``io`` when a scrape is due, hands it to :func:`~inflight.control.peers.kpa.record`,
-and when a decision is due calls :func:`~inflight.control.peers.kpa.decide` and applies it.
+and when a decision is due calls :func:`~inflight.control.peers.kpa.tick` and applies it.
 """
 
 from __future__ import annotations
@@ -73,5 +73,5 @@ class KpaLoop:
 
     def _decide(self, now_s: float) -> None:
         assert self.state is not None
-        decision, self.state = kpa.decide(self.spec, self.state, self.io.replicas(), now_s)
+        decision, self.state = kpa.tick(self.spec, self.state, self.io.replicas(), now_s)
         apply(self.io, decision, self.name)

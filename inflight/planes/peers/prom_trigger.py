@@ -34,7 +34,7 @@ class PromTrigger:
             detail = ""
         except NoData as exc:
             answer, detail = None, str(exc)
-        result = prom_trigger.decide(self.spec, answer, detail)
+        result = prom_trigger.metric_and_activity(self.spec, answer, detail)
         if isinstance(result, TriggerError):
             raise ScalerUnavailable(result.message)
         return result

@@ -5,8 +5,8 @@ As Ray splits ``autoscaling_policy.py`` (the rule: a context in, ``(replicas, st
 out) from ``_private/autoscaling_state.py`` (the shell that gathers the metrics and keeps
 the policy state), :class:`RayLoop` only keeps time and does the I/O: it reads L through
 ``io`` every ``metrics_record_interval_s``, pushes every ``metrics_push_interval_s``,
-and every ``control_loop_interval_s`` calls :func:`~inflight.control.peers.ray_serve.decide`
-and applies the decision.
+and every ``control_loop_interval_s`` calls
+:func:`~inflight.control.peers.ray_serve.controller_pass` and applies the decision.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class RayLoop:
             return False
         self.next_decide_s = next_due(self.next_decide_s, spec.control_loop_interval_s, now_s)
         replicas = self.io.replicas()
-        decision, self.state = ray_serve.decide(spec, self.state, replicas, now_s)
+        decision, self.state = ray_serve.controller_pass(spec, self.state, replicas, now_s)
         if decision.desired == replicas.desired and not pushed:
             return False
         apply(self.io, decision, self.name)

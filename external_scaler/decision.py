@@ -43,7 +43,7 @@ class Decided:
     inflight: Mapping[Dimension, float] = field(default_factory=dict)
 
 
-def decide(spec: ScalerSpec, observed: Observed) -> Decided:
+def costed_decision(spec: ScalerSpec, observed: Observed) -> Decided:
     """``evaluate`` on ``observed``'s window with L replaced by ``max(L, L_kv)`` per step.
 
     Raises what ``evaluate`` raises (``NoSamples``); ``spec.capacity`` ``requests`` or a
