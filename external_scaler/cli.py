@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from external_scaler.limits import (
+    DEFAULT_MAX_QUERIES_PER_S,
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_TRIGGERS,
     DEFAULT_TRIGGER_IDLE_S,
@@ -105,6 +106,15 @@ class ScalerSettings(config.Settings):
             "the HPA every 15 s)"
         ),
     ] = DEFAULT_TRIGGER_IDLE_S
+    max_queries_per_s: Annotated[
+        float,
+        Field(gt=0.0),
+        Cli(
+            "most Prometheus range-query fetches a second across all triggers, after a burst "
+            "of --max-triggers (answers from the --cache-ttl-s cache are free); past it a "
+            f"call is refused with RESOURCE_EXHAUSTED (default {DEFAULT_MAX_QUERIES_PER_S:g})"
+        ),
+    ] = DEFAULT_MAX_QUERIES_PER_S
     tls_cert: Annotated[
         str | None,
         Cli(
@@ -220,7 +230,7 @@ async def _serve(settings: ScalerSettings) -> int:
     import aiohttp
     from prometheus_client import CollectorRegistry
 
-    from external_scaler.limits import Limits
+    from external_scaler.limits import Limits, QueryRate
     from external_scaler.metrics import ScalerMetrics
     from external_scaler.server import ScalerApp, TlsFiles
     from external_scaler.servicer import ExternalScalerServicer
@@ -244,6 +254,7 @@ async def _serve(settings: ScalerSettings) -> int:
                 metrics,
                 bearer_token=token,
                 cache_ttl_s=settings.cache_ttl_s,
+                query_rate=QueryRate(settings.max_queries_per_s, burst=settings.max_triggers),
             )
             where = f"Prometheus {settings.prometheus_url}"
         else:

@@ -1,4 +1,5 @@
-"""Bounds on what callers can make the scaler hold: open streams and distinct triggers.
+"""Bounds on what callers can make the scaler hold and ask: open streams, distinct
+triggers, and the rate of Prometheus range queries.
 
 The gRPC port is reachable by whoever the network lets through (a NetworkPolicy narrows
 that to KEDA's operator, ``manifests/base/networkpolicy.yaml``), and every distinct
@@ -13,6 +14,17 @@ stream holds its trigger for as long as it is open). KEDA asks each ScaledObject
 trigger every ``pollingInterval`` (30 s by default) and the HPA every 15 s, so the
 default 120 s keeps every live trigger admitted and frees a deleted one's slot after
 two minutes. Two specs differing in any metadata value are two triggers.
+
+Each trigger's window is fetched at most once per ``--cache-ttl-s`` (calls within it get
+the memoized answer), so admitted triggers alone could still make ``max_triggers``
+fetches a second, each one to three HTTP range queries. :class:`QueryRate` bounds the
+fetches across all triggers: a bucket of ``max_triggers`` fetches (every admitted
+trigger can be fetched at once, as the HPA's sync does) refilled at
+``--max-queries-per-s``. An answer from the cache, or a fetch already in flight that a
+call joins, costs nothing. The default 20 a second covers 128 triggers polled at KEDA's
+and the HPA's default periods (128/30 + 128/15 = 12.8 a second); ``StreamIsActive``
+streams each fetch every ``--stream-interval-s``, so with many streams raise it to
+streams ÷ interval.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from inflight import names
 DEFAULT_MAX_STREAMS = 64
 DEFAULT_MAX_TRIGGERS = 128
 DEFAULT_TRIGGER_IDLE_S = 120.0
+DEFAULT_MAX_QUERIES_PER_S = 20.0
 
 
 class LimitExceeded(ScalerError):
@@ -128,3 +141,40 @@ class Limits:
         ]
         for key in idle:
             del self._triggers[key]
+
+
+class QueryRate:
+    """A token bucket on Prometheus fetches: ``burst`` at once, refilled at
+    ``max_per_s``. Not thread-safe (asyncio)."""
+
+    def __init__(
+        self,
+        max_per_s: float = DEFAULT_MAX_QUERIES_PER_S,
+        *,
+        burst: int = DEFAULT_MAX_TRIGGERS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not max_per_s > 0:
+            raise ValueError(f"--max-queries-per-s must be > 0, got {max_per_s}")
+        if burst < 1:
+            raise ValueError(f"the query burst must be >= 1, got {burst}")
+        self.max_per_s = max_per_s
+        self.burst = burst
+        self._monotonic = monotonic
+        self._tokens = float(burst)
+        self._at = monotonic()
+
+    def take(self) -> None:
+        """Spend one fetch, or raise LimitExceeded naming ``--max-queries-per-s``."""
+        now = self._monotonic()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.max_per_s)
+        self._at = now
+        if self._tokens < 1.0:
+            raise LimitExceeded(
+                f"Prometheus range queries are limited to {self.max_per_s:g} a second "
+                f"after a burst of {self.burst} (--max-queries-per-s {self.max_per_s:g}, "
+                "burst = --max-triggers), and that is spent; answers within --cache-ttl-s "
+                "of a fetch are free. Retry later or raise the flag",
+                names.SCALER_ERROR_TOO_MANY_QUERIES,
+            )
+        self._tokens -= 1.0

@@ -6,8 +6,9 @@ to gRPC status codes here, once:
 * MetadataError, SourceRejected → INVALID_ARGUMENT (the message names the key);
 * SourceError, NoSamples        → UNAVAILABLE (never a made-up 0; KEDA's ``fallback``
                                    decides what to do instead);
-* LimitExceeded                 → RESOURCE_EXHAUSTED (too many streams or distinct
-                                   triggers; the message names the bound and its flag);
+* LimitExceeded                 → RESOURCE_EXHAUSTED (too many streams, distinct
+                                   triggers or Prometheus queries a second; the message
+                                   names the bound and its flag);
 * anything else                 → INTERNAL (logged; the process keeps serving).
 
 A trigger's gauge series (``metric_name``) go when no admitted trigger has that name
@@ -215,7 +216,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         try:
             with self.limits.trigger(spec):
                 return await self._decide_admitted(spec, context)
-        except LimitExceeded as exc:  # only the admission raises it
+        except LimitExceeded as exc:  # the admission, or the source's query rate
             raise _exhausted(exc) from exc
 
     async def _decide_admitted(
@@ -246,6 +247,8 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             raise _Abort(
                 grpc.StatusCode.INVALID_ARGUMENT, str(exc), names.SCALER_ERROR_INVALID_ARGUMENT
             ) from exc
+        except LimitExceeded:
+            raise  # the source's query rate: RESOURCE_EXHAUSTED (_decide)
         except SourceRejected as exc:
             raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), exc.kind) from exc
         except SourceError as exc:

@@ -44,6 +44,12 @@ ROUTER_QUEUED_TOKENS: Final = "router_queued_tokens"
 # counter: reads of an endpoint's KV capacity (--discover-kv-tokens: on add and each round)
 # that gave none; alert on its increase (router/kv_discovery.py says what then applies).
 ROUTER_KV_READ_FAILURES: Final = "router_kv_capacity_read_failures_total"
+# counter{reason}: requests and connections the router refused or ended for what the client
+# sent or did (issue 39): the limits at the door (CLIENT_ERROR_REASONS), a budget or body it
+# would not forward (vLLM's BadRequestError, bad_request_body), a reader that stalled.
+ROUTER_CLIENT_ERRORS: Final = "router_client_errors_total"
+# gauge: bytes of request bodies waiting to be admitted (held for a slot; --max-held-bytes)
+ROUTER_HELD_BYTES: Final = "router_held_bytes"
 # A router with several model pools (router/model_pools.py) labels every series above with the
 # pool's model; a single-pool router has no such label. Sums over it give the router's whole.
 ROUTER_MODEL_LABEL: Final = "model"
@@ -71,6 +77,8 @@ ROUTER_METRICS: Final[dict[str, str]] = {
     ROUTER_ENDPOINT_KV_TOKENS: "gauge",
     ROUTER_QUEUED_TOKENS: "gauge",
     ROUTER_KV_READ_FAILURES: "counter",
+    ROUTER_CLIENT_ERRORS: "counter",
+    ROUTER_HELD_BYTES: "gauge",
 }
 
 # --- Scaler (Prometheus text at GET /metrics on the scaler's --metrics-port) -----------
@@ -125,6 +133,7 @@ SCALER_ERROR_INTERNAL: Final = "internal"  # a bug; logged with its traceback
 SCALER_ERROR_ROUTER_POLL: Final = "router_poll"  # direct source: a poll of a router failed
 SCALER_ERROR_TOO_MANY_STREAMS: Final = "too_many_streams"  # --max-streams reached
 SCALER_ERROR_TOO_MANY_TRIGGERS: Final = "too_many_triggers"  # --max-triggers reached
+SCALER_ERROR_TOO_MANY_QUERIES: Final = "too_many_queries"  # --max-queries-per-s reached
 # These two are answered, not refused: a window that may understate L raises or keeps the
 # replica count, never lowers it (inflight.control.policy.guard); counted per GetMetrics.
 SCALER_ERROR_SOURCE_PARTIAL: Final = "source_partial"  # a target feeding L was down in the window
@@ -142,6 +151,7 @@ SCALER_ERROR_KINDS: Final = (
     SCALER_ERROR_ROUTER_POLL,
     SCALER_ERROR_TOO_MANY_STREAMS,
     SCALER_ERROR_TOO_MANY_TRIGGERS,
+    SCALER_ERROR_TOO_MANY_QUERIES,
     SCALER_ERROR_SOURCE_PARTIAL,
     SCALER_ERROR_SOURCE_STALE,
 )

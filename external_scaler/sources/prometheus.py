@@ -31,6 +31,7 @@ from external_scaler.errors import (
     SourceRejected,
     SourceTimeout,
 )
+from external_scaler.limits import QueryRate
 from external_scaler.metadata import ScalerSpec
 from external_scaler.metrics import ScalerMetrics
 from external_scaler.sources import Observed
@@ -99,6 +100,7 @@ class PrometheusSource:
         *,
         bearer_token: BearerToken | None = None,
         cache_ttl_s: float = 1.0,
+        query_rate: QueryRate | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -106,6 +108,9 @@ class PrometheusSource:
         self.metrics = metrics
         self.bearer_token = bearer_token
         self.cache_ttl_s = cache_ttl_s
+        # Fetches across all triggers (None: unbounded); a cached answer or a joined fetch
+        # is free (external_scaler.limits).
+        self.query_rate = query_rate
         self._monotonic = monotonic
         self._cache: dict[RangeQuery, _Cached] = {}
         self._pending: dict[RangeQuery, asyncio.Future[Observed]] = {}
@@ -117,6 +122,8 @@ class PrometheusSource:
             return cached.observed
         task = self._pending.get(query)
         if task is None:
+            if self.query_rate is not None:
+                self.query_rate.take()  # LimitExceeded → RESOURCE_EXHAUSTED
             # The query runs as its own task, so a caller that gives up (its deadline, or
             # KEDA cancelling) does not cancel it for the callers sharing it. It is bounded
             # by its own HTTP timeout.

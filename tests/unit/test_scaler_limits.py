@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from external_scaler.limits import LimitExceeded, Limits
+from external_scaler.limits import LimitExceeded, Limits, QueryRate
 from inflight import names
 
 
@@ -86,3 +86,23 @@ def test_a_held_trigger_never_idles() -> None:
 def test_bad_bounds_name_the_flag(kwargs: dict[str, float], flag: str) -> None:
     with pytest.raises(ValueError, match=flag):
         Limits(**kwargs)  # type: ignore[arg-type]
+
+
+def test_query_rate_spends_a_burst_then_refills_at_the_rate() -> None:
+    clock = Clock()
+    rate = QueryRate(2.0, burst=3, monotonic=clock)
+    for _ in range(3):
+        rate.take()
+    with pytest.raises(LimitExceeded) as err:
+        rate.take()
+    assert "--max-queries-per-s 2" in str(err.value)
+    assert err.value.kind == names.SCALER_ERROR_TOO_MANY_QUERIES
+    clock.now = 0.5  # one fetch back (2 a second)
+    rate.take()
+    with pytest.raises(LimitExceeded):
+        rate.take()
+    clock.now = 100.0  # never more than the burst
+    for _ in range(3):
+        rate.take()
+    with pytest.raises(LimitExceeded):
+        rate.take()
