@@ -96,6 +96,13 @@ class EmulatorSettings(config.Settings):
         _REF.prefill_fixed_ms
     )
     tick_ms: Annotated[float, Cli("wall ms between stream wake-ups (not scaled)")] = _REF.tick_ms
+    hold_control: Annotated[
+        bool,
+        Cli(
+            "serve GET /emulator/engine and POST /emulator/engine/hold|release: tests hold "
+            "the engine's clock so a state lasts (off by default; never in inflight up)"
+        ),
+    ] = False
 
     _split_names = field_validator("served_model_name", mode="before")(config.split_list)
 
@@ -185,6 +192,9 @@ def serve(settings: EmulatorSettings) -> int:
     )
     if settings.ready_file is not None:
         ready.write(settings.ready_file, {"http": port})
-    if not server.serve(server.build_app(profile, names, CollectorRegistry(), process_age_s), sock):
+    app = server.build_app(
+        profile, names, CollectorRegistry(), process_age_s, hold_control=settings.hold_control
+    )
+    if not server.serve(app, sock):
         return 3  # start-up failed (uvicorn logged why)
     return 0

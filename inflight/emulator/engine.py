@@ -25,6 +25,14 @@ does (it reads the engine's events from a request's outputs), so the counter ris
 A step computes at most ``max_num_batched_tokens`` tokens (chunked prefill): running
 sequences first, then admissions, the last one possibly a partial prefill. A sequence's
 first token comes at the end of the step that computed the rest of its prompt.
+
+Holding the clock (tests; the emulator's ``--hold-control``): :meth:`Engine.hold` stops the
+step clock at an instant, or at the step that admits the Nth sequence, and
+:meth:`Engine.release` lets it run on from that instant. While held nothing happens: no
+step ends, no token is produced, nothing is admitted or finishes; a sequence submitted is
+queued and an abort still removes its sequence. The engine keeps the most sequences it held
+at once (``most_running``; ``most_in_engine``, running and waiting), events a test reads
+instead of sampling the gauges.
 """
 
 from __future__ import annotations
@@ -122,6 +130,10 @@ class Engine:
     step_new: dict[Sequence, int] = field(default_factory=dict)  # tokens computed this step
     step_budget: int = 0  # tokens the current step may still compute
     step_preempted: bool = False  # the current step preempted: it admits nothing
+    held_s: float | None = None  # the instant the clock is held at; None: it runs
+    hold_after_admitted: int | None = None  # hold at the step that admits this many in all
+    most_running: int = 0  # the most sequences running at once
+    most_in_engine: int = 0  # the most sequences running and waiting at once
 
     # --- queries -----------------------------------------------------------------------
     @property
@@ -148,7 +160,7 @@ class Engine:
         again), never late. Aborts and submissions go through the caller, which asks again
         after them.
         """
-        if self.step_end_s is None:
+        if self.step_end_s is None or self.held_s is not None:
             return None
         if not self.running:
             return self.step_end_s + _EPS_S
@@ -171,7 +183,7 @@ class Engine:
 
     def wants_steps(self) -> bool:
         """True when a streaming sequence runs or will be admitted at the next step."""
-        if self.step_end_s is None:
+        if self.step_end_s is None or self.held_s is not None:
             return False
         if any(s.stream for s in self.running):
             return True
@@ -183,9 +195,43 @@ class Engine:
         """Queue ``seq`` (arrived at ``now_s``); start a step at once if the engine idles."""
         self.advance(now_s)
         self.waiting.append(seq)
-        if self.step_end_s is None or now_s == self.step_start_s:
+        self.most_in_engine = max(self.most_in_engine, len(self.running) + len(self.waiting))
+        self._start_arrivals(now_s)
+
+    def _start_arrivals(self, now_s: float) -> None:
+        """Start the step that takes the queue's newcomers, unless the clock is held."""
+        if self.held_s is None and (self.step_end_s is None or now_s == self.step_start_s):
             # Idle, or a step that starts at this very instant: it takes the newcomer.
             self._start_step(now_s)
+            self._hold_if_admitted(now_s)
+
+    def hold(self, now_s: float, after_admitted: int | None = None) -> None:
+        """Hold the clock at ``now_s``, or (``after_admitted``) at the start of the step
+        that admits the ``after_admitted``-th sequence of all, once that many were admitted
+        in all: its sequences are running, none has produced its token. An engine already
+        held stays held, and the later hold is pending until :meth:`release`."""
+        self.advance(now_s)
+        if after_admitted is not None and self.admitted_total < after_admitted:
+            self.hold_after_admitted = after_admitted
+        elif self.held_s is None:
+            self.held_s = now_s
+
+    def release(self) -> None:
+        """Run the clock on from the instant it was held (the caller's clock stood still
+        meanwhile: its next ``now_s`` continues from there). The sequences submitted while
+        held arrived at that instant; a pending hold stays and may hold at once."""
+        at_s = self.held_s
+        if at_s is None:
+            return
+        self.held_s = None
+        if self.waiting:
+            self._start_arrivals(at_s)
+
+    def _hold_if_admitted(self, at_s: float) -> None:
+        after = self.hold_after_admitted
+        if after is not None and self.admitted_total >= after:
+            self.held_s = at_s
+            self.hold_after_admitted = None
 
     def abort(self, seq: Sequence, now_s: float) -> bool:
         """Remove ``seq`` wherever it is (finished reason ``abort``); False if already done."""
@@ -209,7 +255,7 @@ class Engine:
         Returned: streaming sequences that got tokens, and every sequence that finished.
         """
         touched: list[Sequence] = []
-        while self.step_end_s is not None and self.step_end_s <= now_s:
+        while self.step_end_s is not None and self.step_end_s <= now_s and self.held_s is None:
             if self.fast_path:
                 self._skip_plain_steps(now_s)
             end_s = self.step_end_s
@@ -217,6 +263,8 @@ class Engine:
                 break
             self._end_step(end_s, touched)
             self._start_step(end_s)
+            if self.hold_after_admitted is not None:
+                self._hold_if_admitted(end_s)
         return touched
 
     def _skip_plain_steps(self, now_s: float) -> None:
@@ -484,6 +532,8 @@ class Engine:
             seq = self.waiting.popleft()
             seq.prefilling = True
             self.running.append(seq)
+            if len(self.running) > self.most_running:
+                self.most_running = len(self.running)
             if seq.admitted_s is None:
                 seq.admitted_s = start_s
                 seq.cold = self.admitted_total < self.profile.cold_start_requests

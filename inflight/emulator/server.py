@@ -20,6 +20,14 @@ seen by :func:`_with_cancellation`, vLLM's ``with_cancellation``
 ``http.disconnect`` and is cancelled when it comes first, which aborts its sequence and
 frees the slot (finished reason ``abort``). A stream's disconnect is seen by Starlette's
 ``StreamingResponse``, and :class:`_EngineStream` releases the sequence however it ends.
+
+With ``hold_control`` (the ``--hold-control`` flag; off by default, never set by ``inflight
+up``), three routes let a test hold the engine's clock (``Engine.hold``) while ``/metrics``
+and the API keep answering, so a state it waits for lasts until it releases it:
+``GET /emulator/engine`` (held or not, what was admitted, the most at once),
+``POST /emulator/engine/hold`` (body ``{}``: now; ``{"after_admitted": N}``: at the step
+that admits the Nth sequence of all) and ``POST /emulator/engine/release``. The engine's
+clock is then the loop's less the time it was held.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
 
 from inflight.emulator.engine import Engine, Sequence
 from inflight.emulator.metrics import EngineMetrics, cache_config_info
@@ -94,6 +103,7 @@ class Replica:
         self._timer_at_s: float | None = None
         self._last_wake_s = 0.0
         self._tick_s = profile.tick_ms / 1000.0
+        self._held_total_s = 0.0  # loop time the engine's clock was held, in all
 
     @property
     def ready(self) -> bool:
@@ -103,14 +113,49 @@ class Replica:
         return f"{'chatcmpl' if chat else 'cmpl'}-{next(self._ids):08x}"
 
     # --- driving the engine ------------------------------------------------------------
+    def now_s(self) -> float:
+        """The engine's clock: the loop's less the time it was held; still while held."""
+        held_s = self.engine.held_s
+        return held_s if held_s is not None else self.loop.time() - self._held_total_s
+
     def advance(self) -> float:
-        """Replay the engine up to now; wake the handlers it touched. Returns now."""
-        now_s = self.loop.time()
-        for seq in self.engine.advance(now_s):
+        """Replay the engine up to now; wake the handlers it touched. Returns the engine's
+        now (the instant it is held at, when a hold fell due on the way)."""
+        for seq in self.engine.advance(self.now_s()):
             event = self.events.get(seq)
             if event is not None:
                 event.set()
-        return now_s
+        return self.now_s()
+
+    def hold(self, after_admitted: int | None) -> dict[str, Any]:
+        """Hold the engine's clock now, or at the step that admits ``after_admitted``."""
+        self.engine.hold(self.advance(), after_admitted)
+        self._reschedule()
+        return self.engine_state()
+
+    def release_hold(self) -> dict[str, Any]:
+        """Run the engine's clock on from where it was held (a pending hold stays)."""
+        held_s = self.engine.held_s
+        if held_s is not None:
+            self._held_total_s = self.loop.time() - held_s
+            self.engine.release()
+            self._reschedule()
+        return self.engine_state()
+
+    def engine_state(self) -> dict[str, Any]:
+        """What ``GET /emulator/engine`` answers (the engine advanced to now first)."""
+        self.advance()
+        self._reschedule()
+        engine = self.engine
+        return {
+            "held": engine.held_s is not None,
+            "hold_after_admitted": engine.hold_after_admitted,
+            "admitted": engine.admitted_total,
+            "running": engine.num_running,
+            "waiting": engine.num_waiting,
+            "most_running": engine.most_running,
+            "most_in_engine": engine.most_in_engine,
+        }
 
     def submit(self, seq: Sequence, event: asyncio.Event) -> None:
         now_s = self.advance()
@@ -145,7 +190,7 @@ class Replica:
             self._timer = None
         self._timer_at_s = at_s
         if at_s is not None:
-            self._timer = self.loop.call_at(at_s, self._on_timer)
+            self._timer = self.loop.call_at(at_s + self._held_total_s, self._on_timer)
 
     def _gauges(self) -> tuple[int, int, float]:
         self.advance()
@@ -294,13 +339,23 @@ def _stream(replica: Replica, req: GenRequest, seq: Sequence, event: asyncio.Eve
 
 
 # --- the app ----------------------------------------------------------------------------
+class HoldRequest(BaseModel):
+    """``POST /emulator/engine/hold``'s body: ``{}`` holds now."""
+
+    model_config = ConfigDict(extra="forbid")
+    after_admitted: int | None = Field(default=None, ge=1)
+
+
 def build_app(
     profile: Profile,
     served_names: tuple[str, ...],
     registry: CollectorRegistry,
     startup_elapsed: Callable[[], float] = lambda: 0.0,
+    hold_control: bool = False,
 ) -> FastAPI:
     """The emulator's FastAPI application; ``registry`` is this app's own.
+
+    ``hold_control`` adds the routes that hold the engine's clock (the module's docstring).
 
     The replica (engine, metrics, timer) is made at start-up, on the serving loop, and
     closed at shutdown. ``startup_elapsed()`` is how much of the start-up has already
@@ -364,6 +419,20 @@ def build_app(
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    if hold_control:
+
+        @app.get("/emulator/engine")
+        async def engine_state() -> dict[str, Any]:
+            return state["replica"].engine_state()
+
+        @app.post("/emulator/engine/hold")
+        async def hold(body: HoldRequest) -> dict[str, Any]:
+            return state["replica"].hold(body.after_admitted)
+
+        @app.post("/emulator/engine/release")
+        async def release() -> dict[str, Any]:
+            return state["replica"].release_hold()
 
     @app.post("/v1/completions", response_model=None)
     async def completions(body: CompletionRequest, request: Request) -> Response | None:
