@@ -38,7 +38,7 @@ MANIFESTS = REPO / "manifests"
 SCHEMAS = MANIFESTS / "schemas"
 GENERATED = MANIFESTS / "generated"
 #: Every kustomization a user may apply (relative to manifests/).
-KUSTOMIZATIONS = ("base", "overlays/emulator", "overlays/emulator-tls", "overlays/two-models")
+KUSTOMIZATIONS = ("base", "overlays/emulator", "overlays/two-models")
 #: The Kubernetes version the core objects are validated against (oldest we support:
 #: native gRPC probes are GA since 1.27; the schemas bundled offline start at 1.35).
 KUBERNETES_VERSION = "1.35.0"
@@ -57,6 +57,9 @@ CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "PrometheusRule"): (
         "monitoring.coreos.com_v1_PrometheusRule.schema.yaml"
     ),
+    # components/scaler-tls-cert-manager
+    ("cert-manager.io/v1", "Issuer"): "cert-manager.io_v1_Issuer.schema.yaml",
+    ("cert-manager.io/v1", "Certificate"): "cert-manager.io_v1_Certificate.schema.yaml",
 }
 #: The files ``inflight dashboards build`` writes, which the base must include.
 GENERATED_FILES = ("prometheusrule.yaml", "dashboards-configmap.yaml")

@@ -700,54 +700,23 @@ def test_emulator_answers_its_probes_and_serves_kept_metrics(procs: ProcessTrack
     assert [s for s in sorted(ours) if not keep.match(s)] == []
 
 
-def test_scaler_answers_grpc_health_and_serves_kept_metrics(procs: ProcessTracker) -> None:
-    objs = objects("base")
-    dep, container, settings = container_settings(objs, "inflight-scaler")
-    args = expanded_args(dep, container)
-    probe_port = container_port(container, container["readinessProbe"]["grpc"]["port"])
-    assert probe_port == settings.grpc_port, "the gRPC probe misses the gRPC port"
-    env = _local(container_env(objs, dep, container), "scaler", "grpc_port", "metrics_port")
-    # Nothing listens there: the scaler must still start and report itself serving.
-    env["INFLIGHT_SCALER_PROMETHEUS_URL"] = "http://127.0.0.1:9"
-    server = procs.start([*INFLIGHT, *args], name="scaler", ready_path="/metrics", env=env)
-    grpc_port = server.ports["grpc"]
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-
-        def serving() -> bool:
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
-            except grpc.RpcError:
-                return False
-            return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-        wait_for(serving, timeout_s=30, what="scaler gRPC health SERVING")
-    samples = _scrape(server.url + "/metrics")
-    keep = keep_regex(objs, "inflight-scaler")
-    ours = {s for s in samples if s.startswith("inflight_scaler_")}
-    assert [s for s in sorted(ours) if not keep.match(s)] == []
-
-
-# --- TLS between KEDA and the scaler (components/scaler-tls) ---------------------------------
+# --- TLS between KEDA and the scaler (on in every kustomization) ------------------------------
 
 #: The TriggerAuthentication parameters KEDA's external scaler reads for (m)TLS.
 KEDA_TLS_PARAMETERS = {"caCert", "tlsClientCert", "tlsClientKey"}
 
 
-def test_tls_is_on_at_both_ends_or_neither(objs: list[Obj]) -> None:
+def test_mutual_tls_is_on_at_both_ends(objs: list[Obj]) -> None:
+    """KEDA dials TLS with a client certificate (a TriggerAuthentication with all three
+    parameters) and the scaler serves TLS requiring one, from files in a mounted Secret."""
     so, _meta = scaled_object(objs)
     dep, container, settings = container_settings(objs, "inflight-scaler")
     auth = so["spec"]["triggers"][0].get("authenticationRef")
-    server_tls = settings.tls_cert is not None
-    assert server_tls == (auth is not None), (
-        "KEDA dials TLS only with a TriggerAuthentication; the scaler serves TLS only with "
-        f"--tls-cert: authenticationRef={auth}, --tls-cert={settings.tls_cert}"
+    assert settings.tls_cert is not None and auth is not None, (
+        "TLS between KEDA and the scaler is on by default: KEDA dials TLS only with a "
+        "TriggerAuthentication, the scaler serves it only with --tls-cert: "
+        f"authenticationRef={auth}, --tls-cert={settings.tls_cert}"
     )
-    if not server_tls:
-        return
     ta = one(objs, "TriggerAuthentication", auth["name"])
     assert {r["parameter"] for r in ta["spec"]["secretTargetRef"]} == KEDA_TLS_PARAMETERS
     assert settings.tls_key and settings.tls_client_ca, "mutual TLS needs a key and a client CA"
@@ -784,13 +753,15 @@ def _make_certificates(tmp: Path, server_dns: str) -> None:
     (tmp / "tls.key").write_bytes((tmp / "server.key").read_bytes())
 
 
-def test_scaler_serves_mutual_tls_with_the_components_args(
+def test_scaler_serves_mutual_tls_and_kept_metrics_with_the_base_args(
     procs: ProcessTracker, tmp_path: Path
 ) -> None:
-    """The scaler, started with the TLS overlay's args and certificates made as the docs
-    say, answers a client with KEDA's certificate (at the name KEDA dials), refuses one
-    without, and answers the component's HTTP probes."""
-    objs = objects("overlays/emulator-tls")
+    """The scaler, started with the base's args and environment and certificates made as
+    the docs say, answers its HTTP probes, answers gRPC health to a client with KEDA's
+    certificate (at the name KEDA dials), refuses one without, and serves only metric
+    names its ServiceMonitor keeps. Nothing listens at its Prometheus URL: it must still
+    start and report itself serving."""
+    objs = objects("base")
     _so, meta = scaled_object(objs)
     dep, container, settings = container_settings(objs, "inflight-scaler")
     args = expanded_args(dep, container)
@@ -825,3 +796,8 @@ def test_scaler_serves_mutual_tls_with_the_components_args(
     serving = health_pb2.HealthCheckResponse.SERVING
     wait_for(lambda: check(keda) == serving, timeout_s=30.0, what="mTLS health SERVING")
     assert check(grpc.ssl_channel_credentials(root_certificates=ca)) != serving
+    samples = _scrape(server.url + "/metrics")
+    keep = keep_regex(objs, "inflight-scaler")
+    ours = {s for s in samples if s.startswith("inflight_scaler_")}
+    assert ours, "the scaler serves no inflight_scaler_ series"
+    assert [s for s in sorted(ours) if not keep.match(s)] == []

@@ -44,7 +44,7 @@ KEDA_OPERATOR_LABELS = {"app": "keda-operator"}
 COMPONENT = MANIFESTS / "components" / "hpa-scale-up-tolerance"
 
 
-@pytest.fixture(params=["base", "overlays/emulator", "overlays/emulator-tls"])
+@pytest.fixture(params=["base", "overlays/emulator"])
 def objs(request: pytest.FixtureRequest) -> list[Obj]:
     return objects(request.param)
 
