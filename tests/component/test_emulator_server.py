@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from inflight import names
+from inflight.emulator import hold_client
 from inflight.emulator.profile import Profile
 from tests.support import ProcessTracker, Server, until, wait_for
 
@@ -88,12 +89,15 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def test_eight_requests_on_four_slots(procs: ProcessTracker) -> None:
-    # About 2.5 s per batch of 300 tokens at time-scale 0.5: long enough to see 4 + 4 while
-    # the first four run, even on a loaded machine (at 0.2 a CI run once saw the first batch
-    # end between the 8th arrival and the check).
+    # The engine held (--hold-control) while the eight arrive, one at a time so the order is
+    # known, then let run until it admits four and held there: the (4, 4) state lasts until
+    # it is released, however slow the machine; held again when it admits the last four,
+    # the first four are answered while the others cannot finish.
     server = procs.start_inflight(
-        emulator_argv("--cold-start-requests", "0", time_scale=0.5), name="emulator"
+        emulator_argv("--cold-start-requests", "0", "--hold-control", time_scale=0.1),
+        name="emulator",
     )
+    hold_client.hold(server.url)
     sdk = client(server)
     done: list[int] = []
 
@@ -107,15 +111,25 @@ def test_eight_requests_on_four_slots(procs: ProcessTracker) -> None:
         for i in range(8):  # one at a time, so the arrival order is known
             futures.append(pool.submit(call, i))
             seen = wait_for(arrived(server, i + 1), 30, what=f"arrival {i}")
-        # The snapshot that showed the 8th arrival: 4 running on 4 slots, 4 waiting.
-        assert seen == (4, 4)
-        # 4 running × (3,000 prompt + some output tokens): at least 4 × 24 blocks of 128
-        # tokens, of the default cache's 1,024 (4 slots × --max-model-len 32,768).
-        assert 4 * 24 / 1024 <= metric(server, names.VLLM_KV_CACHE_USAGE) <= 4 * 26 / 1024
+            assert seen == (0, i + 1)  # held: queued, none admitted
+        assert hold_client.admit(server.url, 4)["held"]  # admitted at once, held again
+        # 4 running on 4 slots, 4 waiting, until released
+        assert running_waiting(server) == (4, 4)
+        # 4 running × 3,000 prompt tokens: 4 × 24 blocks of 128 tokens, of the default
+        # cache's 1,024 (4 slots × --max-model-len 32,768); no token produced yet
+        assert metric(server, names.VLLM_KV_CACHE_USAGE) == 4 * 24 / 1024
         assert metric(server, names.VLLM_WAITING_BY_REASON, reason="capacity") == 4
+        assert metric(server, names.VLLM_GENERATION_TOKENS) == 0
+        assert running_waiting(server) == (4, 4)  # still
+        hold_client.hold(server.url, after_admitted=8)
+        hold_client.release(server.url)
+        wait_for(lambda: len(done) == 4, 30, what="the first four answered")
+        assert hold_client.engine_state(server.url)["held"]
+        assert running_waiting(server) == (4, 0)
+        assert sorted(done) == [0, 1, 2, 3]  # the first four finish before any later one
+        hold_client.release(server.url)
         reasons = [f.result(timeout=60) for f in futures]
     assert reasons == ["length"] * 8
-    assert sorted(done[:4]) == [0, 1, 2, 3]  # the first four finish before any later one
     assert metric(server, names.VLLM_REQUEST_SUCCESS, finished_reason="length") == 8
     assert metric(server, names.VLLM_GENERATION_TOKENS) == 8 * 300
     assert metric(server, names.VLLM_PROMPT_TOKENS) == 8 * 3000
