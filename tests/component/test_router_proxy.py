@@ -101,7 +101,9 @@ async def upstream() -> AsyncIterator[str]:
     app.router.add_post("/v1/done-then-wait", _done_then_wait)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/health", _health)
-    runner = web.AppRunner(app)
+    # A handler is cancelled when its client leaves (as vLLM aborts a request): a slow
+    # one the router gave up on does not hold the teardown for its whole sleep.
+    runner = web.AppRunner(app, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
