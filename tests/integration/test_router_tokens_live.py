@@ -9,6 +9,10 @@ the capacity discovered from the emulator's ``vllm:cache_config_info``: 39 usabl
 128, demands in whole blocks), the router sends 2 (4,000 or 4,096 of 4,992 tokens) and
 holds the other 2, where its hold order applies; they go when the first two finish, and all
 four are answered. Every wait is a poll.
+
+The emulator's clock is held (``--hold-control``) while the requests arrive, then runs
+until it admits two and is held there: the state read lasts until the test releases it.
+The most requests the emulator held at once is the one it recorded, not a sampled one.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from inflight import names
+from inflight.emulator import hold_client
 from tests.integration.test_router_emulator import start_router
 from tests.support import ProcessTracker, Server, WaitTimeout, start_kv_bound_emulator, wait_for
 
@@ -35,9 +40,12 @@ MODES = {
 
 
 @pytest.fixture
-def emulator(procs: ProcessTracker) -> Server:
-    # time-scale 3: a pair of requests takes seconds, long enough to see who waits where
-    return start_kv_bound_emulator(procs, model=MODEL, slots=SLOTS, time_scale=3)
+def emulator(procs: ProcessTracker, monkeypatch: pytest.MonkeyPatch) -> Server:
+    """The KV-bound emulator, its clock held from the start (``--hold-control``)."""
+    monkeypatch.setenv("INFLIGHT_EMULATOR_HOLD_CONTROL", "true")
+    server = start_kv_bound_emulator(procs, model=MODEL, slots=SLOTS, time_scale=0.5)
+    hold_client.hold(server.url)
+    return server
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -89,30 +97,33 @@ def test_token_admission_holds_at_the_router_what_the_kv_cache_cannot_take(
     ]
     for t in threads:
         t.start()
-    seen: list[tuple[float, float, float]] = []
-    engine_most = 0  # the most requests seen in the emulator at once (running + waiting)
+    # Held, the requests the router sends queue in the emulator: 4 without token admission,
+    # 2 with it (the other 2 held at the router).
+    sent = 4 if mode == "off" else 2
 
-    def state() -> tuple[float, float, float] | None:
-        nonlocal engine_most
-        engine = scrape(emulator.url)
-        running = value(engine, names.VLLM_RUNNING)
-        waiting = value(engine, names.VLLM_WAITING)
-        engine_most = max(engine_most, int(running + waiting))
-        held = value(scrape(router.url), names.ROUTER_QUEUED)
-        want = (2, 2, 0) if mode == "off" else (2, 0, 2)
-        seen.append((running, waiting, held))
-        return (running, waiting, held) if (running, waiting, held) == want else None
+    def arrived() -> bool:
+        return (
+            hold_client.engine_state(emulator.url)["waiting"] == sent
+            and value(scrape(router.url), names.ROUTER_QUEUED) == 4 - sent
+        )
 
     try:
-        wait_for(state, timeout_s=60, what=f"{mode}: the emulator's running, waiting; router held")
+        wait_for(arrived, timeout_s=60, what=f"{mode}: {sent} queued in the held emulator")
     except WaitTimeout as exc:
-        raise AssertionError(
-            f"{exc}; seen {sorted(set(seen))}, answered {done}, {errors}"
-        ) from None
+        raise AssertionError(f"{exc}; answered {done}, {errors}") from None
+    # The engine admits two (a third does not fit in the KV cache) and is held there.
+    assert hold_client.admit(emulator.url, 2)["held"]
+    engine = scrape(emulator.url)
+    seen = (
+        value(engine, names.VLLM_RUNNING),
+        value(engine, names.VLLM_WAITING),
+        value(scrape(router.url), names.ROUTER_QUEUED),
+    )
+    assert seen == ((2, 2, 0) if mode == "off" else (2, 0, 2)), seen
     at_router = scrape(router.url)
     assert value(at_router, names.ROUTER_INFLIGHT) == 4
     if mode == "off":
-        assert engine_most == 4
+        assert hold_client.engine_state(emulator.url)["most_in_engine"] == 4
         assert value(at_router, names.ROUTER_ENDPOINT_INFLIGHT_TOKENS) == 0  # not counted
     else:
         # 2 in the emulator, 2 held at the router, and their tokens on each side
@@ -124,13 +135,11 @@ def test_token_admission_holds_at_the_router_what_the_kv_cache_cannot_take(
         assert value(at_router, names.ROUTER_QUEUED_TOKENS) == 4000
 
         # the held two go once the first two finish, never more than 2 in the engine
-        def answered() -> bool:
-            state()  # keeps watching the emulator's count
-            return len(done) + len(errors) == 4
-
-        wait_for(answered, timeout_s=120, what="all four answered")
-        assert engine_most <= 2, engine_most
+        hold_client.release(emulator.url)
+        wait_for(lambda: len(done) + len(errors) == 4, timeout_s=120, what="all four answered")
         assert errors == [] and done == [OUTPUT] * 4
+        # the most the emulator held at once (running + waiting), as it recorded it
+        assert hold_client.engine_state(emulator.url)["most_in_engine"] == 2
         final = scrape(router.url)
         assert value(final, names.ROUTER_ENDPOINT_INFLIGHT_TOKENS) == 0
         assert value(final, names.ROUTER_QUEUED) == 0
