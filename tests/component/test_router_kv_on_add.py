@@ -23,6 +23,7 @@ Every wait is a poll; nothing asserts on time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import threading
@@ -37,6 +38,7 @@ from aiohttp import web
 
 from experiments.token_admission_check import scrape
 from inflight import names
+from inflight.emulator import hold_client
 from router import endpoint_lists
 from router.dispatch import Dispatcher
 from router.kv_discovery import AddedReads
@@ -105,40 +107,46 @@ def endpoints_file(tmp_path: Path) -> Path:
 
 # --- the router and the emulator -------------------------------------------------------------
 def test_a_replica_added_with_a_small_cache_is_never_sent_more_than_it_holds(
-    procs: ProcessTracker, endpoints_file: Path
+    procs: ProcessTracker, endpoints_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    emulator = start_kv_bound_emulator(procs, model=MODEL, slots=4, time_scale=3)
+    # The emulator's clock held (--hold-control) while the router sends to it: what it
+    # was sent waits in its queue until the test lets it admit, and the state read lasts.
+    monkeypatch.setenv("INFLIGHT_EMULATOR_HOLD_CONTROL", "true")
+    emulator = start_kv_bound_emulator(procs, model=MODEL, slots=4, time_scale=0.5)
+    hold_client.hold(emulator.url)
     router = start_router(procs, "--endpoints-file", str(endpoints_file), extra=ROUTER_FLAGS)
     clients = Clients(router.url, 4)
     try:
         wait_for(lambda: scrape(router.url)[names.ROUTER_QUEUED] == 4, what="4 held, no replica")
         write_endpoints(endpoints_file, [emulator.url])  # the scale-up
-        engine_most = 0  # the most requests in the emulator at once (running + waiting)
-
-        def state() -> tuple[float, float, float]:
-            nonlocal engine_most
-            engine = scrape(emulator.url)
-            running, waiting = engine[names.VLLM_RUNNING], engine[names.VLLM_WAITING]
-            engine_most = max(engine_most, int(running + waiting))
-            return running, waiting, scrape(router.url)[names.ROUTER_QUEUED]
-
-        wait_for(lambda: state() == (2, 0, 2), timeout_s=60, what="2 running, 2 held")
+        wait_for(
+            lambda: (
+                hold_client.engine_state(emulator.url)["waiting"] == 2
+                and scrape(router.url)[names.ROUTER_QUEUED] == 2
+            ),
+            timeout_s=60,
+            what="2 sent to the held emulator, 2 held at the router",
+        )
+        assert hold_client.admit(emulator.url, 2)["held"]  # both admitted, held there
+        engine = scrape(emulator.url)
+        assert (engine[names.VLLM_RUNNING], engine[names.VLLM_WAITING]) == (2, 0)
         at_router = scrape(router.url)
+        assert at_router[names.ROUTER_QUEUED] == 2
         assert at_router[names.ROUTER_ENDPOINT_KV_TOKENS] == USABLE  # read on add
         # the first went as the replica was added (one at a time while read: 2,000, no
         # block size known yet), the second once read (2,048 in whole blocks)
         assert at_router[names.ROUTER_ENDPOINT_INFLIGHT_TOKENS] == 2000 + 2048
         assert at_router[names.ROUTER_KV_READ_FAILURES] == 0
-
-        def answered() -> bool:
-            state()  # keeps watching the emulator
-            return len(clients.codes) == 4
-
-        wait_for(answered, timeout_s=120, what="all four answered")
-        assert engine_most <= 2, f"the emulator held {engine_most} at once"
+        hold_client.release(emulator.url)
+        wait_for(lambda: len(clients.codes) == 4, timeout_s=120, what="all four answered")
+        # the most requests the emulator held at once (running + waiting), as it recorded it
+        most = hold_client.engine_state(emulator.url)["most_in_engine"]
+        assert most == 2, f"the emulator held {most} at once"
         assert clients.codes == [200] * 4
         assert scrape(router.url)[names.ROUTER_INFLIGHT] == 0
     finally:
+        with contextlib.suppress(OSError):
+            hold_client.release(emulator.url)  # a failed test's clients are answered
         clients.join()
 
 
