@@ -108,11 +108,12 @@ class ScalerSettings(config.Settings):
     ] = DEFAULT_TRIGGER_IDLE_S
     max_queries_per_s: Annotated[
         float,
-        Field(gt=0.0),
+        Field(ge=0.0),
         Cli(
             "most Prometheus range-query fetches a second across all triggers, after a burst "
             "of --max-triggers (answers from the --cache-ttl-s cache are free); past it a "
-            f"call is refused with RESOURCE_EXHAUSTED (default {DEFAULT_MAX_QUERIES_PER_S:g})"
+            "call is refused with RESOURCE_EXHAUSTED (default 0: no bound; the manifests "
+            "set 20)"
         ),
     ] = DEFAULT_MAX_QUERIES_PER_S
     tls_cert: Annotated[
@@ -254,7 +255,11 @@ async def _serve(settings: ScalerSettings) -> int:
                 metrics,
                 bearer_token=token,
                 cache_ttl_s=settings.cache_ttl_s,
-                query_rate=QueryRate(settings.max_queries_per_s, burst=settings.max_triggers),
+                query_rate=(
+                    QueryRate(settings.max_queries_per_s, burst=settings.max_triggers)
+                    if settings.max_queries_per_s > 0
+                    else None
+                ),
             )
             where = f"Prometheus {settings.prometheus_url}"
         else:

@@ -21,10 +21,12 @@ fetches a second, each one to three HTTP range queries. :class:`QueryRate` bound
 fetches across all triggers: a bucket of ``max_triggers`` fetches (every admitted
 trigger can be fetched at once, as the HPA's sync does) refilled at
 ``--max-queries-per-s``. An answer from the cache, or a fetch already in flight that a
-call joins, costs nothing. The default 20 a second covers 128 triggers polled at KEDA's
-and the HPA's default periods (128/30 + 128/15 = 12.8 a second); ``StreamIsActive``
-streams each fetch every ``--stream-interval-s``, so with many streams raise it to
-streams ÷ interval.
+call joins, costs nothing. Off by default in the binary (``inflight up`` scales its
+periods by ``--time-scale``, and ``inflight bench scaler`` runs with no cache, so no one
+rate fits them); the manifests set 20 a second, which covers 128 triggers polled at
+KEDA's and the HPA's default periods (128/30 + 128/15 = 12.8 a second).
+``StreamIsActive`` streams each fetch every ``--stream-interval-s``, so with many streams
+raise it to streams ÷ interval.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from inflight import names
 DEFAULT_MAX_STREAMS = 64
 DEFAULT_MAX_TRIGGERS = 128
 DEFAULT_TRIGGER_IDLE_S = 120.0
-DEFAULT_MAX_QUERIES_PER_S = 20.0
+DEFAULT_MAX_QUERIES_PER_S = 0.0  # 0: no bound (the manifests set one)
 
 
 class LimitExceeded(ScalerError):
@@ -149,7 +151,7 @@ class QueryRate:
 
     def __init__(
         self,
-        max_per_s: float = DEFAULT_MAX_QUERIES_PER_S,
+        max_per_s: float,
         *,
         burst: int = DEFAULT_MAX_TRIGGERS,
         monotonic: Callable[[], float] = time.monotonic,

@@ -11,6 +11,8 @@
 * NetworkPolicy ``vllm`` selects every model's replicas and nothing else, and opens their
   port only to the router's pods and to Prometheus (the namespace the scaler's Prometheus
   URL names).
+* The scaler bounds its Prometheus fetches a second, at a rate its admitted triggers
+  need at KEDA's and the HPA's periods.
 * Component ``scaler-tls-cert-manager`` issues exactly the Secrets the base's mutual TLS
   mounts and reads, for the name KEDA dials, from one CA.
 
@@ -26,6 +28,7 @@ from urllib.parse import urlparse
 import kubernetes_validate
 import pytest
 
+from inflight.control.hpa import HPA_SYNC_PERIOD_S
 from tests.component.test_manifests_build import (
     KUBERNETES_VERSION,
     KUSTOMIZATIONS,
@@ -275,6 +278,19 @@ def test_only_the_router_and_prometheus_reach_the_replicas(built: tuple[str, lis
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": prometheus_namespace}},
         "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS},
     }, "Prometheus' pods, in the namespace INFLIGHT_SCALER_PROMETHEUS_URL names"
+
+
+def test_the_scaler_bounds_its_prometheus_fetches(built: tuple[str, list[Obj]]) -> None:
+    """On, and not below what every admitted trigger needs: each fetched once a KEDA
+    polling interval (IsActive) and once an HPA sync (GetMetrics)."""
+    name, objs = built
+    _dep, _c, settings = container_settings(objs, "inflight-scaler")
+    so, _meta = scaled_object(objs)
+    needed = settings.max_triggers * (1 / so["spec"]["pollingInterval"] + 1 / HPA_SYNC_PERIOD_S)
+    assert settings.max_queries_per_s >= needed > 0, (
+        f"manifests/{name}: --max-queries-per-s {settings.max_queries_per_s} "
+        f"(0 is no bound); {settings.max_triggers} triggers need {needed:g} a second"
+    )
 
 
 def deployment_container_of(objs: list[Obj], deployment: str) -> tuple[Obj, Obj]:
