@@ -94,3 +94,28 @@ async def test_a_refused_request_fails_at_its_timeout_and_other_failures_are_fin
     finally:
         await runner.cleanup()
     assert not record.ok and record.error.startswith("HTTP 502") and record.refused == 0
+
+
+async def test_a_request_counts_in_flight_from_its_send_so_a_top_up_loop_ends() -> None:
+    """The scale-down fault tops the long streams up to a count without awaiting in
+    between: each send must count at once, before its task runs, or that loop never ends
+    (it did once: tasks piled up, the event loop blocked)."""
+    app = web.Application()
+    app.router.add_post("/v1/completions", _done)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        async with aiohttp.ClientSession() as session:
+            loop = chaos_load.OpenLoop(session, [url], b"{}", 1.0, 10.0)
+            while loop.long_inflight < 3:
+                loop.send(long=True)
+            loop.send()
+            assert (loop.inflight, loop.long_inflight) == (4, 3)
+            assert await loop.drain(20.0)
+    finally:
+        await runner.cleanup()
+    assert (loop.inflight, loop.long_inflight) == (0, 0)
+    assert sorted(r.long for r in loop.records) == [False, True, True, True]
+    assert all(r.ok for r in loop.records)

@@ -394,23 +394,71 @@ def _router_targets(ctx: Ctx) -> PrometheusServer | None:
 
 
 async def scale_down(ctx: Ctx) -> Injected:
-    """Long streams open, then the load drops: the scaler removes replicas after its
-    window while the streams run; each must complete."""
+    """Long streams open, then the load drops: the policy removes replicas while the streams
+    run; each must complete.
+
+    The fleet is not driven: the fault waits for the policy's own scale-down, on a condition
+    it is guaranteed to reach (:mod:`inflight.bench.chaos.scale_down`): only long streams
+    stay in flight, as many as fit in one replica fewer (each one that ends is replaced),
+    until the count wanted falls, or until a deadline derived from the trigger's windows
+    passes, counted from the end of the load's own requests. The note says which came."""
+    from inflight.bench.chaos.scale_down import plan_for
+    from inflight.up.cli import UpSettings
+
     desired_before = _desired(ctx)
-    for _ in range(ctx.args.long_streams):
-        ctx.load.send(ctx.long_payload, long=True)
+    cfg = UpSettings(
+        time_scale=ctx.time_scale, min_replicas=1, max_replicas=ctx.args.max_replicas,
+        slots_per_replica=ctx.slots, policy="saturation",
+    )  # fmt: skip
+    try:
+        plan = plan_for(cfg, desired_before, ctx.args.long_streams)
+    except ValueError as exc:
+        raise FaultError(f"scale-down: {exc}") from exc
+    sent = 0
+
+    def top_up() -> None:
+        nonlocal sent
+        while ctx.load.long_inflight < plan.streams:
+            ctx.load.send(ctx.long_payload, long=True)
+            sent += 1
+
+    top_up()
     await asyncio.sleep(1.0)  # the streams reach the router before the load drops
     await ctx.load.stop()
     t = time.time()
+    quiet_t: float | None = None  # the load's own requests have ended: L is the streams'
+    deadline_t = t + ctx.args.drain_timeout_s + plan.deadline_s
+    fell_t: float | None = None
+    while True:
+        now = time.time()
+        if quiet_t is None and ctx.load.inflight == ctx.load.long_inflight:
+            quiet_t, deadline_t = now, now + plan.deadline_s
+        if _desired(ctx) < desired_before:
+            fell_t = now
+            break
+        if now >= deadline_t:
+            break
+        top_up()
+        await asyncio.sleep(0.2)
+    released = fell_t if fell_t is not None else time.time()
     notes = [
-        f"{ctx.args.long_streams} long streams, then no new load; desired was {desired_before}"
+        f"{plan.streams} long streams (--long-streams {ctx.args.long_streams}, at most what "
+        f"{desired_before - 1} replica(s) hold), then no new load; desired was {desired_before}",
+        f"waited for the policy's own scale-down (no fleet driven), each long stream that ended "
+        f"replaced ({sent} sent); deadline {plan.deadline_s:.1f} s wall after the load's "
+        f"requests ended = {plan.why}; "
+        + (
+            f"the count fell {fell_t - t:.1f} s after the load drop"
+            if fell_t is not None
+            else f"the count did not fall by the deadline ({released - t:.1f} s after the drop)"
+        ),
     ]
 
     async def back() -> bool:
         desired = _desired(ctx)
         return desired < desired_before and await ctx.ready() == desired and not ctx.load.inflight
 
-    return Injected(t, t, back, notes=notes)
+    return Injected(t, released, back, notes=notes)
 
 
 def _desired(ctx: Ctx) -> int:

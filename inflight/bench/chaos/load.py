@@ -78,6 +78,7 @@ class OpenLoop:
         self.timeout_s = timeout_s
         self.records: list[ChaosRequest] = []
         self.inflight = 0
+        self.long_inflight = 0  # of which long streams (the scale-down fault's)
         self._rng = random.Random(seed)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
@@ -87,21 +88,25 @@ class OpenLoop:
         return self.router_urls[router].rstrip("/") + "/v1/completions"
 
     def send(self, payload: bytes | None = None, long: bool = False) -> None:
-        """Send one request now (the next router in turn), recorded when it ends."""
+        """Send one request now (the next router in turn), recorded when it ends. It counts
+        in :attr:`inflight` (and :attr:`long_inflight`) from this call on, before its task
+        first runs, so a caller topping up to a count sees it at once."""
         router = self.routers[self._next % len(self.routers)]
         self._next += 1
+        self.inflight += 1
+        self.long_inflight += long
         task = asyncio.create_task(self._one(router, payload or self.payload, long))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _one(self, router: int, payload: bytes, long: bool) -> None:
-        self.inflight += 1
         try:
             record = await stream_one(
                 self.session, self._url(router), payload, self.timeout_s, router, long
             )
         finally:
             self.inflight -= 1
+            self.long_inflight -= long
         self.records.append(record)
 
     async def _arrivals(self) -> None:
