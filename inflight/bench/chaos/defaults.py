@@ -4,4 +4,4 @@ DEFAULT_FAULTS = (
     "kill-replica,hang-replica,prometheus-down,scaler-restart,second-router,"
     "router-crashloop,router-stop,router-restart,scale-down"
 )
-CI_FAULTS = "kill-replica,scaler-restart"
+CI_FAULTS = "kill-replica,scaler-restart,scale-down"
