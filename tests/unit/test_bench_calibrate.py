@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from inflight.bench.calibrate import model as m
+from inflight.bench.calibrate import phases as ph
 from inflight.bench.calibrate.run import level_requests
 from inflight.cli import build_parser, main
 from inflight.emulator.profile import Profile
@@ -153,6 +154,54 @@ def test_the_written_flags_give_the_emulator_the_fitted_profile() -> None:
     assert served == replace(fitted, time_scale=1.0, tick_ms=Profile().tick_ms)
 
 
+def slowed(p: Profile, k: float) -> Profile:
+    """``p`` on a machine ``k`` times slower: every step and every prefill × ``k``."""
+    return replace(
+        p,
+        service_s=p.service_s * k,
+        prefill_fixed_ms=p.prefill_fixed_ms * k,
+        prefill_ms_per_1k_tokens=p.prefill_ms_per_1k_tokens * k,
+        prefill_ms_per_1k_tokens_sq=p.prefill_ms_per_1k_tokens_sq * k,
+    )
+
+
+class FakeEngine:
+    """Both engines' measurements, made by the emulator itself on a machine whose speed
+    follows ``speeds``: the k-th measurement (probe or phase, in the order the schedule
+    asks for them) runs at ``speeds[k]`` (the last one from then on)."""
+
+    def __init__(self, true: Profile, args: argparse.Namespace, speeds: list[float]) -> None:
+        self.true, self.args, self.speeds = true, args, speeds
+        self.calls: list[str] = []
+
+    def _now(self, what: str) -> Profile:
+        k = self.speeds[min(len(self.calls), len(self.speeds) - 1)]
+        self.calls.append(what)
+        return slowed(self.true, k)
+
+    def probe(self) -> ph.Probe:
+        p = self._now("probe")
+        return ph.Probe(
+            {n: p.step_s(n) for n in self.args.batches},
+            {q: p.step_s(1) + p.prefill_s(q) for q in self.args.ttft_prompts},
+        )
+
+    def run(self, name: str) -> object:
+        p = self._now(name)
+        if name.startswith("c="):
+            return m.replay_closed_loop(p, level_requests(int(name[2:]), 12, 128, 64))
+        n, prompt, output = m.KV_CASES[name.removeprefix("kv ")]
+        return m.replay_burst(p, [m.Request(prompt, output, i) for i in range(n)], 0.25)
+
+    def measured(self) -> dict[str, object]:
+        names = ph.phase_names(self.args.levels, self.args.kv_cases)
+        runs = ph.interleave(
+            names, self.probe, self.run, self.args.tolerance, self.args.max_repeats
+        )
+        cache = {"block_size": "128", "num_gpu_blocks": "40", "kv_cache_size_tokens": "5120"}
+        return {"cache": cache, "runs": runs}
+
+
 def test_an_engine_that_is_the_emulator_passes_every_check() -> None:
     # The measuring half's output, made by the emulator itself: the fit recovers its profile,
     # the replays equal the "measures", and every check passes with a drift of 0.
@@ -160,18 +209,81 @@ def test_an_engine_that_is_the_emulator_passes_every_check() -> None:
 
     true = replace(profile(), prefill_fixed_ms=30.0)
     args = parse("--engine", "vllm-cpu")
-    ttft = {p: true.step_s(1) + true.prefill_s(p) for p in args.ttft_prompts}
-    tpot = {n: true.step_s(n) for n in args.batches}
-    levels = {c: m.replay_closed_loop(true, level_requests(c, 12, 128, 64)) for c in args.levels}
-    kv = {}
-    for name, (n, prompt, output) in m.KV_CASES.items():
-        kv[name] = m.replay_burst(true, [m.Request(prompt, output, i) for i in range(n)], 0.25)
-    cache = {"block_size": "128", "num_gpu_blocks": "40", "kv_cache_size_tokens": "5120"}
-    measured = {"cache": cache, "ttft": ttft, "tpot": tpot, "levels": levels, "kv": kv,
-                "tpot_1_at_end": tpot[1]}  # fmt: skip
-    result = _evaluate(args, measured)
+    engine = FakeEngine(true, args, [1.0])
+    result = _evaluate(args, engine.measured())
     assert result["profile"]["prefill_fixed_ms"] == pytest.approx(30.0)
     assert [c["what"] for c in result["checks"] if not c["ok"]] == []
     assert len(result["checks"]) == 16 and result["drift"]["steady"]
+    # A/B/A/B: a probe before the first phase and after each one, no repeat
+    phases = ["c=1", "c=2", "c=4", "c=8", "kv two-at-a-time", "kv preemption"]
+    assert engine.calls == ["probe", *(x for name in phases for x in (name, "probe"))]
+    assert result["spread"]["repeats"] == 0
+    assert result["spread"]["ratios"]["throughput_rps"] == pytest.approx([1.0, 1.0])
     result["run"] = {"command": "x", "wall_s": 1.0, "load_average": (0.1, 0.1, 0.1)}
-    assert "Checks: 16 of 16 passed." in _report(result)
+    report = _report(result)
+    assert "Checks: 16 of 16 passed." in report
+    assert "Repeats (a phase whose probes drifted beyond ±10%, at most 2 each): 0." in report
+
+
+def test_a_machine_that_slows_between_phases_is_judged_phase_by_phase() -> None:
+    """Issue 41: the engine 50 % slower from the third phase on (steady within each phase).
+    One profile fitted at the start would put the later levels 30 % off; each phase judged
+    on the probes around it passes, side by side, and the spread shows the machine moved."""
+    from inflight.bench.calibrate.run import _evaluate, _report
+
+    args = parse("--engine", "vllm-cpu")
+    # probe, c=1, probe, c=2, then 1.5× slower from the probe after c=2 on: that probe drifts
+    # from the one before, so c=2 is run again at the new speed
+    speeds = [1.0, 1.0, 1.0, 1.0, 1.5]
+    engine = FakeEngine(profile(), args, speeds)
+    result = _evaluate(args, engine.measured())
+    assert [c["what"] for c in result["checks"] if not c["ok"]] == []
+    assert engine.calls[:8] == ["probe", "c=1", "probe", "c=2", "probe", "c=2", "probe", "c=4"]
+    assert [(p["phase"], p["attempt"], p["judged"]) for p in result["phases"][:3]] == [
+        ("c=1", 1, True), ("c=2", 1, False), ("c=2", 2, True)
+    ]  # fmt: skip
+    assert result["spread"]["repeats"] == 1 and result["spread"]["unsteady"] == []
+    assert result["spread"]["speed_moved"] == pytest.approx(0.5)
+    assert result["drift"]["relative"] == pytest.approx(0.5) and result["drift"]["steady"]
+    # the old way: one fit on the first probe, checked on a level measured later
+    first = FakeEngine(profile(), args, [1.0]).probe()
+    early = m.fit_profile(m.fit(first.tpot, first.ttft), 4, 128, 40, 2048, 128, 64)
+    late = slowed(profile(), 1.5)
+    reqs = level_requests(8, 12, 128, 64)
+    real_fig = m.figures(8, m.replay_closed_loop(late, reqs))
+    old = m.compare(real_fig, m.figures(8, m.replay_closed_loop(early, reqs)), 0.10)
+    assert not all(c.ok for c in old)
+    result["run"] = {"command": "x", "wall_s": 1.0, "load_average": (0.1, 0.1, 0.1)}
+    assert "): 1 (c=2 (attempt 1: +50%))." in _report(result)
+
+
+def test_a_phase_that_keeps_drifting_is_repeated_a_bounded_number_of_times_then_judged() -> None:
+    """A machine whose speed moves at every measurement: each phase runs 1 + --max-repeats
+    times, is judged on its last attempt (never left unjudged), and is named unsteady."""
+    from inflight.bench.calibrate.run import _evaluate, _report
+
+    args = parse("--engine", "vllm-cpu", "--levels", "2", "--kv-cases", "two-at-a-time",
+                 "--max-repeats", "1")  # fmt: skip
+    speeds = [1.0 + 0.2 * i for i in range(20)]
+    engine = FakeEngine(profile(), args, speeds)
+    result = _evaluate(args, engine.measured())
+    assert [p["phase"] for p in result["phases"]] == ["c=2", "c=2", "kv two-at-a-time",
+                                                      "kv two-at-a-time"]  # fmt: skip
+    assert result["spread"]["unsteady"] == ["c=2", "kv two-at-a-time"]
+    assert not result["drift"]["steady"]
+    assert len(result["checks"]) == 2 + 5  # judged all the same
+    result["run"] = {"command": "x", "wall_s": 1.0, "load_average": (0.1, 0.1, 0.1)}
+    assert "still drifting, judged on their last attempt: c=2, kv two-at-a-time" in _report(result)
+
+
+def test_the_schedule_repeats_only_the_phase_that_drifted() -> None:
+    probes = iter([1.0, 1.0, 1.3, 1.3, 1.3])
+    runs = ph.interleave(
+        ["a", "b", "c"],
+        lambda: ph.Probe({1: next(probes)}, {}),
+        lambda name: name,
+        tolerance=0.1,
+        max_repeats=3,
+    )
+    assert [(r.name, r.attempt) for r in runs] == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+    assert {n: r.attempt for n, r in ph.judged(runs).items()} == {"a": 1, "b": 2, "c": 1}

@@ -22,12 +22,14 @@ def register(sub: Any) -> None:
         "calibrate-emulator",
         help="fit the emulator to a real engine and check it on the same requests",
         description=(
-            "Start one real engine (make vllm-cpu), measure TTFT against the prompt, time per "
-            "token against the batch, KV capacity (vllm:cache_config_info), a closed loop at "
-            "each --levels concurrency and the KV-bound cases; fit the emulator's profile; "
-            "replay the same requests on the emulator; check throughput and mean latency "
-            "within --tolerance and the KV-bound traces. Writes a new --out-dir. ~5 min on "
-            "a quiet 2-core machine."
+            "Start one real engine (make vllm-cpu), read its KV capacity "
+            "(vllm:cache_config_info), then interleave probes (TTFT against the prompt, time "
+            "per token against the batch) with phases (a closed loop at each --levels "
+            "concurrency, the KV-bound cases): probe, phase, probe, …; a phase whose probes "
+            "drift beyond --tolerance is run again (--max-repeats). Each phase is replayed on "
+            "the emulator with a profile fitted to the probes around it; check throughput and "
+            "mean latency within --tolerance and the KV-bound traces. Writes a new --out-dir. "
+            "~6 min on a quiet 2-core machine."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -59,7 +61,10 @@ def register(sub: Any) -> None:
     add("--tpot-tokens", type=at_least(2), default=96, help="time per token: output of each stream")
     add("--kv-cases", type=choice_list(tuple(KV_CASES)), default=list(KV_CASES))
     add("--sample-s", type=positive_float, default=0.25, help="KV cases: scrape period")
-    add("--tolerance", type=positive_float, default=0.10, help="allowed relative error")
+    add("--tolerance", type=positive_float, default=0.10, help="allowed relative error, and "
+        "drift between the probes around a phase")  # fmt: skip
+    add("--max-repeats", type=at_least(0), default=2, help="times a phase whose probes drifted "
+        "beyond --tolerance is run again")  # fmt: skip
     add("--startup-timeout-s", type=positive_float, default=600.0, help="wall s")
     p.set_defaults(func=_run)
 

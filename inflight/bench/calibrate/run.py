@@ -5,19 +5,24 @@ One engine (``make vllm-cpu``'s model, ``--max-num-seqs`` slots, ``--num-gpu-blo
 blocks of 128 tokens, ``--max-model-len 2048``) is started, measured and stopped:
 
 1. ``vllm:cache_config_info``: block size and blocks, the emulator's KV cache;
-2. TTFT of lone requests against the prompt length (``--ttft-prompts``), the prefill fit;
-3. time per output token against the batch (``--batches``), the step fit (batch 1 again at
-   the end: the drift, how much the engine's speed moved during the run);
-4. a closed loop at each ``--levels`` concurrency (``--requests-per-level`` requests of
-   ``--prompt-tokens`` + ``--output-tokens``): throughput and mean latency;
-5. the KV-bound cases (``--kv-cases``), all requests at once, the engine's running, waiting,
-   preemptions and KV usage scraped every ``--sample-s``.
+2. then probes and phases interleaved (:mod:`inflight.bench.calibrate.phases`): probe, phase,
+   probe, phase, …, where a probe is what the fit needs (TTFT of lone requests against the
+   prompt length, ``--ttft-prompts``; time per output token against the batch,
+   ``--batches``) and a phase is a closed loop at one ``--levels`` concurrency
+   (``--requests-per-level`` requests of ``--prompt-tokens`` + ``--output-tokens``:
+   throughput and mean latency) or one KV-bound case (``--kv-cases``: all requests at once,
+   the engine's running, waiting, preemptions and KV usage scraped every ``--sample-s``). A
+   phase whose two probes differ by more than ``--tolerance`` (the machine's speed moved
+   during it) is run again, at most ``--max-repeats`` times.
 
 The emulator's engine (the one ``inflight emulator`` and ``inflight sim`` run) then replays
-the same requests in virtual time with the fitted profile; the throughput and mean latency
-of each level must be within ``--tolerance`` of the real engine's, and the KV-bound cases must
+each phase's requests in virtual time with a profile fitted to the two probes around that
+phase (the fit made on the period it is checked on); the throughput and mean latency of
+each level must be within ``--tolerance`` of the real engine's, and the KV-bound cases must
 show what the real engine showed (two at a time without preemption; four falling to two by
-preemption). Everything goes to a new ``--out-dir`` (refused if it exists): calibration.json
+preemption). The report gives the spread across the phases (the probes' speed, each
+figure's emulated ÷ real ratio) and the repeats; profile.json is fitted to every probe.
+Everything goes to a new ``--out-dir`` (refused if it exists): calibration.json
 (measures, fits, replays, checks), profile.json (the fitted ``Profile``), emulator-flags.txt
 (the same as ``inflight emulator`` flags), calibration.md, engine.log. Exit 0 when every
 check passes, 1 when one fails, 2 for bad input.
@@ -37,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from inflight.bench.calibrate import model as m
+from inflight.bench.calibrate import phases as ph
 from inflight.bench.calibrate import real
 from inflight.emulator.profile import Profile
 from inflight.engines import vllm_cpu
@@ -114,43 +120,43 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    """The real engine's side, interleaved (:mod:`inflight.bench.calibrate.phases`): a
+    probe (TTFT against the prompt, time per token against the batch), then each phase (a
+    closed-loop level, a KV-bound case) followed by a probe; a phase whose probes drift
+    beyond ``--tolerance`` is run again, at most ``--max-repeats`` times."""
     model = args.engine_model
     cache = real.cache_config(url)
-    print("calibrate-emulator: TTFT against the prompt", flush=True)
-    ttft = asyncio.run(real.ttft_by_prompt(url, model, args.ttft_prompts, args.reps))
-    print("calibrate-emulator: time per token against the batch", flush=True)
-    tpot = asyncio.run(
-        real.tpot_by_batch(url, model, args.batches, 16, args.tpot_tokens, args.reps)
-    )
-    levels = {}
-    for c in args.levels:
-        print(f"calibrate-emulator: closed loop at concurrency {c}", flush=True)
-        reqs = level_requests(c, args.requests_per_level, args.prompt_tokens, args.output_tokens)
-        levels[c] = asyncio.run(real.closed_loop(url, model, reqs, 100_000 * c))
-    kv = {}
-    for name in args.kv_cases:
-        n, prompt, output = m.KV_CASES[name]
-        print(f"calibrate-emulator: KV-bound case {name}: {n} x ({prompt} + {output})", flush=True)
+
+    def probe() -> ph.Probe:
+        print("calibrate-emulator: probe: TTFT against the prompt, time per token", flush=True)
+        ttft = asyncio.run(real.ttft_by_prompt(url, model, args.ttft_prompts, args.reps))
+        tpot = asyncio.run(
+            real.tpot_by_batch(url, model, args.batches, 16, args.tpot_tokens, args.reps)
+        )
+        return ph.Probe(tpot, ttft)
+
+    def run(name: str) -> Any:
+        if name.startswith("c="):
+            c = int(name.removeprefix("c="))
+            print(f"calibrate-emulator: closed loop at concurrency {c}", flush=True)
+            reqs = level_requests(
+                c, args.requests_per_level, args.prompt_tokens, args.output_tokens
+            )
+            return asyncio.run(real.closed_loop(url, model, reqs, 100_000 * c))
+        case = name.removeprefix("kv ")
+        n, prompt, output = m.KV_CASES[case]
+        print(f"calibrate-emulator: KV-bound case {case}: {n} x ({prompt} + {output})", flush=True)
         reqs = [m.Request(prompt, output, i) for i in range(n)]
-        kv[name] = asyncio.run(real.burst(url, model, reqs, args.sample_s, 7_000_000))
-    # The same lone stream again: how far the engine's speed drifted during the run (a
-    # shared machine's load moves it; a drift beyond the tolerance voids the comparison).
-    again = asyncio.run(real.tpot_by_batch(url, model, [1], 16, args.tpot_tokens))
-    return {
-        "cache": cache,
-        "ttft": ttft,
-        "tpot": tpot,
-        "levels": levels,
-        "kv": kv,
-        "tpot_1_at_end": again[1],
-    }
+        return asyncio.run(real.burst(url, model, reqs, args.sample_s, 7_000_000))
+
+    names = ph.phase_names(args.levels, args.kv_cases)
+    runs = ph.interleave(names, probe, run, args.tolerance, args.max_repeats)
+    return {"cache": cache, "runs": runs}
 
 
-def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, Any]:
-    cache = measured["cache"]
-    fitted = m.fit(measured["tpot"], measured["ttft"])
-    profile = m.fit_profile(
-        fitted,
+def _profile(args: argparse.Namespace, cache: dict[str, str], probe: ph.Probe) -> Profile:
+    return m.fit_profile(
+        m.fit(probe.tpot, probe.ttft),
         slots=args.slots,
         block_size=int(cache["block_size"]),
         num_gpu_blocks=int(cache["num_gpu_blocks"]),
@@ -158,72 +164,123 @@ def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
         reference_prompt_tokens=args.prompt_tokens,
         reference_output_tokens=args.output_tokens,
     )
+
+
+def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, Any]:
+    """Each phase judged on a profile fitted to the probes around it (side by side: the
+    real figures and the emulated ones of the same period); the profile written for the
+    emulator is fitted to every probe of the run."""
+    cache = measured["cache"]
+    runs: list[ph.PhaseRun[Any]] = measured["runs"]
+    probes = [runs[0].before, *(r.after for r in runs)]
+    overall = ph.bracket(*probes)
+    fitted = m.fit(overall.tpot, overall.ttft)
+    profile = _profile(args, cache, overall)
     checks: list[m.Check] = []
     levels = []
-    for c, done in measured["levels"].items():
-        reqs = [d.request for d in sorted(done, key=lambda d: (d.request.client, d.sent_s))]
-        real_fig = m.figures(c, done)
-        emu_fig = m.figures(c, m.replay_closed_loop(profile, reqs))
-        checks += m.compare(real_fig, emu_fig, args.tolerance)
-        levels.append({"real": asdict(real_fig), "emulated": asdict(emu_fig)})
     kv = {}
-    for name, (done, points) in measured["kv"].items():
-        reqs = [d.request for d in done]
-        emu_done, emu_points = m.replay_burst(profile, reqs, args.sample_s)
-        got = {"real": m.kv_checks(name, points), "emulated": m.kv_checks(name, emu_points)}
-        want: dict[str, bool | int] = (
-            {"max_running": 2, "waited_below_slots": True}
-            if name == "two-at-a-time"
-            else {"four_to_two_before_a_finish": True}
-        )
-        for side in ("real", "emulated"):
-            for k, v in want.items():
-                checks.append(
-                    m.Check(f"{name} {side} {k}", float(v), float(got[side][k]), got[side][k] == v)
-                )
-        preempted = {side: int(got[side]["preemptions"]) for side in ("real", "emulated")}
-        checks.append(
-            m.Check(
-                f"{name} preempted at all (real, emulated)",
-                preempted["real"],
-                preempted["emulated"],
-                (preempted["real"] > 0) == (preempted["emulated"] > 0),
-            )
-        )
-        kv[name] = {
-            "checks": got,
-            "makespan_s": {
-                "real": max(d.finished_s for d in done),
-                "emulated": max(d.finished_s for d in emu_done),
-            },
-            "running_levels": {
-                "real": m.running_levels(points),
-                "emulated": m.running_levels(emu_points),
-            },
-            "trace_real": [asdict(p) for p in points],
-            "trace_emulated": [asdict(p) for p in emu_points],
-        }
-    first = measured["tpot"][min(measured["tpot"])]
-    drift = measured["tpot_1_at_end"] / first - 1.0
+    ratios: dict[str, list[float]] = {"throughput_rps": [], "mean_latency_s": []}
+    for name, attempt in ph.judged(runs).items():
+        period = _profile(args, cache, ph.bracket(attempt.before, attempt.after))
+        if name.startswith("c="):
+            c, done = int(name.removeprefix("c=")), attempt.measured
+            reqs = [d.request for d in sorted(done, key=lambda d: (d.request.client, d.sent_s))]
+            real_fig = m.figures(c, done)
+            emu_fig = m.figures(c, m.replay_closed_loop(period, reqs))
+            checks += m.compare(real_fig, emu_fig, args.tolerance)
+            for k in ratios:
+                ratios[k].append(m.ratio(getattr(emu_fig, k), getattr(real_fig, k)))
+            levels.append({"real": asdict(real_fig), "emulated": asdict(emu_fig)})
+            continue
+        case = name.removeprefix("kv ")
+        done, points = attempt.measured
+        checks_kv, kv[case] = _kv_case(case, done, points, period, args.sample_s)
+        checks += checks_kv
+    spread = ph.spread(runs, ratios, args.tolerance)
+    first, last = probes[0].lone_tpot_s, probes[-1].lone_tpot_s
     return {
         "drift": {
             "tpot_1_start_s": first,
-            "tpot_1_end_s": measured["tpot_1_at_end"],
-            "relative": drift,
-            "steady": abs(drift) <= args.tolerance,
+            "tpot_1_end_s": last,
+            "relative": last / first - 1.0,
+            # every phase was judged on probes that agreed within the tolerance
+            "steady": not spread.unsteady,
+        },
+        "phases": [
+            {
+                "phase": r.name,
+                "attempt": r.attempt,
+                "judged": ph.judged(runs)[r.name] is r,
+                "lone_tpot_before_s": r.before.lone_tpot_s,
+                "lone_tpot_after_s": r.after.lone_tpot_s,
+                "drift": r.drift,
+            }
+            for r in runs
+        ],
+        "spread": {
+            "lone_tpot_s": list(spread.lone_tpot_s),
+            "speed_moved": spread.speed_moved,
+            "ratios": {k: list(v) for k, v in spread.ratios.items()},
+            "repeats": spread.repeats,
+            "unsteady": list(spread.unsteady),
         },
         "cache_config": {
             k: cache[k] for k in ("block_size", "num_gpu_blocks", "kv_cache_size_tokens")
         },
-        "ttft_by_prompt_s": measured["ttft"],
-        "tpot_by_batch_s": measured["tpot"],
+        "ttft_by_prompt_s": overall.ttft,
+        "tpot_by_batch_s": overall.tpot,
         "fit": asdict(fitted),
         "profile": {f.name: getattr(profile, f.name) for f in fields(Profile)},
         "levels": levels,
         "kv_cases": kv,
         "checks": [asdict(c) for c in checks],
         "tolerance": args.tolerance,
+        "max_repeats": args.max_repeats,
     }
+
+
+def _kv_case(
+    name: str, done: list[m.Done], points: list[m.TracePoint], profile: Profile, sample_s: float
+) -> tuple[list[m.Check], dict[str, Any]]:
+    """A KV-bound case's checks (what the real engine showed, the emulator must show) and
+    its record."""
+    reqs = [d.request for d in done]
+    emu_done, emu_points = m.replay_burst(profile, reqs, sample_s)
+    got = {"real": m.kv_checks(name, points), "emulated": m.kv_checks(name, emu_points)}
+    want: dict[str, bool | int] = (
+        {"max_running": 2, "waited_below_slots": True}
+        if name == "two-at-a-time"
+        else {"four_to_two_before_a_finish": True}
+    )
+    checks = []
+    for side in ("real", "emulated"):
+        for k, v in want.items():
+            checks.append(
+                m.Check(f"{name} {side} {k}", float(v), float(got[side][k]), got[side][k] == v)
+            )
+    preempted = {side: int(got[side]["preemptions"]) for side in ("real", "emulated")}
+    checks.append(
+        m.Check(
+            f"{name} preempted at all (real, emulated)",
+            preempted["real"],
+            preempted["emulated"],
+            (preempted["real"] > 0) == (preempted["emulated"] > 0),
+        )
+    )
+    record = {
+        "checks": got,
+        "makespan_s": {
+            "real": max(d.finished_s for d in done),
+            "emulated": max(d.finished_s for d in emu_done),
+        },
+        "running_levels": {
+            "real": m.running_levels(points),
+            "emulated": m.running_levels(emu_points),
+        },
+        "trace_real": [asdict(p) for p in points],
+        "trace_emulated": [asdict(p) for p in emu_points],
+    }
+    return checks, record
 
 
 def _pct(emulated: float, real: float) -> str:
@@ -265,16 +322,28 @@ def _report(r: dict[str, Any]) -> str:
         lines.append(f"| {name}: running levels | {levels['real']} | {levels['emulated']} |")
         span = case["makespan_s"]
         lines.append(f"| {name}: makespan s | {span['real']:.1f} | {span['emulated']:.1f} |")
-    d = r["drift"]
+    sp = r["spread"]
+    low, high = sp["lone_tpot_s"]
+    ratio_text = "; ".join(f"{k} {a:.3f}–{b:.3f}" for k, (a, b) in sp["ratios"].items())
+    attempts = ", ".join(
+        f"{p['phase']} (attempt {p['attempt']}: {p['drift']:+.0%})"
+        for p in r["phases"]
+        if not p["judged"]
+    )
+
     lines += [
         "",
-        f"Drift: a lone stream's time per token was {d['tpot_1_start_s'] * 1e3:.1f} ms at the "
-        f"start and {d['tpot_1_end_s'] * 1e3:.1f} ms at the end ({d['relative']:+.0%})"
+        "Phases interleaved (probe, phase, probe, …), each judged on a profile fitted to the "
+        f"two probes around it. Spread across the run: a lone stream's time per token "
+        f"{low * 1e3:.1f}–{high * 1e3:.1f} ms over the probes ({sp['speed_moved']:+.0%}); "
+        f"emulated ÷ real per phase: {ratio_text or 'no level'}.",
+        f"Repeats (a phase whose probes drifted beyond ±{r['tolerance']:.0%}, at most "
+        f"{r['max_repeats']} each): {sp['repeats']}"
+        + (f" ({attempts})" if attempts else "")
         + (
             "."
-            if d["steady"]
-            else ": the engine's speed moved beyond the tolerance during "
-            "the run (a busy machine), so the timing checks say little; rerun when it is quiet."
+            if not sp["unsteady"]
+            else f"; still drifting, judged on their last attempt: {', '.join(sp['unsteady'])}."
         ),
     ]
     failed = [c for c in r["checks"] if not c["ok"]]
