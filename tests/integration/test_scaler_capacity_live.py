@@ -6,9 +6,9 @@ vLLM's null block), ``--max-num-seqs 4``. Four requests of 1,800 prompt token id
 output tokens, sent with the OpenAI SDK: 2 run, 2 wait for KV, L = 4. ``capacity=requests``
 reads 4 → 1 replica on target 4; ``capacity=auto`` reads about 6.2 → 2 replicas, with L
 read from vLLM's own series, and from the router's (the KV series then found by
-``capacitySelector``, as in the base ScaledObject). The
-emulator runs at time-scale 20, so the four requests stay in flight for tens of seconds
-while the test polls; they are cut when the emulator stops.
+``capacitySelector``, as in the base ScaledObject). The emulator's clock is held
+(``--hold-control``) while the four arrive, then runs until it admits two and is held
+there: the state Prometheus scrapes lasts until the emulator stops, which cuts the four.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import openai
 import pytest
 
 from inflight import names
+from inflight.emulator import hold_client
 from inflight.prom import PrometheusServer
 from tests.conftest import PrometheusFactory
 from tests.integration.test_router_emulator import start_router
@@ -39,8 +40,24 @@ SOURCES = {
 
 
 @pytest.fixture
-def emulator(procs: ProcessTracker) -> Server:
-    return start_kv_bound_emulator(procs, model=MODEL, slots=SLOTS, time_scale=20)
+def emulator(procs: ProcessTracker, monkeypatch: pytest.MonkeyPatch) -> Server:
+    """The KV-bound emulator, its clock held from the start (``--hold-control``)."""
+    monkeypatch.setenv("INFLIGHT_EMULATOR_HOLD_CONTROL", "true")
+    server = start_kv_bound_emulator(procs, model=MODEL, slots=SLOTS)
+    hold_client.hold(server.url)
+    return server
+
+
+def _admit_two(emulator: Server, queued: int) -> None:
+    """Once ``queued`` requests wait in the held emulator, let it admit two (a third does not
+    fit in its KV cache) and hold it there, none with a token yet: 30 of 39 blocks."""
+    wait_for(
+        lambda: hold_client.engine_state(emulator.url)["waiting"] == queued,
+        timeout_s=60,
+        what=f"{queued} queued in the held emulator",
+    )
+    state = hold_client.admit(emulator.url, 2)
+    assert state["held"] and (state["running"], state["waiting"]) == (2, queued - 2), state
 
 
 def _send(url: str, errors: list[BaseException]) -> None:
@@ -91,6 +108,7 @@ def test_auto_asks_for_a_second_replica_where_requests_asks_for_one(
     scaler = _start_scaler(procs, prometheus)
     errors = _send_four(entry)
     try:
+        _admit_two(emulator, 4)
         waiting = names.promql(names.PROMQL_KV_WAITING)
         wait_for(
             lambda: (
@@ -139,6 +157,7 @@ def test_with_token_admission_the_kv_dimension_reads_the_routers_demand(
     scaler = _start_scaler(procs, prometheus)
     errors = _send_four(router.url)
     try:
+        _admit_two(emulator, 2)  # the router sent two, holds two
         wait_for(
             lambda: (
                 _instant(prometheus, f"sum({names.ROUTER_QUEUED_TOKENS})") == 4000
