@@ -294,44 +294,38 @@ def test_surge_faults_need_a_factor_above_the_base(tmp_path, capsys):
     assert "--surge-factor (2) must be above --surge-base (2)" in capsys.readouterr().err
 
 
+def _plan(desired_before=3, long_streams=4, slots=4, **overrides):
+    from inflight.bench.chaos.scale_down import plan_for
+
+    return plan_for(slots=slots, time_scale=0.2, min_replicas=1, max_replicas=4,
+                    desired_before=desired_before, long_streams=long_streams,
+                    overrides=overrides)  # fmt: skip
+
+
 def test_the_scale_down_deadline_is_the_trigger_s_memory_and_the_hpa_s_periods():
     """The scale-down fault waits for the policy's own scale-down; its deadline is read from
-    the settings `inflight up` runs with, not a constant: a longer floor window (the
-    policy's memory) or a slower HPA sync moves it by as much (×time-scale)."""
-    from inflight.bench.chaos.scale_down import plan_for
-    from inflight.up.cli import UpSettings
-
-    def cfg(**kw):
-        base = dict(time_scale=0.2, min_replicas=1, max_replicas=4, slots_per_replica=4,
-                    policy="saturation")  # fmt: skip
-        return UpSettings(**{**base, **kw})
-
-    shipped = plan_for(cfg(), desired_before=3, long_streams=4)
+    the trigger metadata `inflight up` sends and its HPA, not a constant: a longer floor
+    window (the policy's memory) moves it by as much (× time-scale)."""
+    shipped = _plan()
     # the shipped defaults: the recurrence's two 900 s floor windows + the 10 s scale-up
     # mean, 2 HPA syncs of 15 s, 3 scrapes of 5 s (1 s at least), all × 0.2
     assert shipped.deadline_s == pytest.approx((1800 + 10) * 0.2 + 2 * 15 * 0.2 + 3 * 1.0)
     assert shipped.streams == 4
     assert "memory 362 s" in shipped.why
-    longer = plan_for(cfg(scaler_metadata="floorWindowSeconds=1200"), 3, 4)
+    longer = _plan(floorWindowSeconds="1200")
     assert longer.deadline_s - shipped.deadline_s == pytest.approx(2 * 300 * 0.2)
-    slower = plan_for(cfg(hpa_sync_s=30.0), 3, 4)
-    assert slower.deadline_s - shipped.deadline_s == pytest.approx(2 * 15 * 0.2)
+    off = _plan(floorWindowSeconds="0", startupSeconds="0")
+    assert off.deadline_s == pytest.approx((60 + 10) * 0.2 + 2 * 15 * 0.2 + 3 * 1.0)
 
 
 def test_the_scale_down_streams_fit_in_one_replica_fewer_or_the_fault_cannot_run():
     """More streams than one replica fewer holds would keep the count where it is: the
     guaranteed fall needs L ≤ (desired − 1) × target."""
-    from inflight.bench.chaos.scale_down import plan_for
-    from inflight.up.cli import UpSettings
-
-    cfg = UpSettings(time_scale=0.2, min_replicas=1, max_replicas=4, slots_per_replica=4)
-    assert plan_for(cfg, desired_before=2, long_streams=8).streams == 4
-    assert plan_for(cfg, desired_before=4, long_streams=8).streams == 8
-    half = UpSettings(time_scale=0.2, min_replicas=1, max_replicas=4, slots_per_replica=4,
-                      scaler_metadata="targetSaturation=0.5")  # fmt: skip
-    assert plan_for(half, desired_before=2, long_streams=8).streams == 2
+    assert _plan(desired_before=2, long_streams=8).streams == 4
+    assert _plan(desired_before=4, long_streams=8).streams == 8
+    assert _plan(desired_before=2, long_streams=8, targetSaturation="0.5").streams == 2
     with pytest.raises(ValueError, match="nothing to scale down from"):
-        plan_for(cfg, desired_before=1, long_streams=4)
+        _plan(desired_before=1)
 
 
 def test_the_ci_fault_list_includes_the_scale_down():

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from inflight.bench.chaos import probe
 from inflight.bench.chaos.ctx import Ctx
+from inflight.bench.chaos.scale_down import plan_for
 from inflight.procs import ManagedProcess, ProcessError, group_alive, inflight_command
 from inflight.prom import PrometheusServer
 from inflight.statedir import ENDPOINTS, PROMETHEUS_DIR, hold_path, read_timeline
@@ -402,16 +403,13 @@ async def scale_down(ctx: Ctx) -> Injected:
     stay in flight, as many as fit in one replica fewer (each one that ends is replaced),
     until the count wanted falls, or until a deadline derived from the trigger's windows
     passes, counted from the end of the load's own requests. The note says which came."""
-    from inflight.bench.chaos.scale_down import plan_for
-    from inflight.up.cli import UpSettings
-
     desired_before = _desired(ctx)
-    cfg = UpSettings(
-        time_scale=ctx.time_scale, min_replicas=1, max_replicas=ctx.args.max_replicas,
-        slots_per_replica=ctx.slots, policy="saturation",
-    )  # fmt: skip
     try:
-        plan = plan_for(cfg, desired_before, ctx.args.long_streams)
+        plan = plan_for(
+            slots=ctx.slots, time_scale=ctx.time_scale, min_replicas=1,
+            max_replicas=ctx.args.max_replicas, desired_before=desired_before,
+            long_streams=ctx.args.long_streams,
+        )  # fmt: skip
     except ValueError as exc:
         raise FaultError(f"scale-down: {exc}") from exc
     sent = 0

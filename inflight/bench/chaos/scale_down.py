@@ -15,9 +15,11 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
 * **The deadline** (wall seconds, counted from the moment the load's own requests have
   ended): that memory, the HPA's scale-down stabilization window, two HPA syncs (one to read
   the value, one for the phase of the loop) and the scrape-gap limit (L's newest sample may
-  be that old). Every term is read from the settings ``inflight up`` runs with
-  (:func:`plan_for`: its trigger metadata through the scaler's own parser, its HPA), not
-  a constant.
+  be that old). Every term is read from what ``inflight up`` runs with (:func:`plan_for`:
+  the trigger metadata it sends, :func:`inflight.control.trigger.scaler_metadata`, read by
+  the scaler's own parser; the HPA's shipped behaviour and sync period,
+  :mod:`inflight.control.hpa`, × time-scale as ``inflight up`` scales them), not a
+  constant.
 
 Worked example, the shipped defaults at time-scale 0.2, 4 slots, target saturation 1:
 memory max(60 + 10, 2 × 900 + 10, …) × 0.2 = 362 s, stabilization 0, syncs 2 × 3 s,
@@ -27,13 +29,13 @@ scrape gap 3 × 1 s → deadline 371 s; desired 3 → min(4, 2 × 4) = 4 streams
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from external_scaler.metadata import parse_metadata
+from inflight.control import hpa
 from inflight.control.policy import SAMPLE_GAP_SCRAPES, PolicySpec
-
-if TYPE_CHECKING:
-    from inflight.up.cli import UpSettings
+from inflight.control.trigger import scaler_metadata
 
 
 @dataclass(frozen=True)
@@ -84,18 +86,29 @@ def plan(
     return ScaleDownPlan(streams, deadline, why)
 
 
-def plan_for(cfg: UpSettings, desired_before: int, long_streams: int) -> ScaleDownPlan:
-    """:func:`plan` on the settings of the ``inflight up`` the fault runs against: its
-    trigger metadata read by the scaler's parser, its local HPA's behaviour and sync."""
-    from external_scaler.metadata import parse_metadata
-    from inflight.up.stack import autoscale_config
-
-    spec = parse_metadata(cfg.trigger_metadata)
-    auto = autoscale_config(cfg)
+def plan_for(
+    *,
+    slots: int,
+    time_scale: float,
+    min_replicas: int,
+    max_replicas: int,
+    desired_before: int,
+    long_streams: int,
+    overrides: Mapping[str, str] | None = None,
+) -> ScaleDownPlan:
+    """:func:`plan` for the ``inflight up`` the fault runs against (the saturation policy,
+    ``overrides`` its ``--scaler-metadata``): the trigger metadata it sends, read by the
+    scaler's parser; its local HPA's shipped behaviour and sync period, × time-scale."""
+    metadata = scaler_metadata(
+        slots, time_scale, "saturation", overrides,
+        min_replicas=min_replicas, max_replicas=max_replicas,
+    )  # fmt: skip
+    spec = parse_metadata(metadata)
+    behavior = hpa.SHIPPED_BEHAVIOR.scaled(time_scale)
     return plan(
         spec.policy,
-        stabilization_s=auto.hpa.behavior.scale_down.stabilization_window_s,
-        hpa_sync_s=auto.hpa_sync_s,
+        stabilization_s=behavior.scale_down.stabilization_window_s,
+        hpa_sync_s=hpa.HPA_SYNC_PERIOD_S * time_scale,
         scrape_interval_s=spec.scrape_interval_s,
         desired_before=desired_before,
         long_streams=long_streams,
