@@ -48,6 +48,18 @@ ROUTER_KV_READ_FAILURES: Final = "router_kv_capacity_read_failures_total"
 # sent or did (issue 39): the limits at the door (CLIENT_ERROR_REASONS), a budget or body it
 # would not forward (vLLM's BadRequestError, bad_request_body), a reader that stalled.
 ROUTER_CLIENT_ERRORS: Final = "router_client_errors_total"
+CLIENT_ERROR_REASONS: Final = (
+    "url_too_long",  # 414: --max-url-bytes
+    "header_too_large",  # 431: --max-header-bytes
+    "too_many_headers",  # 431: --max-headers
+    "header_timeout",  # 408: --header-timeout-s
+    "body_timeout",  # 408: --body-timeout-s
+    "too_many_connections",  # 503: --max-connections
+    "held_bytes",  # 503: --max-held-bytes
+    "write_stall",  # connection cut: --write-stall-s
+    "bad_budget",  # 400: a budget vLLM would refuse (router/tokens.py)
+    "bad_body",  # 400: a body nested too deeply to read
+)
 # gauge: bytes of request bodies waiting to be admitted (held for a slot; --max-held-bytes)
 ROUTER_HELD_BYTES: Final = "router_held_bytes"
 # A router with several model pools (router/model_pools.py) labels every series above with the

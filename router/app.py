@@ -26,12 +26,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from router import routes, upstream
 from router.dispatch import Dispatcher
-from router.metrics import RouterMetrics
+from router.limits import DoorLimits
+from router.metrics import ClientErrors, RouterMetrics
 from router.model_pools import ModelFront, ModelPools
 from router.proxy import Proxy, Receive, Scope, Send
 from router.status import RouterStatus, router_status
 from router.upstream import Upstream
-from router.uvicorn_protocol import FAST_ROUTES
+from router.uvicorn_protocol import FAST_ROUTES, LIMITS
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +73,23 @@ class RouterApp:
         background: Sequence[Background] = (),
         allow_routes: Sequence[routes.Route] = (),
         models: ModelPools | None = None,
+        limits: Callable[[Callable[[str], None]], DoorLimits] | None = None,
     ) -> None:
+        """``limits``: the limits at the door, made with the router's refusal counter
+        (router.uvicorn_protocol's LIMITS; None: its defaults)."""
         self.dispatcher = dispatcher  # with ``models``: unused, the pools have their own
         self.registry = registry
         self.models = models
+        # router_client_errors_total: the door's and every pool's proxy's (exported with the
+        # router's metrics; with model pools, not yet: each pool's registry has its own).
+        self.client_errors = ClientErrors()
         self.metrics = RouterMetrics(
-            registry if models is None else CollectorRegistry(), dispatcher
+            registry if models is None else CollectorRegistry(),
+            dispatcher,
+            client_errors=self.client_errors,
         )
+        if limits is not None:
+            setattr(self, LIMITS, limits(self.client_errors))
         self._session: aiohttp.ClientSession | None = None
         self._client: Upstream | None = None
         self._upstream = upstream
@@ -90,6 +101,7 @@ class RouterApp:
             max_body_bytes=max_body_bytes,
             unhealthy_backoff_s=unhealthy_backoff_s,
             routes=routes.RouteTable((*routes.OPENAI_ROUTES, *allow_routes)),
+            client_errors=self.client_errors,
         )
         # The /v1/* app: the proxy, or with several model pools the front that picks one.
         self._v1: Callable[[Scope, Receive, Send], Awaitable[None]] = self.proxy
@@ -97,7 +109,13 @@ class RouterApp:
             table = self.proxy.routes
             models.bind(
                 lambda d, m: Proxy(
-                    d, m, self.client, max_body_bytes, unhealthy_backoff_s, routes=table
+                    d,
+                    m,
+                    self.client,
+                    max_body_bytes,
+                    unhealthy_backoff_s,
+                    routes=table,
+                    client_errors=self.client_errors,
                 )
             )
             registry.register(models.collector())

@@ -80,6 +80,8 @@ def serve(config: RouterSettings) -> int:
                 else None
             ),
         )
+        if config.max_held_bytes:
+            made.max_held_bytes = config.max_held_bytes
         if added_reads is not None:
             added_reads.watch(made)
         return made
@@ -170,6 +172,7 @@ def serve(config: RouterSettings) -> int:
         background=background,
         allow_routes=config.allow_routes,
         models=models,
+        limits=config.door_limits,
     )
     from router.uvicorn_protocol import HookedHttpToolsProtocol
 

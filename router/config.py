@@ -10,6 +10,7 @@ parsed extra routes, ``0 = none`` as None).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, get_args
@@ -27,6 +28,7 @@ from inflight.control.hold_order import (
     plan_from_classes,
     single_plan,
 )
+from router.limits import DoorLimits
 from router.routes import Route, RouteSpecError, parse_route
 from router.tokens import DEFAULT_CHARS_PER_TOKEN
 
@@ -182,6 +184,56 @@ class RouterSettings(config.Settings):
         ),
     ] = DEFAULT_CHARS_PER_TOKEN
     max_body_bytes: Annotated[int, Field(ge=1), Cli("413 above this body size")] = 16 * 1024 * 1024
+    # The limits at the door (router/uvicorn_protocol.py's DoorLimits; issue 39).
+    max_url_bytes: Annotated[
+        int, Field(ge=64), Cli("414 for a URL longer than this (nginx: 8 KiB)")
+    ] = DoorLimits.max_url_bytes
+    max_header_bytes: Annotated[
+        int,
+        Field(ge=1024),
+        Cli("431 for a request head (request line and headers) larger than this (Envoy: 60 KiB)"),
+    ] = DoorLimits.max_header_bytes
+    max_headers: Annotated[
+        int, Field(ge=1), Cli("431 for more request headers than this (Envoy: 100)")
+    ] = DoorLimits.max_headers
+    header_timeout_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli(
+            "408 and close when a request head is not all in this long after its first byte "
+            "(or the connection's opening; nginx's client_header_timeout); 0 = none"
+        ),
+    ] = DoorLimits.header_timeout_s or 0.0
+    body_timeout_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli(
+            "408 and close when a request body receives nothing for this long (nginx's "
+            "client_body_timeout); 0 = none"
+        ),
+    ] = DoorLimits.body_timeout_s or 0.0
+    max_connections: Annotated[
+        int,
+        Field(ge=0),
+        Cli("client connections open at most: one past it is answered 503 and closed; 0 = none"),
+    ] = DoorLimits.max_connections or 0
+    write_stall_s: Annotated[
+        float,
+        Field(ge=0),
+        Cli(
+            "a client that reads nothing of its response for this long (its buffer full) is "
+            "cut off, the upstream request cancelled and the slot given back (nginx's "
+            "send_timeout); 0 = never"
+        ),
+    ] = DoorLimits.write_stall_s or 0.0
+    max_held_bytes: Annotated[
+        int,
+        Field(ge=0),
+        Cli(
+            "bytes of request bodies waiting to be admitted (held for a slot) at most, beside "
+            "--max-queue's count: 503 with Retry-After past it; 0 = none"
+        ),
+    ] = 256 * 1024 * 1024
     dispatch: Annotated[
         Literal["least-outstanding", "random"],
         Cli("endpoint choice (random only as a benchmark baseline)"),
@@ -301,6 +353,19 @@ class RouterSettings(config.Settings):
         """``--allow-route`` parsed (checked by the validator): forwarded beside
         :mod:`router.routes`' table."""
         return tuple(parse_route(text) for text in self.allow_route)
+
+    def door_limits(self, count: Callable[[str], None]) -> DoorLimits:
+        """The limits at the door (0 = none), counting refusals with ``count``."""
+        return DoorLimits(
+            max_url_bytes=self.max_url_bytes,
+            max_header_bytes=self.max_header_bytes,
+            max_headers=self.max_headers,
+            header_timeout_s=self.header_timeout_s or None,
+            body_timeout_s=self.body_timeout_s or None,
+            max_connections=self.max_connections or None,
+            write_stall_s=self.write_stall_s or None,
+            count=count,
+        )
 
     @property
     def upstream_total_timeout_s(self) -> float | None:

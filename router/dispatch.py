@@ -189,6 +189,11 @@ class Dispatcher:
         # Reads of an endpoint's capacity that gave none (router_kv_capacity_read_failures).
         self.kv_read_failures = 0
         self.queued_tokens = 0  # the demand of the requests held here
+        # Bytes of request bodies being admitted (held for a slot, or opening upstream) and
+        # their cap (--max-held-bytes; None: none): the proxy counts them around
+        # ``Admission.enter`` (router_held_bytes), beside ``max_queue``'s count.
+        self.held_bytes = 0
+        self.max_held_bytes: int | None = None
 
     @property
     def inflight(self) -> int:

@@ -6,6 +6,8 @@
     ├── RequestRefused          -> 4xx, answered by the router, never forwarded (router.routes)
     │   ├── BadPath             -> 400 (dot-segment, encoded dot/slash/backslash, not /v1/)
     │   ├── BadPriority         -> 400 (x-request-priority or body priority not an integer)
+    │   ├── BadBudget           -> 400, vLLM's body (a budget vLLM would refuse: router.tokens)
+    │   ├── BadBody             -> 400 (a body nested too deeply to read: router.tokens)
     │   ├── RouteNotFound       -> 404 (path not in the route table)
     │   └── MethodNotAllowed    -> 405 + Allow (path in the table, another method)
     ├── NoEndpoint              -> 503 + Retry-After (no ready endpoint, not holding)
@@ -35,6 +37,8 @@ class RouterError(Exception):
     kind = "router_error"
     retry_after_s: int | None = None
     allow: bytes | None = None  # the Allow header of a 405
+    param: str | None = None  # the request field at fault (vLLM's error ``param``)
+    reason = "bad_request"  # its router_client_errors_total reason, where counted there
 
 
 class RequestRefused(RouterError):
@@ -119,9 +123,13 @@ class NotDelivered(Exception):
     reason = "connect"
 
 
-def error_body(status: int, kind: str, message: str) -> bytes:
-    """An OpenAI-style JSON error body, so SDK clients show the message."""
-    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+def error_body(status: int, kind: str, message: str, param: str | None = None) -> bytes:
+    """An OpenAI-style JSON error body, so SDK clients show the message (with ``param``:
+    vLLM's, naming the field at fault)."""
+    if param is None:
+        return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+    error = {"message": message, "type": kind, "param": param, "code": status}
+    return json.dumps({"error": error}).encode()
 
 
 def sse_error_event(kind: str, message: str) -> bytes:

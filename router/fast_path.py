@@ -16,13 +16,14 @@ metrics.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from router.dispatch import Admission
-from router.errors import BadPriority
+from router.errors import BadPriority, RequestRefused
 from router.headers import error_block, response_block
 from router.metrics import NO_ENDPOINT
 from router.pool import Endpoint
@@ -107,6 +108,7 @@ class FastCycle(Cycle):
     _body_in = False
     _parts: list[bytes] | None = None
     _sse = False  # relaying an SSE stream (its [DONE] is looked for)
+    _stall: asyncio.TimerHandle | None = None  # the write-stall timer, while paused
     _payload = b""
 
     def __init__(
@@ -128,6 +130,7 @@ class FastCycle(Cycle):
         self.default_headers = protocol.server_state.default_headers
         self.on_response = protocol.on_response_complete
         self.keep_alive = keep_alive
+        self.limits = protocol.limits
         self._proto = protocol
         self._proxy = proxy
         self._method = method
@@ -209,13 +212,14 @@ class FastCycle(Cycle):
                 self._asgi()  # answered (400) and counted there
                 return
         demand = proxy.demand
-        adm = Admission(
-            proxy.dispatcher,
-            self.open,
-            proxy.on_not_delivered,
-            cls,
-            demand(self._path, body) if demand is not None else 0,
-        )
+        tokens = 0
+        if demand is not None:
+            try:
+                tokens = demand(self._path, body)
+            except RequestRefused:
+                self._asgi()  # answered (400) and counted there
+                return
+        adm = Admission(proxy.dispatcher, self.open, proxy.on_not_delivered, cls, tokens)
         ep = adm.enter_now()
         if ep is None:  # held, or no endpoint: the ASGI way
             self._asgi()
@@ -252,6 +256,10 @@ class FastCycle(Cycle):
 
     def _drop(self) -> None:
         """Let go of what refers back to this request (no reference cycle to collect)."""
+        stall = self._stall
+        if stall is not None:
+            stall.cancel()
+            self._stall = None
         self.adm = None
         self.resp = None
         self.on_response = _no_response
@@ -281,8 +289,16 @@ class FastCycle(Cycle):
                 self.stream_chunk(chunk)
         if self.flow.write_paused and not self.disconnected:
             response.pause()  # until the client's buffer drains (writable)
+            stall_s = self.limits.write_stall_s
+            if stall_s is not None and self._stall is None:
+                # A client that takes nothing for that long is cut off: its slot back.
+                self._stall = self._proto.loop.call_later(stall_s, self.stalled)
 
     def writable(self) -> None:
+        stall = self._stall
+        if stall is not None:
+            stall.cancel()
+            self._stall = None
         resp = self.resp
         if self._state == _STREAM and resp is not None:
             resp.resume()

@@ -58,6 +58,24 @@ NO_ENDPOINT = "none"
 # long as the router runs.
 RETIRED_SERIES_KEEP_S = 600.0
 
+# The largest value a gauge exports: no count a client can inflate (a demand in tokens)
+# makes a sample non-finite or the scrape fail (issue 39); 2**53, the last exact float.
+GAUGE_MAX = float(2**53)
+
+
+def finite(value: int | float) -> float:
+    """``value`` as a gauge's sample: clamped to ±:data:`GAUGE_MAX` (an int too large for
+    a float included), NaN as 0.
+
+    >>> finite(10**400), finite(-(10**400)), finite(3), finite(float("nan"))
+    (9007199254740992.0, -9007199254740992.0, 3.0, 0.0)
+    """
+    if isinstance(value, int):
+        return float(max(-(2**53), min(value, 2**53)))
+    if value != value:
+        return 0.0
+    return max(-GAUGE_MAX, min(value, GAUGE_MAX))
+
 
 class _StateCollector(Collector):
     def __init__(self, dispatcher: Dispatcher) -> None:
@@ -132,8 +150,8 @@ class _StateCollector(Collector):
         )
         for view in d.pool.snapshot():
             per.add_metric([view.label], view.inflight)
-            tokens.add_metric([view.label], d.tokens_in_flight(view.url))
-            capacity.add_metric([view.label], d.kv_capacity(view.url) or 0)
+            tokens.add_metric([view.label], finite(d.tokens_in_flight(view.url)))
+            capacity.add_metric([view.label], finite(d.kv_capacity(view.url) or 0))
         yield per
         yield tokens
         yield capacity
@@ -141,7 +159,13 @@ class _StateCollector(Collector):
             names.ROUTER_QUEUED_TOKENS,
             "KV tokens (prompt + output budget) of the requests held at the router "
             "(token admission; 0 without).",
-            value=d.queued_tokens,
+            value=finite(d.queued_tokens),
+        )
+        yield GaugeMetricFamily(
+            names.ROUTER_HELD_BYTES,
+            "Bytes of request bodies waiting to be admitted (held for a slot, or being "
+            "admitted), bounded by --max-held-bytes.",
+            value=d.held_bytes,
         )
         yield CounterMetricFamily(
             names.ROUTER_KV_READ_FAILURES,
@@ -209,6 +233,10 @@ _UPSTREAM_ERRORS_HELP = (
     "Upstream failures: connect (refused), reset, timeout, broken (after bytes)."
 )
 _RETRIES_HELP = "Requests re-dispatched because the first endpoint refused or reset them."
+_CLIENT_ERRORS_HELP = (
+    "Requests and connections refused or ended for what the client sent or did, by reason "
+    "(the limits at the door, a budget vLLM would refuse, a body too nested, a stalled reader)."
+)
 # The ``le`` label values, written as prometheus_client's Histogram writes them.
 _LE = tuple(floatToGoString(b) for b in (*DURATION_BUCKETS_S, math.inf))
 _WAIT_LE = tuple(floatToGoString(b) for b in (*WAIT_BUCKETS_S, math.inf))
@@ -277,8 +305,11 @@ class RouterMetrics:
         registry: CollectorRegistry,
         dispatcher: Dispatcher,
         clock: Callable[[], float] = time.monotonic,
+        client_errors: ClientErrors | None = None,
     ) -> None:
         self.registry = registry
+        # router_client_errors_total: the router's one (the door's and its proxies').
+        self.client_errors = client_errors if client_errors is not None else ClientErrors()
         self._pool = dispatcher.pool
         self._clock = clock
         self.received = _Counter()
@@ -291,6 +322,7 @@ class RouterMetrics:
         self._gone_since_s: dict[str, float] = {}
         registry.register(_StateCollector(dispatcher))
         registry.register(_HotPathCollector(self))
+        registry.register(self.client_errors)
 
     def finished(self, endpoint: str, code: int) -> None:
         """Count a finished request."""
@@ -325,3 +357,38 @@ class RouterMetrics:
                     for key in [key for key in series if key[0] == endpoint]:
                         del series[key]
                 del self._gone_since_s[endpoint]
+
+
+class ClientErrors(Collector):
+    """``router_client_errors_total{reason}``: requests and connections the router refused
+    or ended for what the client sent or did: the limits at the door
+    (:mod:`router.uvicorn_protocol`), a budget or body it would not forward, a reader that
+    stalled (:mod:`router.proxy`, :mod:`router.fast_path`). One a router (not a model
+    pool's: the door comes before the pool), registered on the router's registry; reasons
+    are the router's own names, never the client's text."""
+
+    def __init__(self) -> None:
+        created = time.time()  # every reason exported from the start, at 0
+        self._series = {reason: [0.0, created] for reason in names.CLIENT_ERROR_REASONS}
+
+    def __call__(self, reason: str) -> None:
+        """Count one."""
+        value = self._series.get(reason)
+        if value is None:
+            value = self._series[reason] = [0.0, time.time()]
+        value[0] += 1.0
+
+    def value(self, reason: str) -> float:
+        value = self._series.get(reason)
+        return value[0] if value is not None else 0.0
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            names.ROUTER_CLIENT_ERRORS, _CLIENT_ERRORS_HELP, labels=["reason"]
+        )
+        for reason, (n, created) in self._series.items():
+            family.add_metric([reason], n, created=created)
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(names.ROUTER_CLIENT_ERRORS, _CLIENT_ERRORS_HELP)

@@ -96,7 +96,7 @@ def model_of(body: bytes) -> str | None:
         return None
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply: no model named
         return None
     model = data.get("model") if isinstance(data, dict) else None
     return model if isinstance(model, str) else None

@@ -57,7 +57,7 @@ from router.headers import (
     response_block,
     response_headers,
 )
-from router.metrics import NO_ENDPOINT, RouterMetrics
+from router.metrics import NO_ENDPOINT, ClientErrors, RouterMetrics
 from router.pool import Endpoint
 from router.priority import request_priority
 from router.relay import CLIENT_CLOSED, broke, broken_body, broken_tail, ends_stream, one_shot
@@ -105,8 +105,11 @@ class Proxy:
         unhealthy_backoff_s: float,
         clock: Callable[[], float] = time.monotonic,
         routes: RouteTable | None = None,
+        client_errors: ClientErrors | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        # router_client_errors_total (the router's, shared by its model pools' proxies).
+        self.client_error = client_errors if client_errors is not None else ClientErrors()
         self.routes = routes if routes is not None else RouteTable(OPENAI_ROUTES)
         self._exact_routes = self.routes.exact_methods()
         self.pool = dispatcher.pool
@@ -253,10 +256,36 @@ class Proxy:
                     watcher.cancel()
                 await self._reject(send, exc.status, exc.kind, str(exc), t0)
                 return
-        tokens = self.demand(path, body) if self.demand is not None else 0
+        tokens = 0
+        if self.demand is not None:
+            try:
+                tokens = self.demand(path, body)
+            except RequestRefused as exc:  # a budget vLLM would refuse, a body unreadable
+                if hooks is not None:
+                    hooks.discard(lost)
+                if watcher is not None:
+                    watcher.cancel()
+                self.client_error(exc.reason)
+                await self._reject(send, exc.status, exc.kind, str(exc), t0, param=exc.param)
+                return
+        size = len(body)
+        d = self.dispatcher
+        cap = d.max_held_bytes
+        if cap is not None and d.held_bytes + size > cap:
+            if hooks is not None:
+                hooks.discard(lost)
+            if watcher is not None:
+                watcher.cancel()
+            self.client_error("held_bytes")
+            message = (
+                f"router holds {d.held_bytes} bytes of request bodies waiting for a slot; "
+                f"this one's {size} would pass --max-held-bytes={cap}"
+            )
+            await self._reject(send, 503, "router_held_bytes_full", message, t0, retry_after_s=1)
+            return
         admission = Admission(self.dispatcher, request.open, self.on_not_delivered, cls, tokens)
         try:
-            await self._run(admission, request, send, t0, cycle)
+            await self._run(admission, request, send, t0, cycle, size=size)
         finally:
             if hooks is not None:
                 hooks.discard(lost)
@@ -272,15 +301,22 @@ class Proxy:
         cycle: Cycle | None,
         first: BaseException | None = None,
         entered: bool = False,
+        size: int = 0,
     ) -> None:
         """A work request from its admission to its end: enter (``entered``: entered
         already, by the fast path, whose first send failed with ``first`` or whose
-        response is ``admission.response``), relay, leave, count."""
+        response is ``admission.response``), relay, leave, count. ``size``: its body's
+        bytes, counted in the dispatcher's ``held_bytes`` while it is being admitted."""
         code = 0
         try:
             try:
                 if not entered:
-                    await admission.enter()
+                    d = self.dispatcher
+                    d.held_bytes += size
+                    try:
+                        await admission.enter()
+                    finally:
+                        d.held_bytes -= size
                 elif first is not None:
                     assert isinstance(request, FastCycle)
                     await self._recover(admission, request, first)
@@ -520,7 +556,9 @@ class Proxy:
         try:
             async for chunk in resp:
                 if flow.write_paused:
-                    await flow.drain()  # the client reads slower than the upstream writes
+                    # The client reads slower than the upstream writes; one that reads
+                    # nothing for the write-stall limit is cut off (Cycle.drain).
+                    await cycle.drain()
                 chunk_out(chunk)
                 if is_sse and ends_stream(chunk):  # reached its end, whatever the client does
                     watch.finished = status
@@ -572,9 +610,11 @@ class Proxy:
         message: str,
         t0: float | None,
         allow: bytes | None = None,
+        param: str | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         """Answer an error; for a work request (``t0`` set) also count and time it."""
-        await self._reply_error(send, status, kind, message, allow=allow)
+        await self._reply_error(send, status, kind, message, retry_after_s, allow, param)
         if t0 is not None:
             now = self.clock()
             self.metrics.ttfb.observe(now - t0)
@@ -588,8 +628,9 @@ class Proxy:
         message: str,
         retry_after_s: int | None = None,
         allow: bytes | None = None,
+        param: str | None = None,
     ) -> None:
-        body = error_body(status, kind, message)
+        body = error_body(status, kind, message, param)
         await self._reply_body(send, status, body, retry_after_s, allow)
 
     async def _reply_body(

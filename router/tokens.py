@@ -23,6 +23,18 @@ are shared by vLLM's prefix cache).
 
 Routes other than the two generation routes (embeddings, responses, audio) have demand 0:
 they are admitted on slots only.
+
+**Checked, not trusted** (issue 39). The router reads a client's budget, so a budget vLLM
+would refuse is refused here, before it waits in the hold queue with an absurd demand
+(:func:`check_budget`, :class:`BadBudget`, vLLM's own 400 body): ``max_tokens``,
+``max_completion_tokens``, ``n`` and ``best_of``, given as integers, must be ≥ 1 (other
+types count as absent, as above, and vLLM's parser answers them), and with
+``max_model_len`` known, ``max_tokens`` plus the prompt must fit it, the prompt counted
+exactly (token ids) or, for text, as 0 (an estimate never refuses a request vLLM would
+take). A demand is bounded by :data:`MAX_DEMAND` whatever the client sends (a 400-digit
+``max_tokens`` with ``max_model_len`` unknown), so no gauge that sums demands can
+overflow a float. A body nested past the JSON parser's depth is a clean 400
+(:class:`BadBody`), never a RecursionError.
 """
 
 from __future__ import annotations
@@ -33,6 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from router.errors import RequestRefused
+
 #: Characters a token when the prompt is text: the usual rule of thumb for English BPE
 #: vocabularies (OpenAI's "~4 characters"); measured for a model in
 #: results/2026-12-02-token-estimate/ and set with ``--chars-per-token``.
@@ -41,6 +55,12 @@ DEFAULT_CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 4
 #: vLLM's ``CompletionRequest.max_tokens`` default (``/v1/completions`` without it).
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
+
+#: The largest demand the router counts (2**53: every int up to it is an exact float, so the
+#: token gauges stay finite and exact, however large the client's budget).
+MAX_DEMAND = 2**53
+#: Budget fields vLLM reads as integers ≥ 1 (``null`` or absent: its default).
+BUDGET_FIELDS = ("max_tokens", "max_completion_tokens", "n", "best_of")
 
 COMPLETIONS = b"/v1/completions"
 CHAT = b"/v1/chat/completions"
@@ -199,7 +219,9 @@ def request_demand(
     chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
 ) -> Demand:
     """The demand of a raw request (the proxy's path, query string included, and body):
-    :data:`NONE` for another route or a body that is not a JSON object (vLLM answers it)."""
+    :data:`NONE` for another route or a body that is not a JSON object (vLLM answers it).
+    Checked (:func:`check_budget`): BadBudget or BadBody (400) for what vLLM would refuse
+    or the router cannot read; bounded by :data:`MAX_DEMAND`."""
     route = path.partition(b"?")[0]
     if route == COMPLETIONS:
         chat = False
@@ -208,12 +230,85 @@ def request_demand(
     else:
         return NONE
     try:
-        doc = json.loads(body)
+        doc = parse_json(body)
     except ValueError:
         return NONE
     if not isinstance(doc, dict):
         return NONE
-    return demand_of(doc, chat, max_model_len, chars_per_token)
+    demand = demand_of(doc, chat, max_model_len, chars_per_token)
+    check_budget(doc, demand, max_model_len)
+    if demand.total > MAX_DEMAND:  # a budget no endpoint knows to refuse yet: bounded
+        prompt = min(demand.prompt, MAX_DEMAND)
+        return Demand(prompt, MAX_DEMAND - prompt, demand.exact)
+    return demand
+
+
+class BadBudget(RequestRefused):
+    """A budget vLLM would refuse (400, vLLM's body: ``BadRequestError``, ``param``)."""
+
+    status = 400
+    kind = "BadRequestError"
+    reason = "bad_budget"  # router_client_errors_total's
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class BadBody(RequestRefused):
+    """A request body the router cannot read for its demand (nested too deeply)."""
+
+    status = 400
+    kind = "bad_request_body"
+    reason = "bad_body"
+
+
+def check_budget(doc: dict[str, Any], demand: Demand, max_model_len: int | None) -> None:
+    """Refuse (:class:`BadBudget`) a budget vLLM would refuse: a budget field that is an
+    integer below 1, or, with ``max_model_len`` known, an output budget that does not fit it
+    beside the prompt (counted exactly, or as 0 when estimated from text).
+
+    >>> try:
+    ...     check_budget({"max_tokens": 4096}, Demand(10, 4096, True), 4096)
+    ... except BadBudget as exc:
+    ...     print(exc.param, str(exc)[:39])
+    max_tokens 'max_tokens' or 'max_completion_tokens'
+    """
+    for key in BUDGET_FIELDS:
+        value = doc.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            continue  # absent, null, or another type: vLLM's parser answers it
+        if value < 1:
+            raise BadBudget(f"{key} must be at least 1, got {value}.", key)
+    if max_model_len is None:
+        return
+    prompt = demand.prompt if demand.exact else 0
+    if prompt > max_model_len:
+        raise BadBudget(
+            f"This model's maximum context length is {max_model_len} tokens. However, your "
+            f"request has {prompt} input tokens. Please reduce the length of the input.",
+            "prompt",
+        )
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = doc.get(key)
+        if isinstance(value, int) and value > max_model_len - prompt:
+            digits = str(value)
+            shown = digits if len(digits) < 30 else f"{digits[:20]}… ({len(digits)} digits)"
+            raise BadBudget(
+                f"'max_tokens' or 'max_completion_tokens' is too large: {shown}. This model's "
+                f"maximum context length is {max_model_len} tokens and your request has "
+                f"{prompt} input tokens ({shown} > {max_model_len} - {prompt}).",
+                key,
+            )
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON of a request body; ValueError when it is not JSON, :class:`BadBody` when
+    it is nested past the parser's depth (a RecursionError, never raised on)."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise BadBody("request body is nested too deeply to read") from None
 
 
 def estimate_errors(estimated: Sequence[int], actual: Sequence[int]) -> list[float]:

@@ -27,11 +27,30 @@ when the client goes (uvicorn is pinned below 1.0 in pyproject.toml; the two ove
 callbacks and :class:`Cycle` follow uvicorn 0.54's, and a test checks that a cycle has the
 attributes of uvicorn's own); ``tests/component/test_router_uvicorn_protocol.py`` and
 ``tests/integration/test_router_emulator.py``'s disconnect tests run through it.
+
+**Limits at the door** (issue 39; :class:`DoorLimits`, the app's :data:`LIMITS` attribute,
+``inflight router``'s flags): in this protocol, so the fast path stays on (uvicorn's
+``limit_concurrency`` would turn it off). A request head (request line and headers) over
+``max_header_bytes`` is answered 431, or 414 while still in its URL (counted as it arrives,
+read by read, so a header trickled in is refused at the limit, before httptools' own
+accumulation of it grows quadratic), a URL over ``max_url_bytes`` 414, more than
+``max_headers`` headers 431; a head not complete within ``header_timeout_s`` of its first
+byte (or of the connection's opening) and a body that receives nothing for
+``body_timeout_s`` are answered 408, and the connection closed. A connection past
+``max_connections`` open is answered 503 with Retry-After and closed at once (it is
+accepted, then refused: the listening socket's backlog is not left to fill). The timeouts
+are one watchdog timer a connection, woken every half of the shorter timeout, not a timer
+a request: a request costs a few attribute stores. A response the client does not read for
+``write_stall_s`` (its buffer full, nothing drained) cuts the connection (:meth:`Cycle.drain`
+and :mod:`router.fast_path`), so the request's slot comes back. Chunked trailers are dropped,
+never added to the request's headers. Each refusal is counted (``count(reason)``:
+``router_client_errors_total``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import urllib.parse
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -47,6 +66,8 @@ from uvicorn.protocols.http.httptools_impl import (
     HttpToolsProtocol,
     RequestResponseCycle,
 )
+
+from router.limits import DoorLimits
 
 # The scope key: a set of zero-argument callbacks, called once if the client connection
 # is lost. Not an ASGI standard key; namespaced to this project.
@@ -65,6 +86,48 @@ CYCLE = "inflight.cycle"
 FAST_ROUTES = "inflight_fast_routes"
 
 Hooks = set[Callable[[], None]]
+
+# The app attribute naming its DoorLimits (absent: DoorLimits(), the defaults).
+LIMITS = "inflight_door_limits"
+
+
+_DEFAULT_LIMITS = DoorLimits()
+
+# Where a connection's current request is, for the watchdog.
+_IDLE = 0  # between requests (the keep-alive timeout's)
+_HEAD = 1  # waiting for or reading a request's head
+_BODY = 2  # reading its body
+_BUSY = 3  # all in, being answered
+
+_REASONS = {
+    408: b"Request Timeout",
+    414: b"URI Too Long",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
+
+
+class Refused(Exception):
+    """Raised in a parser callback to refuse the request (the protocol answers it)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+def refusal(status: int, message: str, retry_after_s: int | None = None) -> bytes:
+    """A whole response of the door's own: the status, a JSON error body naming what was
+    wrong, and ``connection: close``."""
+    kind = {408: "request_timeout", 414: "uri_too_long", 431: "header_too_large"}.get(
+        status, "router_overloaded"
+    )
+    body = json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+    retry = b"retry-after: %d\r\n" % retry_after_s if retry_after_s is not None else b""
+    return (
+        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+        b"%bconnection: close\r\n\r\n%b" % (status, _REASONS[status], len(body), retry, body)
+    )
 
 
 def _prefix(client: tuple[str, int] | None) -> str:
@@ -142,6 +205,89 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         self._connection_header = False  # the request being parsed has one
         self._idle_at: float | None = None  # loop time the connection went idle; None: busy
         self._keep_alive_timer: asyncio.TimerHandle | None = None
+        self.limits: DoorLimits = getattr(self.app, LIMITS, _DEFAULT_LIMITS)
+        self._phase = _HEAD
+        self._head_bytes = 0  # bytes of the current head read so far (over whole reads)
+        self._header_bytes = 0  # bytes of its headers parsed so far (names and values)
+        self._reads = 0  # data_received calls: the watchdog's sign of progress
+        self._watch_reads = 0  # _reads at the watchdog's last wake-up
+        self._strikes = 0  # wake-ups in a row with the current head or body not progressing
+        self._watch: asyncio.TimerHandle | None = None
+
+    # --- limits at the door ----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        limits = self.limits
+        cap = limits.max_connections
+        if cap is not None and len(self.connections) > cap:
+            limits.count("too_many_connections")
+            message = f"the router has --max-connections={cap} connections open"
+            transport.write(refusal(503, message, retry_after_s=1))
+            transport.close()
+            return
+        period = limits.watch_period_s
+        if period is not None:
+            self._watch = self.loop.call_later(period, self._watchdog)
+
+    def _watchdog(self) -> None:
+        """Every ``watch_period_s``: a head not complete within the header timeout, or a
+        body that received nothing for the body timeout, is answered 408."""
+        self._watch = None
+        if self.transport.is_closing():
+            return
+        limits = self.limits
+        period = limits.watch_period_s
+        assert period is not None
+        phase = self._phase
+        reads = self._reads
+        if phase == _HEAD or (phase == _BODY and not self.flow.read_paused):
+            if phase == _BODY and reads != self._watch_reads:
+                self._strikes = 0  # the body moved
+            else:
+                self._strikes += 1
+            timeout = limits.header_timeout_s if phase == _HEAD else limits.body_timeout_s
+            if timeout and self._strikes * period >= timeout:
+                self._time_out(phase, timeout)
+                return
+        else:
+            self._strikes = 0
+        self._watch_reads = reads
+        self._watch = self.loop.call_later(period, self._watchdog)
+
+    def _time_out(self, phase: int, timeout: float) -> None:
+        if phase == _HEAD:
+            self.limits.count("header_timeout")
+            if self._reads == 0:
+                self.transport.close()  # nothing of a request came: nothing to answer
+                return
+            message = f"request head not complete within --header-timeout-s={timeout:g}"
+        else:
+            self.limits.count("body_timeout")
+            message = f"request body received nothing for --body-timeout-s={timeout:g}"
+        self.logger.info("%s%s", _prefix(self.client), message)
+        self._refuse(408, message)
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer the request being read with ``status`` and close the connection."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            self.transport.write(refusal(status, message))
+        self.transport.close()
+
+    def _head_too_large(self) -> None:
+        limits = self.limits
+        if self._in_url():
+            limits.count("url_too_long")
+            self._refuse(414, f"request line longer than --max-url-bytes={limits.max_url_bytes}")
+        else:
+            limits.count("header_too_large")
+            self._refuse(
+                431, f"request head larger than --max-header-bytes={limits.max_header_bytes}"
+            )
+
+    def _in_url(self) -> bool:
+        """Whether the head being read has not got past its URL (no header yet)."""
+        return not self.headers and self.scope is None
 
     # --- keep-alive: one timer an idle period -------------------------------------------
     def _unset_keepalive_if_required(self) -> None:
@@ -160,10 +306,16 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._idle_at = None
+        self._reads += 1
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             if isinstance(exc, httptools.parser.errors.HttpParserCallbackError):
+                refused = exc.__context__
+                if isinstance(refused, Refused):  # a limit at the door: answered, counted
+                    self.limits.count(refused.reason)
+                    self._refuse(refused.status, str(refused))
+                    return
                 # One of our callbacks raised (a bug, not the client's request): say which.
                 self.logger.error("Exception in a parser callback", exc_info=exc.__context__)
             msg = "Invalid HTTP request received."
@@ -175,23 +327,58 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
                 self.handle_websocket_upgrade()
             else:
                 self._unsupported_upgrade_warning()
+            return
+        if self._phase == _HEAD:  # the head is not all in: counted, read by read
+            self._head_bytes += len(data)
+            if self._head_bytes > self.limits.max_header_bytes:
+                self._head_too_large()
 
     # --- parser callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
+        self._phase = _HEAD
+        self._strikes = 0
+        self._head_bytes = 0
+        self._header_bytes = 0
         self.url = b""
         self.expect_100_continue = False
         self._connection_header = False
         self.headers = []
         self.scope = None  # type: ignore[assignment]  # built with the headers (_scope)
 
+    def on_url(self, url: bytes) -> None:
+        """uvicorn's, bounded (414 past ``max_url_bytes``)."""
+        self.url += url
+        if len(self.url) > self.limits.max_url_bytes:
+            raise Refused(
+                414, "url_too_long", f"URL longer than --max-url-bytes={self.limits.max_url_bytes}"
+            )
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        """uvicorn's, noting a Connection header."""
+        """uvicorn's, noting a Connection header, bounded (431 past ``max_headers``); a
+        trailer (a header after the body) is dropped."""
+        if self._phase != _HEAD:
+            return  # a chunked body's trailer: dropped, never forwarded
+        headers = self.headers
+        if len(headers) >= self.limits.max_headers:
+            raise Refused(
+                431,
+                "too_many_headers",
+                f"more than --max-headers={self.limits.max_headers} request headers",
+            )
+        size = self._header_bytes + len(name) + len(value)
+        if size > self.limits.max_header_bytes:
+            raise Refused(
+                431,
+                "header_too_large",
+                f"request head larger than --max-header-bytes={self.limits.max_header_bytes}",
+            )
+        self._header_bytes = size
         name = name.lower()
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
         elif name == b"connection":
             self._connection_header = True
-        self.headers.append((name, value))
+        headers.append((name, value))
 
     def _scope(self) -> dict[str, Any]:
         """uvicorn's scope of the request being parsed (its on_message_begin's)."""
@@ -212,6 +399,7 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         """uvicorn's, building a :class:`Cycle`, or the fast path's request."""
+        self._phase = _BODY
         parser = self.parser
         routes = self._fast_routes
         if routes is not None and not self.access_log:  # (uvicorn's send logs a response)
@@ -296,6 +484,7 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         super().on_body(body)
 
     def on_message_complete(self) -> None:
+        self._phase = _BUSY
         cycle = self.cycle
         if cycle.is_fast:  # type: ignore[attr-defined]
             fast: FastRequest = cycle  # type: ignore[assignment]
@@ -353,6 +542,8 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
                 self._fast = None
                 self._start_asgi_task(cycle, app)
         else:  # the keep-alive timeout, armed once an idle period
+            if self._phase == _BUSY:
+                self._phase = _IDLE
             self._idle_at = self.loop.time()
             if self._keep_alive_timer is None:
                 self._keep_alive_timer = self.loop.call_later(
@@ -395,6 +586,9 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         if self._keep_alive_timer is not None:
             self._keep_alive_timer.cancel()
             self._keep_alive_timer = None
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         self.parser = None  # type: ignore[assignment]
         fast = self._fast
         if fast is not None:
@@ -429,6 +623,7 @@ class Cycle(RequestResponseCycle):
         self.keep_alive = keep_alive
         self.waiting_for_100_continue = protocol.expect_100_continue
         self.body = bytearray()
+        self.limits = protocol.limits
         # disconnected, more_body, response_started, response_complete, chunked_encoding,
         # expected_content_length and _head start as the class's values below (an
         # instance attribute once set), which saves setting them for each request.
@@ -442,6 +637,32 @@ class Cycle(RequestResponseCycle):
     expected_content_length = 0
     _head: bytes | None = None  # a start held for the body that follows
     task: asyncio.Task[None] | None = None  # the request's task, while it runs
+    limits = _DEFAULT_LIMITS
+
+    async def drain(self) -> None:
+        """Wait until the client's connection takes writes again; a client that takes
+        nothing for ``write_stall_s`` is cut off (:meth:`stalled`): the request then sees
+        its client gone, as on a disconnect, and its slot comes back."""
+        stall_s = self.limits.write_stall_s
+        if stall_s is None:
+            await self.flow.drain()
+            return
+        try:
+            async with asyncio.timeout(stall_s):
+                await self.flow.drain()
+        except TimeoutError:
+            self.stalled()
+
+    def stalled(self) -> None:
+        """The client read nothing of the response for ``write_stall_s``: counted, and the
+        connection aborted (``connection_lost`` tells the request, as a disconnect)."""
+        self.limits.count("write_stall")
+        self.logger.info(
+            "client read nothing for --write-stall-s=%g s: connection closed",
+            self.limits.write_stall_s,
+        )
+        self.disconnected = True
+        self.transport.abort()
 
     async def run_asgi(self, app: ASGI3Application) -> None:
         """uvicorn's, but ``on_response`` is reset to a shared no-op (not a new lambda), and
@@ -616,7 +837,7 @@ class Cycle(RequestResponseCycle):
             await super().send(message)
             return
         if self.flow.write_paused and not self.disconnected:
-            await self.flow.drain()
+            await self.drain()
         if self.disconnected:
             return
         msg: dict[str, Any] = message  # type: ignore[assignment]

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from inflight import names
 from router.dispatch import Dispatcher
-from router.metrics import NO_ENDPOINT, RETIRED_SERIES_KEEP_S, RouterMetrics
+from router.metrics import NO_ENDPOINT, RETIRED_SERIES_KEEP_S, RouterMetrics, finite
 from router.pool import Pool
 
 A, B = "http://127.0.0.1:9001", "http://127.0.0.1:9002"
@@ -317,3 +317,15 @@ def test_a_retired_endpoints_series_leave_the_text() -> None:
     # Unlabelled counters and histograms are untouched.
     assert samples(families["router_requests_received"], "_total") == {(): 3.0}
     assert samples(families[names.ROUTER_REQUEST_DURATION], "_count") == {(): 8.0}
+
+
+def test_no_demand_a_client_sends_makes_a_gauge_non_finite_or_the_scrape_fail() -> None:
+    assert finite(10**400) == 2.0**53 and finite(float("inf")) == 2.0**53
+    assert finite(float("nan")) == 0.0
+    d = Dispatcher(Pool(4), hold_when_full=True, kv_tokens=100)
+    d.queued_tokens = 10**400  # as a held 400-digit max_tokens would make it, unclamped
+    registry = CollectorRegistry()
+    RouterMetrics(registry, d)
+    families = scrape(registry)
+    (sample,) = families[names.ROUTER_QUEUED_TOKENS].samples
+    assert sample.value == 2.0**53

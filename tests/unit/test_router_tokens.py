@@ -28,8 +28,11 @@ from router.tokens import (
     CHAT,
     COMPLETIONS,
     COMPLETIONS_DEFAULT_MAX_TOKENS,
+    MAX_DEMAND,
     MESSAGE_OVERHEAD_TOKENS,
     NONE,
+    BadBody,
+    BadBudget,
     Demand,
     TokenDemand,
     chat_tokens,
@@ -475,3 +478,35 @@ def test_token_estimate_cuts_prompts_from_the_corpus_it_is_given(tmp_path) -> No
     assert texts == {"prose": ["prose " * 20], "json": ['{"k": 1}']}
     with pytest.raises(SystemExit):
         build_parser().parse_args([*argv, "--corpus", "no-glob"])
+
+
+# --- budgets checked, not trusted (issue 39) -----------------------------------------------
+def test_a_budget_vllm_would_refuse_is_refused_with_vllms_message() -> None:
+    body = json.dumps({"prompt": [1] * 100, "max_tokens": 10**9}).encode()
+    with pytest.raises(BadBudget, match=r"too large: 1000000000\. .* 2048 tokens .* 100 input"):
+        request_demand(COMPLETIONS, body, max_model_len=2048)
+    # A text prompt is an estimate: it never refuses; max_tokens alone past the length does.
+    text = json.dumps({"messages": [{"role": "user", "content": "x" * 9000}], "max_tokens": 2048})
+    assert request_demand(CHAT, text.encode(), max_model_len=2048).output == 2048
+    with pytest.raises(BadBudget) as info:
+        request_demand(CHAT, b'{"messages": [], "max_completion_tokens": 2049}', 2048)
+    assert info.value.param == "max_completion_tokens" and info.value.status == 400
+    for field in ("max_tokens", "n", "best_of"):
+        with pytest.raises(BadBudget, match=f"{field} must be at least 1"):
+            request_demand(COMPLETIONS, json.dumps({"prompt": "x", field: 0}).encode(), 2048)
+    with pytest.raises(BadBudget, match="3000 input tokens"):
+        request_demand(COMPLETIONS, json.dumps({"prompt": [1] * 3000}).encode(), 2048)
+
+
+def test_an_absurd_budget_with_no_length_known_is_bounded() -> None:
+    body = b'{"prompt": "hi", "max_tokens": 1' + b"0" * 400 + b', "n": 1000}'
+    demand = request_demand(COMPLETIONS, body)
+    assert demand.total == MAX_DEMAND
+    assert float(demand.total) == MAX_DEMAND  # exact, finite
+
+
+def test_a_body_nested_too_deeply_is_a_clean_400() -> None:
+    deep = b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(BadBody, match="nested too deeply") as info:
+        request_demand(COMPLETIONS, deep)
+    assert info.value.status == 400
