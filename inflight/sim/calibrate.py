@@ -32,6 +32,7 @@ from typing import Any
 
 from inflight.control.hpa import KEDA_POLLING_INTERVAL_S
 from inflight.measure.results import read_json
+from inflight.measure.run_rows import RouterSampleRow, TimelineRow, named
 
 SWEEP_SCHEMA = "inflight-bench-compare/1"
 OPENLOOP_SCHEMA = "inflight-bench-compare-openloop/1"
@@ -156,24 +157,26 @@ def openloop_rows(sim_runs: Mapping[str, Doc], live_runs: Mapping[str, Doc]) -> 
 
 
 def serving_delays(
-    timeline: Sequence[Sequence[float]], samples: Sequence[Sequence[float]]
+    timeline: Sequence[Sequence[Any]], samples: Sequence[Sequence[Any]]
 ) -> list[float]:
     """Seed s from each replica asked for to the router serving it: for every rise of the
-    desired count past ``k`` (``timeline`` rows ``[t, desired, …]``), the time until the
-    router's ready count (``samples`` rows ``[t, inflight, queued, ready]``) first reaches
-    ``k``; a request withdrawn first (desired below ``k`` again) is left out. This is the
-    start-up as the traffic feels it (process start, health probe and the router's
-    endpoint-file poll on top of the replica's own ``startup_s``).
+    desired count past ``k`` (``timeline``'s rows, as ``TimelineRow``), the time until the
+    router's ready count (``samples``' rows, as ``RouterSampleRow``) first reaches ``k``; a
+    request withdrawn first (desired below ``k`` again) is left out. This is the start-up
+    as the traffic feels it (process start, health probe and the router's endpoint-file
+    poll on top of the replica's own ``startup_s``).
 
     >>> serving_delays([[0, 3], [10, 5]], [[0, 0, 0, 3], [105, 0, 0, 4], [112, 0, 0, 5]])
     [95.0, 102.0]
     """
     out: list[float] = []
     pending: dict[int, float] = {}  # k -> asked at
-    prev = int(timeline[0][1]) if timeline else 0
+    changes = named(TimelineRow, timeline)
+    polls = named(RouterSampleRow, samples)
+    prev = int(changes[0].desired) if changes else 0
     events = sorted(
-        [(float(r[0]), 0, int(r[1])) for r in timeline[1:]]
-        + [(float(r[0]), 1, int(r[3])) for r in samples]
+        [(float(c.t_s), 0, int(c.desired)) for c in changes[1:]]
+        + [(float(p.t_s), 1, int(p.ready)) for p in polls]
     )
     for t, kind, value in events:
         if kind == 0:

@@ -32,6 +32,7 @@ from inflight.measure.classes import class_measures, class_table
 from inflight.measure.frontier import fleet_names
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
+from inflight.measure.run_rows import TimelineRow, as_row
 from inflight.measure.slo import Outcome, slo_measures
 from inflight.planes.policy_catalogue import Policy, parse_policies, resolve_policies
 from inflight.sim import kvcache, outages, report, token_admission
@@ -231,17 +232,21 @@ def _pooled(results: Sequence[SimResult], plan: OpenLoopPlan) -> dict[str, Any]:
 
 def _plot_run(result: SimResult, measures: dict[str, Any]) -> dict[str, Any]:
     """What ``inflight.measure.plots.openloop_timeseries_plot`` reads from a live run's document."""
+    from inflight.measure.plots import SENT_S
+
+    last = result.timeline[-1]
     return {
         "router_samples": result.inflight_samples,
         # The step function as the live timeline has it (a point per poll): the value held
         # at 0, every change, and the value held at the end.
         "timeline": [
-            *((p["t"], p["desired"], p["live"]) for p in result.timeline),
-            (result.finished_s, result.timeline[-1]["desired"], result.timeline[-1]["live"]),
+            *(as_row(TimelineRow(p["t"], p["desired"], p["live"])) for p in result.timeline),
+            as_row(TimelineRow(result.finished_s, last["desired"], last["live"])),
         ],
         "replica_field": "live",
-        # A live run's request rows hold the send time (seed s) at index 4.
-        "requests": [(None, None, None, None, r.sent_s) for r in result.requests],
+        # A live run's request rows have OpenLoopRequest's columns; the plot reads only
+        # sent_s (column SENT_S), so these rows stop there.
+        "requests": [(*(None,) * SENT_S, r.sent_s) for r in result.requests],
         "scenario": {"duration_s": result.end_s},
         "slo_attainment": measures["slo_attainment"],
         "replica_seconds": measures["replica_seconds"],
