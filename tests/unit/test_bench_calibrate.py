@@ -76,12 +76,12 @@ def test_level_requests_spread_over_the_clients() -> None:
 def test_the_kv_cases_replayed_show_what_the_real_engine_showed() -> None:
     p = profile()
     n, prompt, output = m.KV_CASES["two-at-a-time"]
-    _, points = m.replay_burst(p, [m.Request(prompt, output, i) for i in range(n)], 0.25)
-    two = m.kv_checks("two-at-a-time", points)
+    done, points = m.replay_burst(p, [m.Request(prompt, output, i) for i in range(n)], 0.25)
+    two = m.kv_checks("two-at-a-time", points, done)
     assert two["max_running"] == 2 and two["waited_below_slots"] and two["preemptions"] == 0
     n, prompt, output = m.KV_CASES["preemption"]
     done, points = m.replay_burst(p, [m.Request(prompt, output, i) for i in range(n)], 0.25)
-    pre = m.kv_checks("preemption", points)
+    pre = m.kv_checks("preemption", points, done)
     assert pre["four_to_two_before_a_finish"] and pre["preemptions"] >= 2
     assert all(d.finished_s > 0 for d in done)
     assert 4 in m.running_levels(points)

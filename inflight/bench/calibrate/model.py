@@ -339,11 +339,31 @@ def compare(real: Figures, emulated: Figures, tolerance: float) -> list[Check]:
     return out
 
 
-def kv_checks(case: str, points: Seq[TracePoint]) -> dict[str, bool | int]:
-    """What a KV-bound trace showed: the most running at once, the preemptions, whether
-    running fell from 4 to 2 before any request finished (the cache preempting), and
-    whether requests waited while fewer than the slots ran."""
-    most = max((p.running for p in points), default=0)
+def most_at_once(done: Seq[Done]) -> int:
+    """The most requests between their first and last token at once, from each request's
+    own times (events its client recorded, not samples of the engine's gauge, which can
+    fall on either side of a short peak). A request runs from its admission, before its
+    first token, so this is the most running at once where each admission of a request
+    came while the others it ran with were past their first token; a preempted request
+    counts through its pause. An end and a start at the same instant do not overlap.
+
+    >>> most_at_once([Done(Request(1, 1), 0, 1, 5), Done(Request(1, 1), 0, 2, 6),
+    ...               Done(Request(1, 1), 0, 5, 9)])
+    2
+    """
+    events = sorted([(d.first_token_s, 1) for d in done] + [(d.finished_s, -1) for d in done])
+    now = most = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def kv_checks(case: str, points: Seq[TracePoint], done: Seq[Done]) -> dict[str, bool | int]:
+    """What a KV-bound burst showed: the most running at once (:func:`most_at_once`, from
+    the requests' own times), the preemptions, whether running fell from 4 to 2 before any
+    request finished (the cache preempting), and whether requests waited while fewer than
+    the slots ran (the last two from the trace's samples)."""
     seen_four = False
     four_to_two = False
     for p in points:
@@ -352,7 +372,7 @@ def kv_checks(case: str, points: Seq[TracePoint]) -> dict[str, bool | int]:
             four_to_two = True
     waited_below_slots = any(0 < p.running < 4 and p.waiting > 0 for p in points)
     return {
-        "max_running": most,
+        "max_running": most_at_once(done),
         "preemptions": points[-1].preemptions if points else 0,
         "four_to_two_before_a_finish": four_to_two,
         "waited_below_slots": waited_below_slots,

@@ -246,7 +246,10 @@ def _kv_case(
     its record."""
     reqs = [d.request for d in done]
     emu_done, emu_points = m.replay_burst(profile, reqs, sample_s)
-    got = {"real": m.kv_checks(name, points), "emulated": m.kv_checks(name, emu_points)}
+    got = {
+        "real": m.kv_checks(name, points, done),
+        "emulated": m.kv_checks(name, emu_points, emu_done),
+    }
     want: dict[str, bool | int] = (
         {"max_running": 2, "waited_below_slots": True}
         if name == "two-at-a-time"
