@@ -351,6 +351,7 @@ def run(args: argparse.Namespace) -> int:
         "max_value": max((s["value"] for s in load["samples"] if "value" in s), default=None),
         "bindings_seen": sorted({s["binding"] for s in load["samples"] if s.get("binding")}),
         "max_waiting_kv": _most(load["samples"], "waiting_kv"),
+        "waiting_kv_at_full_load": _typical(load["samples"], "waiting_kv", args.requests),
         "max_running": _most(load["samples"], "running"),
         "max_held": _most(load["samples"], "held"),
         "max_tokens_held": _most(load["samples"], "tokens_held"),
@@ -372,6 +373,24 @@ def _most(samples: list[dict[str, Any]], key: str) -> float | None:
     2
     """
     return max((s[key] for s in samples if s.get(key) is not None), default=None)
+
+
+def _typical(samples: list[dict[str, Any]], key: str, in_flight: int) -> float | None:
+    """The value of ``key`` at most of the samples taken with ``in_flight`` requests in flight
+    (the router's L), the lowest on a tie; None when no such sample has it. The state the
+    load holds, not the largest seen: under the closed loop a sample can fall between a
+    request's end and the step that admits the next, as the client's next one arrives (3
+    waiting for a moment where 2 wait throughout).
+
+    >>> _typical([{"L": 4, "w": 2}, {"L": 4, "w": 3}, {"L": 4, "w": 2}, {"L": 3, "w": 1}],
+    ...          "w", 4)
+    2
+    """
+    seen: dict[float, int] = {}
+    for s in samples:
+        if s.get("L") == in_flight and s.get(key) is not None:
+            seen[s[key]] = seen.get(s[key], 0) + 1
+    return min(seen, key=lambda v: (-seen[v], v)) if seen else None
 
 
 def _write(
@@ -406,7 +425,8 @@ def markdown(
         "",
         f"Stack ready in {summary['stack_ready_s']} s; {summary['requests_finished']} requests "
         f"finished during the load, {summary['requests_failed']} failed; highest value "
-        f"{summary['max_value']}; most waiting for KV in vLLM {summary['max_waiting_kv']}; "
+        f"{summary['max_value']}; waiting for KV in vLLM at full load "
+        f"{summary.get('waiting_kv_at_full_load')} (at most {summary['max_waiting_kv']}); "
         f"most running in vLLM {summary.get('max_running')}; most held at the router "
         f"{summary.get('max_held')} ({summary.get('max_tokens_held')} tokens; the router "
         f"admits against {summary.get('kv_tokens_admitted_against')} KV tokens a replica); "
