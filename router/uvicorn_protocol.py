@@ -92,6 +92,8 @@ LIMITS = "inflight_door_limits"
 
 
 _DEFAULT_LIMITS = DoorLimits()
+# Seconds a refused connection is read (and what comes dropped) before it is closed.
+LINGER_S = 2.0
 
 # Where a connection's current request is, for the watchdog.
 _IDLE = 0  # between requests (the keep-alive timeout's)
@@ -213,6 +215,7 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         self._watch_reads = 0  # _reads at the watchdog's last wake-up
         self._strikes = 0  # wake-ups in a row with the current head or body not progressing
         self._watch: asyncio.TimerHandle | None = None
+        self._lingering = False  # refused: reading only to drop, until the close
 
     # --- limits at the door ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -268,11 +271,20 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         self._refuse(408, message)
 
     def _refuse(self, status: int, message: str) -> None:
-        """Answer the request being read with ``status`` and close the connection."""
+        """Answer the request being read with ``status`` and close the connection: a
+        lingering close (nginx's), so a client still sending gets the answer rather than a
+        reset: the write side is shut, what still arrives is read and dropped, and the
+        connection closed when the client closes it or :data:`LINGER_S` later."""
         cycle = self.cycle
+        transport = self.transport
         if cycle is None or cycle.response_complete or not cycle.response_started:
-            self.transport.write(refusal(status, message))
-        self.transport.close()
+            transport.write(refusal(status, message))
+        if self._lingering or not transport.can_write_eof():
+            transport.close()
+            return
+        self._lingering = True
+        transport.write_eof()
+        self.loop.call_later(LINGER_S, transport.close)
 
     def _head_too_large(self) -> None:
         limits = self.limits
@@ -305,6 +317,8 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
             self.timeout_keep_alive_handler()
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # refused: dropped until the close
         self._idle_at = None
         self._reads += 1
         try:
