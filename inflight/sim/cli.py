@@ -494,6 +494,7 @@ def register(subparsers: Any) -> None:
         "inflight.sim.prom_trace",
         "inflight.sim.tune_cli",
         "inflight.sim.calibrate",
+        "inflight.sim.generalize",
     ):
         try:
             module = importlib.import_module(module_name)
