@@ -29,6 +29,7 @@ from router.dispatch import Dispatcher
 from router.limits import DoorLimits
 from router.metrics import ClientErrors, RouterMetrics
 from router.model_pools import ModelFront, ModelPools
+from router.priority import PrioritySource
 from router.proxy import Proxy, Receive, Scope, Send
 from router.status import RouterStatus, router_status
 from router.upstream import Upstream
@@ -74,6 +75,7 @@ class RouterApp:
         allow_routes: Sequence[routes.Route] = (),
         models: ModelPools | None = None,
         limits: Callable[[Callable[[str], None]], DoorLimits] | None = None,
+        priority: PrioritySource | None = None,
     ) -> None:
         """``limits``: the limits at the door, made with the router's refusal counter
         (router.uvicorn_protocol's LIMITS; None: its defaults)."""
@@ -102,6 +104,7 @@ class RouterApp:
             unhealthy_backoff_s=unhealthy_backoff_s,
             routes=routes.RouteTable((*routes.OPENAI_ROUTES, *allow_routes)),
             client_errors=self.client_errors,
+            priority=priority,
         )
         # The /v1/* app: the proxy, or with several model pools the front that picks one.
         self._v1: Callable[[Scope, Receive, Send], Awaitable[None]] = self.proxy
@@ -116,6 +119,7 @@ class RouterApp:
                     unhealthy_backoff_s,
                     routes=table,
                     client_errors=self.client_errors,
+                    priority=priority,
                 )
             )
             registry.register(models.collector())

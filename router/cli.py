@@ -55,6 +55,7 @@ def serve(config: RouterSettings) -> int:
     from router.app import Background, RouterApp, UpstreamSettings
     from router.dispatch import Dispatcher
     from router.pool import Pool
+    from router.priority import PrioritySource
     from router.tokens import TokenDemand
 
     logs.configure(config.log_level)
@@ -173,6 +174,7 @@ def serve(config: RouterSettings) -> int:
         allow_routes=config.allow_routes,
         models=models,
         limits=config.door_limits,
+        priority=PrioritySource(config.priority_header_name, config.client_priority),
     )
     from router.uvicorn_protocol import HookedHttpToolsProtocol
 

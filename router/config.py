@@ -135,8 +135,9 @@ class RouterSettings(config.Settings):
         list[str],
         NoDecode,
         Cli(
-            "a priority class, repeatable: requests whose x-request-priority header or body "
-            "priority (vLLM's: lower first; 0 if absent) is at most MAX_PRIORITY (and above "
+            "a priority class, repeatable: requests whose priority (vLLM's: lower first; 0 if "
+            "absent; from --priority-header, or with --client-priority the client's "
+            "x-request-priority header or body priority) is at most MAX_PRIORITY (and above "
             "the previous class's) are held with their own deadline, classes served in "
             "priority order; DEADLINE_S seconds, 'fifo', or 'shed' (never held: 429 with "
             "Retry-After when no slot is free). Needs --hold-when-full (env: "
@@ -145,6 +146,22 @@ class RouterSettings(config.Settings):
             repeat=True,
         ),
     ] = Field(default_factory=list)
+    priority_header: Annotated[
+        str | None,
+        Cli(
+            "a request header the deployment's gateway sets (overwriting the client's): its "
+            "integer value is the request's priority for --priority-class (trusted)",
+            metavar="NAME",
+        ),
+    ] = None
+    client_priority: Annotated[
+        bool,
+        Cli(
+            "trust the client's own x-request-priority header and body priority for "
+            "--priority-class (off: a client cannot choose its class; every request without "
+            "--priority-header's header has priority 0)"
+        ),
+    ] = False
     kv_tokens: Annotated[
         int,
         Field(ge=0),
@@ -366,6 +383,13 @@ class RouterSettings(config.Settings):
             write_stall_s=self.write_stall_s or None,
             count=count,
         )
+
+    @property
+    def priority_header_name(self) -> bytes | None:
+        """``--priority-header`` as the proxy matches it (lowercase bytes); None: none."""
+        if not self.priority_header:
+            return None
+        return self.priority_header.strip().lower().encode("latin-1")
 
     @property
     def upstream_total_timeout_s(self) -> float | None:

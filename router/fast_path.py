@@ -27,7 +27,6 @@ from router.errors import BadPriority, RequestRefused
 from router.headers import error_block, response_block
 from router.metrics import NO_ENDPOINT
 from router.pool import Endpoint
-from router.priority import request_priority
 from router.relay import CLIENT_CLOSED, broke, broken_body, broken_tail, ends_stream, one_shot
 from router.upstream import (
     HttpToolsUpstream,
@@ -207,7 +206,7 @@ class FastCycle(Cycle):
         class_of = proxy.class_of
         if class_of is not None:
             try:
-                cls = class_of(request_priority(self._headers, body))
+                cls = class_of(proxy.priority(self._headers, body))
             except BadPriority:
                 self._asgi()  # answered (400) and counted there
                 return

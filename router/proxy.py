@@ -59,7 +59,7 @@ from router.headers import (
 )
 from router.metrics import NO_ENDPOINT, ClientErrors, RouterMetrics
 from router.pool import Endpoint
-from router.priority import request_priority
+from router.priority import PrioritySource
 from router.relay import CLIENT_CLOSED, broke, broken_body, broken_tail, ends_stream, one_shot
 from router.routes import OPENAI_ROUTES, RouteTable
 from router.upstream import (
@@ -106,6 +106,7 @@ class Proxy:
         clock: Callable[[], float] = time.monotonic,
         routes: RouteTable | None = None,
         client_errors: ClientErrors | None = None,
+        priority: PrioritySource | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         # router_client_errors_total (the router's, shared by its model pools' proxies).
@@ -123,6 +124,8 @@ class Proxy:
         # header and parses no body for a priority.
         plan = dispatcher.plan
         self.class_of = plan.class_of if len(plan.classes) > 1 else None
+        # Where a request's priority comes from (router.priority): the trusted sources only.
+        self.priority = priority if priority is not None else PrioritySource()
         # Token admission (router/tokens.py, router/dispatch.py): None without, so the
         # default path parses no body for a demand.
         self.demand = dispatcher.demand
@@ -247,7 +250,7 @@ class Proxy:
         cls = 0
         if self.class_of is not None:
             try:
-                cls = self.class_of(request_priority(headers, body))
+                cls = self.class_of(self.priority(headers, body))
                 self.dispatcher.classes[cls].received += 1
             except BadPriority as exc:
                 if hooks is not None:

@@ -275,3 +275,51 @@ def test_streaming_clients_that_stop_reading_lose_their_slots(
         for sock in readers:
             sock.close()
     still_serving(router)
+
+
+def test_a_clients_own_priority_changes_nothing_unless_the_operator_opts_in(
+    procs: ProcessTracker, stack: tuple[Server, Server]
+) -> None:
+    emulator, _ = stack
+    env = manifest_env()
+    env.pop("INFLIGHT_ROUTER_HOLD_DEADLINE_S")  # the classes have their own deadlines
+    classes = ("--priority-class", "high:0:1.5", "--priority-class", "batch:100:shed")
+
+    def router_with(*flags: str) -> Server:
+        return procs.start_inflight(
+            ["router", "--host", "127.0.0.1", "--port", "{port}", "--endpoints", emulator.url,
+             *classes, *flags],
+            name="router", env=env, ready_path="/router/status",
+        )  # fmt: skip
+
+    def class_of_request(router: Server, **kw: Any) -> str:
+        """The class one completion was counted in."""
+        before = class_counts(router)
+        client = openai.OpenAI(base_url=router.url + "/v1", api_key="none", max_retries=0)
+        client.completions.create(model=MODEL, prompt="hi", max_tokens=2, **kw)
+        after = class_counts(router)
+        (name,) = [c for c in after if after[c] != before.get(c, 0.0)]
+        return name
+
+    claims = {"extra_headers": {"x-request-priority": "50"}, "extra_body": {"priority": 50}}
+    plain = router_with()
+    assert class_of_request(plain, **claims) == "high"  # the claim changed nothing
+    gateway = router_with("--priority-header", "x-gateway-priority")
+    assert class_of_request(gateway, **claims) == "high"
+    set_by_gateway = {"extra_headers": {"x-gateway-priority": "50"}}
+    assert class_of_request(gateway, **set_by_gateway) == "batch"
+    opted_in = router_with("--client-priority")
+    assert class_of_request(opted_in, **claims) == "batch"
+    for router in (plain, gateway, opted_in):
+        log = Path(router.process.log_path or "").read_text()
+        assert "Traceback" not in log, log[-4000:]
+
+
+def class_counts(router: Server) -> dict[str, float]:
+    prefix = names.ROUTER_CLASS_REQUESTS + '{class="'
+    out = {}
+    for line in metrics(router).splitlines():
+        if line.startswith(prefix):
+            name, _, rest = line.removeprefix(prefix).partition('"}')
+            out[name] = float(rest)
+    return out

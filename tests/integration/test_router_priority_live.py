@@ -46,7 +46,8 @@ async def test_under_overload_the_high_class_goes_first_the_sheddable_gets_429_n
         str(path),
         extra=("--slots-per-endpoint", "1", "--hold-when-full", "--file-poll-s", "0.2",
                "--priority-class", "high:0:1.5", "--priority-class", "low:10:60",
-               "--priority-class", "batch:100:shed", "--max-late-s", "120"),
+               "--priority-class", "batch:100:shed", "--max-late-s", "120",
+               "--client-priority"),  # the clients' own priorities, trusted
     )  # fmt: skip
     client = openai.AsyncOpenAI(base_url=router.url + "/v1", api_key="unused", max_retries=0)
     ttft_s: dict[str, list[float]] = {"high": [], "low": []}
