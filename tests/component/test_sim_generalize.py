@@ -1,0 +1,73 @@
+"""``inflight sim generalize`` end to end: two tiny draws through ``inflight sim compare``
+(child processes, two at once), the report's fields, and an out-dir never overwritten."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from inflight.procs import inflight_command
+from inflight.sim.draws import draw
+from inflight.sim.generalize import REPORT_SEEDS_FROM
+
+SEEDS = [REPORT_SEEDS_FROM + 3, REPORT_SEEDS_FROM + 4]
+ARGS = [
+    "sim", "generalize", "--draws", "2", "--seeds-from", str(SEEDS[0]),
+    "--purpose", "report", "--max-replicas", "3", "--duration-s", "90", "--warmup-s", "60",
+    "--peers", "kpa", "--jobs", "2",
+]  # fmt: skip
+
+
+def _run(*extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        inflight_command(*ARGS, *extra), capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_generalize_reports_the_gap_distribution_of_every_draw(tmp_path: Path) -> None:
+    out = tmp_path / "gen"
+    done = _run("--out-dir", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((out / "generalize.json").read_text())
+    meta = doc["meta"]
+    assert meta["purpose"] == "report" and meta["seeds"] == SEEDS
+    assert meta["mode"] == "warm" and meta["policy"] == "saturation" and meta["peers"] == ["kpa"]
+    assert set(doc["summary"]) == {"saturation", "kpa"}
+    for name in ("saturation", "kpa"):
+        s = doc["summary"][name]
+        assert s["draws"] == 2
+        assert s["gap_worst"] <= s["gap_p10"] <= s["gap_median"]
+        assert 0 <= s["share_dominated"] <= 1
+    assert 0 <= doc["summary"]["kpa"]["beaten_by_saturation"] <= 1
+    assert [r["draw"]["seed"] for r in doc["draws"]] == SEEDS
+    for row in doc["draws"]:
+        seed = row["draw"]["seed"]
+        expected = draw(seed, 3, duration_s=90.0, warmup_s=60.0)
+        assert row["draw"] == expected.describe()  # the draw is the seed's, as drawn here
+        folder = out / row["dir"]
+        comparison = json.loads((folder / "compare" / "comparison.json").read_text())
+        # the fixed fleets 1..3 judged on the same requests: the static frontier
+        assert set(comparison["frontier"]["fleets"]) == {"fixed:1", "fixed:2", "fixed:3"}
+        assert comparison["scenario"]["requests_planned"] == len(expected.requests)
+        for name, fig in row["policies"].items():
+            run = comparison["runs"][name]
+            assert fig["frontier_gap_points"] == round(100 * run["frontier_gap"], 3)
+            assert fig["dominated_by_fixed"] == run["dominated_by_fixed"]
+        assert row["command"][:3] == ["inflight", "sim", "compare"]
+    md = (out / "generalize.md").read_text()
+    assert "Purpose: **report**" in md and f"Seeds {SEEDS[0]}–{SEEDS[1]}" in md
+
+    before = (out / "generalize.json").read_text()
+    again = _run("--out-dir", str(out))  # an existing out-dir is refused, untouched
+    assert again.returncode == 2 and "never overwritten" in again.stderr
+    assert (out / "generalize.json").read_text() == before
+
+
+def test_a_seed_of_the_other_purpose_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        inflight_command(*ARGS[:6], "--purpose", "choose", "--out-dir", str(tmp_path / "x")),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--purpose choose" in done.stderr
+    assert not (tmp_path / "x").exists()
