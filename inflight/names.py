@@ -198,6 +198,10 @@ VLLM_REQUEST_GENERATION_TOKENS: Final = "vllm:request_generation_tokens"
 # transfer), and preemptions, counted when the preempted request next produces output
 VLLM_WAITING_BY_REASON: Final = "vllm:num_requests_waiting_by_reason"  # gauge {reason}
 VLLM_PREEMPTIONS: Final = "vllm:num_preemptions_total"
+# automatic prefix caching, in tokens: each new request's prompt looked up, and the part of
+# it found cached (a preempted request's lookups are not counted here)
+VLLM_PREFIX_CACHE_QUERIES: Final = "vllm:prefix_cache_queries_total"
+VLLM_PREFIX_CACHE_HITS: Final = "vllm:prefix_cache_hits_total"
 VLLM_MODEL_LABEL: Final = "model_name"
 VLLM_ENGINE_LABEL: Final = "engine"
 VLLM_FINISHED_REASON_LABEL: Final = "finished_reason"
@@ -225,6 +229,8 @@ VLLM_METRICS: Final[dict[str, str]] = {
     VLLM_REQUEST_GENERATION_TOKENS: "histogram",
     VLLM_WAITING_BY_REASON: "gauge",
     VLLM_PREEMPTIONS: "counter",
+    VLLM_PREFIX_CACHE_QUERIES: "counter",
+    VLLM_PREFIX_CACHE_HITS: "counter",
 }
 # info metrics (labels that describe the engine, not {model_name, engine})
 VLLM_INFO_METRICS: Final[dict[str, str]] = {VLLM_CACHE_CONFIG_INFO: "gauge"}

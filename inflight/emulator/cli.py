@@ -96,6 +96,13 @@ class EmulatorSettings(config.Settings):
         _REF.prefill_fixed_ms
     )
     tick_ms: Annotated[float, Cli("wall ms between stream wake-ups (not scaled)")] = _REF.tick_ms
+    enable_prefix_caching: Annotated[
+        bool,
+        Cli(
+            "vLLM's automatic prefix caching: a prompt's cached full blocks are not "
+            "computed again (vLLM's flag; on by default in vLLM, off here)"
+        ),
+    ] = _REF.enable_prefix_caching
     hold_control: Annotated[
         bool,
         Cli(

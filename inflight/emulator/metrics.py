@@ -80,7 +80,7 @@ CACHE_CONFIG_INFO_LABELS: dict[str, str] = {
     "cache_hit_alignment_tokens": "None",
     "effective_attention_block_size": "128",
     "enable_mamba_shared_prefix_checkpoint": "False",
-    "enable_prefix_caching": "False",  # vLLM's default is True; the emulator has none
+    "enable_prefix_caching": "False",  # vLLM's default is True; the emulator's is off
     "engine": "0",
     "gpu_memory_utilization": "0.92",
     "hash_block_size": "None",
@@ -115,10 +115,15 @@ CACHE_CONFIG_INFO_LABELS: dict[str, str] = {
 
 
 def cache_config_info(
-    block_size: int, num_gpu_blocks: int, max_model_len: int, overridden: bool
+    block_size: int,
+    num_gpu_blocks: int,
+    max_model_len: int,
+    overridden: bool,
+    prefix_caching: bool = False,
 ) -> dict[str, str]:
     """``vllm:cache_config_info``'s labels for a cache of ``num_gpu_blocks`` blocks of
-    ``block_size`` tokens (``overridden``: set by flag, vLLM's ``--num-gpu-blocks-override``).
+    ``block_size`` tokens (``overridden``: set by flag, vLLM's ``--num-gpu-blocks-override``;
+    ``prefix_caching``: ``--enable-prefix-caching``).
 
     >>> info = cache_config_info(128, 40, 2048, True)
     >>> info["kv_cache_size_tokens"], info["kv_cache_max_concurrency"], info["num_gpu_blocks"]
@@ -130,6 +135,7 @@ def cache_config_info(
         "effective_attention_block_size": str(block_size),
         names.VLLM_CACHE_NUM_BLOCKS_LABEL: str(num_gpu_blocks),
         "num_gpu_blocks_override": str(num_gpu_blocks) if overridden else "None",
+        "enable_prefix_caching": str(prefix_caching),
         names.VLLM_CACHE_SIZE_TOKENS_LABEL: str(
             vllm_kv.size_tokens(num_gpu_blocks, block_size, max_model_len)
         ),
@@ -190,6 +196,8 @@ class EngineMetrics(Collector):
         self.preemptions = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
+        self.prefix_queries = 0  # tokens (vllm:prefix_cache_queries)
+        self.prefix_hits = 0  # tokens (vllm:prefix_cache_hits)
         self.success = dict.fromkeys(FINISHED_REASONS, 0)
         self.e2e = Histogram(LATENCY_BUCKETS_S)
         self.queue = Histogram(LATENCY_BUCKETS_S)
@@ -215,6 +223,10 @@ class EngineMetrics(Collector):
 
     def preempted(self, count: int) -> None:
         self.preemptions += count
+
+    def prefix_cache(self, queries: int, hits: int) -> None:
+        self.prefix_queries += queries
+        self.prefix_hits += hits
 
     def finished(
         self, reason: str, e2e_s: float, prompt_tokens: int, generation_tokens: int
@@ -271,6 +283,16 @@ class EngineMetrics(Collector):
                 names.VLLM_PREEMPTIONS,
                 "Cumulative number of preemption from the engine.",
                 self.preemptions,
+            ),
+            (
+                names.VLLM_PREFIX_CACHE_QUERIES,
+                "Prefix cache queries, in terms of number of queried tokens.",
+                self.prefix_queries,
+            ),
+            (
+                names.VLLM_PREFIX_CACHE_HITS,
+                "Prefix cache hits, in terms of number of cached tokens.",
+                self.prefix_hits,
             ),
         ):
             c = CounterMetricFamily(name.removesuffix("_total"), doc, labels=label)

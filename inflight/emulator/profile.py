@@ -80,6 +80,10 @@ class Profile:
     prefill_ms_per_1k_tokens_sq: float = 0.0  # prefill's quadratic term, ms per (1k tokens)²
     prefill_fixed_ms: float = 0.0  # a prefill's fixed cost, once per admission (ms)
     tick_ms: float = 10.0  # wall ms between wake-ups while tokens stream (not scaled)
+    # vLLM's automatic prefix caching (its default is on): sequences that carry their
+    # prompt's block hashes reuse cached blocks (inflight/emulator/engine.py). Off here by
+    # default, so today's runs stay as they were (a bench's repeated transcript would hit).
+    enable_prefix_caching: bool = False
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str, str]] = [
@@ -127,12 +131,17 @@ class Profile:
                 f"{self.prefill_ms_per_1k_tokens:g}: no time is left for decoding",
             )
 
-    def prefill_s(self, prompt_tokens: int, context_tokens: int = 0) -> float:
+    def prefill_s(
+        self, prompt_tokens: int, context_tokens: int = 0, first: bool | None = None
+    ) -> float:
         """Wall seconds of prefill for ``prompt_tokens`` that follow ``context_tokens`` already
-        computed (a later chunk, scaled): linear, plus the quadratic term's share, plus the
-        fixed cost for a first chunk (``context_tokens`` 0)."""
+        computed (a later chunk, or a cached prefix; scaled): linear, plus the quadratic
+        term's share, plus the fixed cost for an admission's first chunk (``first``; by
+        default, ``context_tokens`` 0)."""
         linear_s = prompt_tokens / 1000.0 * self.prefill_ms_per_1k_tokens / 1000.0
-        if self.prefill_fixed_ms and not context_tokens:
+        if first is None:
+            first = not context_tokens
+        if self.prefill_fixed_ms and first:
             linear_s += self.prefill_fixed_ms / 1000.0
         if self.prefill_ms_per_1k_tokens_sq:
             end_k, start_k = (context_tokens + prompt_tokens) / 1000.0, context_tokens / 1000.0

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from inflight.emulator.engine import Engine, Sequence
 from inflight.emulator.metrics import EngineMetrics, cache_config_info
 from inflight.emulator.openai_api import (
+    CHARS_PER_TOKEN,
     ApiError,
     ChatCompletionRequest,
     CompletionRequest,
@@ -62,6 +63,7 @@ from inflight.emulator.openai_api import (
     validation_error,
 )
 from inflight.emulator.profile import Profile
+from inflight.prefix_blocks import request_blocks
 
 EMULATOR_VERSION = "0.10.1+inflight.emulator"
 
@@ -87,6 +89,7 @@ class Replica:
             profile.kv_blocks,
             profile.max_model_len,
             profile.num_gpu_blocks != 0,
+            profile.enable_prefix_caching,
         )
         self.metrics = EngineMetrics(
             served_names[0], self._gauges, registry, profile.max_model_len, cache_info
@@ -310,6 +313,7 @@ async def _generate(request: Request, replica: Replica, chat: bool, body: Any) -
         arrival_s=0.0,
         stream=req.stream,
         natural_stop=req.max_tokens is None,
+        block_hashes=_block_hashes(replica.profile, chat, body),
     )
     event = asyncio.Event()
     replica.submit(seq, event)
@@ -331,6 +335,17 @@ async def _generate(request: Request, replica: Replica, chat: bool, body: Any) -
     finally:
         if not handed_over:
             replica.release(seq)
+
+
+def _block_hashes(
+    profile: Profile, chat: bool, body: CompletionRequest | ChatCompletionRequest
+) -> tuple[int, ...]:
+    """The prompt's full-block hashes, with prefix caching on: token ids exactly, text in
+    blocks of ``block_size × CHARS_PER_TOKEN`` characters (``inflight.prefix_blocks``)."""
+    if not profile.enable_prefix_caching:
+        return ()
+    doc = body.model_dump(include={"messages"} if chat else {"prompt"})
+    return tuple(request_blocks(doc, chat, profile.block_size, CHARS_PER_TOKEN))
 
 
 def _stream(replica: Replica, req: GenRequest, seq: Sequence, event: asyncio.Event) -> Response:
