@@ -129,7 +129,6 @@ class FastCycle(Cycle):
         self.default_headers = protocol.server_state.default_headers
         self.on_response = protocol.on_response_complete
         self.keep_alive = keep_alive
-        self.limits = protocol.limits
         self._proto = protocol
         self._proxy = proxy
         self._method = method
@@ -288,10 +287,16 @@ class FastCycle(Cycle):
                 self.stream_chunk(chunk)
         if self.flow.write_paused and not self.disconnected:
             response.pause()  # until the client's buffer drains (writable)
-            stall_s = self.limits.write_stall_s
+            stall_s = self._proto.limits.write_stall_s
             if stall_s is not None and self._stall is None:
                 # A client that takes nothing for that long is cut off: its slot back.
                 self._stall = self._proto.loop.call_later(stall_s, self.stalled)
+
+    def stalled(self) -> None:
+        """Cycle's (its write-stall timer fired), with the protocol's limits (read here,
+        not stored for each request)."""
+        self.limits = self._proto.limits
+        super().stalled()
 
     def writable(self) -> None:
         stall = self._stall

@@ -95,6 +95,16 @@ _DEFAULT_LIMITS = DoorLimits()
 # Seconds a refused connection is read (and what comes dropped) before it is closed.
 LINGER_S = 2.0
 
+
+class _Dropper:
+    """A refused connection's parser: what still comes is dropped."""
+
+    def feed_data(self, data: bytes) -> None:
+        pass
+
+
+_DROP: Any = _Dropper()
+
 # Where a connection's current request is, for the watchdog.
 _IDLE = 0  # between requests (the keep-alive timeout's)
 _HEAD = 1  # waiting for or reading a request's head
@@ -207,12 +217,19 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         self._connection_header = False  # the request being parsed has one
         self._idle_at: float | None = None  # loop time the connection went idle; None: busy
         self._keep_alive_timer: asyncio.TimerHandle | None = None
-        self.limits: DoorLimits = getattr(self.app, LIMITS, _DEFAULT_LIMITS)
+        limits: DoorLimits = getattr(self.app, LIMITS, _DEFAULT_LIMITS)
+        self.limits = limits
+        # Reads that begin in a head (or between requests) are summed in _head_bytes; past
+        # the smaller head limit the head is measured exactly (_check_head), and a head still
+        # not in past max_header_bytes is refused read by read (a header trickled in).
+        self._check_from = min(limits.max_url_bytes, limits.max_header_bytes)
+        self._max_headers = limits.max_headers
+        self._max_head = limits.max_header_bytes
         self._phase = _HEAD
-        self._head_bytes = 0  # bytes of the current head read so far (over whole reads)
-        self._header_bytes = 0  # bytes of its headers parsed so far (names and values)
+        self._head_bytes = 0  # bytes of reads that began in a head, since the last head
         self._reads = 0  # data_received calls: the watchdog's sign of progress
         self._watch_reads = 0  # _reads at the watchdog's last wake-up
+        self._watch_head: object = None  # the head (its headers list) at the last wake-up
         self._strikes = 0  # wake-ups in a row with the current head or body not progressing
         self._watch: asyncio.TimerHandle | None = None
         self._lingering = False  # refused: reading only to drop, until the close
@@ -246,6 +263,8 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         if phase == _HEAD or (phase == _BODY and not self.flow.read_paused):
             if phase == _BODY and reads != self._watch_reads:
                 self._strikes = 0  # the body moved
+            elif phase == _HEAD and self.headers is not self._watch_head:
+                self._strikes = 1  # another head than at the last wake-up: its first
             else:
                 self._strikes += 1
             timeout = limits.header_timeout_s if phase == _HEAD else limits.body_timeout_s
@@ -255,6 +274,7 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         else:
             self._strikes = 0
         self._watch_reads = reads
+        self._watch_head = self.headers
         self._watch = self.loop.call_later(period, self._watchdog)
 
     def _time_out(self, phase: int, timeout: float) -> None:
@@ -279,18 +299,39 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
         transport = self.transport
         if cycle is None or cycle.response_complete or not cycle.response_started:
             transport.write(refusal(status, message))
+        self._phase = _BUSY  # nothing more is counted or timed
         if self._lingering or not transport.can_write_eof():
             transport.close()
             return
         self._lingering = True
+        self.parser = _DROP  # what still comes is dropped
         transport.write_eof()
         self.loop.call_later(LINGER_S, transport.close)
+
+    def _check_head(self) -> None:
+        """The head just in, measured (its reads passed the smaller head limit, or it has
+        too many headers): Refused past a limit (the parser stops; data_received answers)."""
+        limits = self.limits
+        if len(self.url) > limits.max_url_bytes:
+            raise Refused(
+                414, "url_too_long", f"URL longer than --max-url-bytes={limits.max_url_bytes}"
+            )
+        if len(self.headers) > limits.max_headers:
+            raise Refused(
+                431,
+                "too_many_headers",
+                f"more than --max-headers={limits.max_headers} request headers",
+            )
+        size = len(self.url) + sum(len(name) + len(value) for name, value in self.headers)
+        if size > limits.max_header_bytes:
+            message = f"request head larger than --max-header-bytes={limits.max_header_bytes}"
+            raise Refused(431, "header_too_large", message)
 
     def _head_too_large(self) -> None:
         limits = self.limits
         if self._in_url():
             limits.count("url_too_long")
-            self._refuse(414, f"request line longer than --max-url-bytes={limits.max_url_bytes}")
+            self._refuse(414, f"URL longer than --max-url-bytes={limits.max_url_bytes}")
         else:
             limits.count("header_too_large")
             self._refuse(
@@ -317,10 +358,10 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
             self.timeout_keep_alive_handler()
 
     def data_received(self, data: bytes) -> None:
-        if self._lingering:
-            return  # refused: dropped until the close
         self._idle_at = None
         self._reads += 1
+        if self._phase <= _HEAD:  # a read that begins in a head (or before one)
+            self._head_bytes += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -342,57 +383,30 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
             else:
                 self._unsupported_upgrade_warning()
             return
-        if self._phase == _HEAD:  # the head is not all in: counted, read by read
-            self._head_bytes += len(data)
-            if self._head_bytes > self.limits.max_header_bytes:
-                self._head_too_large()
+        if self._head_bytes > self._max_head and self._phase == _HEAD:
+            # Reads past max_header_bytes and the head still not in (a header trickled in):
+            # refused now, before httptools accumulates more of it.
+            self._head_too_large()
 
     # --- parser callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
         self._phase = _HEAD
-        self._strikes = 0
-        self._head_bytes = 0
-        self._header_bytes = 0
         self.url = b""
         self.expect_100_continue = False
         self._connection_header = False
         self.headers = []
         self.scope = None  # type: ignore[assignment]  # built with the headers (_scope)
 
-    def on_url(self, url: bytes) -> None:
-        """uvicorn's, bounded (414 past ``max_url_bytes``)."""
-        self.url += url
-        if len(self.url) > self.limits.max_url_bytes:
-            raise Refused(
-                414, "url_too_long", f"URL longer than --max-url-bytes={self.limits.max_url_bytes}"
-            )
-
     def on_header(self, name: bytes, value: bytes) -> None:
-        """uvicorn's, noting a Connection header, bounded (431 past ``max_headers``); a
-        trailer (a header after the body) is dropped."""
-        if self._phase != _HEAD:
-            return  # a chunked body's trailer: dropped, never forwarded
-        headers = self.headers
-        if len(headers) >= self.limits.max_headers:
-            raise Refused(
-                431,
-                "too_many_headers",
-                f"more than --max-headers={self.limits.max_headers} request headers",
-            )
-        size = self._header_bytes + len(name) + len(value)
-        if size > self.limits.max_header_bytes:
-            raise Refused(
-                431,
-                "header_too_large",
-                f"request head larger than --max-header-bytes={self.limits.max_header_bytes}",
-            )
-        self._header_bytes = size
+        """uvicorn's, noting a Connection header. (A trailer, a header after a chunked
+        body, lands in a list nobody reads: :meth:`on_headers_complete` hands the
+        headers over.)"""
         name = name.lower()
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
         elif name == b"connection":
             self._connection_header = True
-        headers.append((name, value))
+        self.headers.append((name, value))
 
     def _scope(self) -> dict[str, Any]:
         """uvicorn's scope of the request being parsed (its on_message_begin's)."""
@@ -414,6 +428,9 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         """uvicorn's, building a :class:`Cycle`, or the fast path's request."""
         self._phase = _BODY
+        if self._head_bytes > self._check_from or len(self.headers) > self._max_headers:
+            self._check_head()
+        self._head_bytes = 0
         parser = self.parser
         routes = self._fast_routes
         if routes is not None and not self.access_log:  # (uvicorn's send logs a response)
@@ -455,6 +472,9 @@ class HookedHttpToolsProtocol(HttpToolsProtocol):
             scope["http_version"] = http_version
         if parser.should_upgrade() and self._should_upgrade():
             return
+        # The scope has the headers; what the parser still calls on_header for (a chunked
+        # body's trailers) goes to a new list, dropped: never forwarded.
+        self.headers = []
         parsed_url = httptools.parse_url(self.url)
         raw_path = parsed_url.path
         path = raw_path.decode("ascii")
