@@ -234,6 +234,8 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
         prompt = _length(args.prompt_tokens, prompt_default, "--prompt-tokens")
         out = _length(args.max_tokens, max_default, "--max-tokens")
         requests = plan_requests(schedule, prompt, out, seed)
+        if scenario is not None:
+            requests = scenario.with_prefixes(requests, seed)
         if not requests:
             raise ValueError(
                 f"--arrivals: the schedule {schedule.text} drew no request with --seed {seed}"
@@ -244,6 +246,7 @@ def plan_from_args(args: argparse.Namespace) -> OpenLoopPlan:
             "prompt_tokens": prompt.text,
             "max_tokens": out.text,
             "seed": seed,
+            **({"prefix": scenario.prefix.text} if scenario and scenario.prefix else {}),
         }
     mix_text: str | None = getattr(args, "priority_mix", None)
     if mix_text is not None:

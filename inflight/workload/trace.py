@@ -36,6 +36,11 @@ class PlannedRequest:
     prompt_tokens: int
     max_tokens: int
     priority: int = 0  # x-request-priority (vLLM's: lower first; optional "priority")
+    # The prompt's prefix as block ids (inflight.prefix_blocks.rechunk): one id per
+    # ``prefix_block_tokens`` tokens, each standing for every token up to its block's end
+    # (Mooncake's hash_ids; the shared-prefix scenarios). Empty: nothing known of it.
+    prefix_ids: tuple[int, ...] = ()
+    prefix_block_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.t_s) and self.t_s >= 0):
@@ -43,6 +48,8 @@ class PlannedRequest:
         for name in ("prompt_tokens", "max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.prefix_ids and self.prefix_block_tokens < 1:
+            raise ValueError("prefix ids need their block size (prefix_block_tokens >= 1)")
 
 
 def _request_from(obj: Any) -> PlannedRequest:

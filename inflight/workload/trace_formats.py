@@ -11,7 +11,10 @@
   ContextTokens → ``prompt_tokens``, GeneratedTokens → ``max_tokens``.
 * **Mooncake JSONL** (``kvcache-ai/Mooncake``, ``FAST25-release/traces/*.jsonl``):
   ``{"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]}`` a line;
-  ``timestamp`` is in milliseconds; ``hash_ids`` (prefix reuse) and other fields are ignored.
+  ``timestamp`` is in milliseconds; ``hash_ids`` (optional) are the prompt's blocks of
+  :data:`MOONCAKE_BLOCK_TOKENS` tokens as published, equal ids for equal prefixes: each
+  request carries them (``PlannedRequest.prefix_ids``) for the simulator's prefix cache
+  (``inflight.prefix_blocks.rechunk``); other fields are ignored.
 
 A name ending ``.gz`` is read through gzip. Time 0 is the file's earliest request (an
 inflight trace's times are already seconds from the run's start: there, 0). The two
@@ -56,6 +59,7 @@ from inflight.workload.trace import PlannedRequest, TraceError, parse_trace_line
 INFLIGHT, AZURE, MOONCAKE = "inflight", "azure", "mooncake"
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
+MOONCAKE_BLOCK_TOKENS = 512  # tokens a hash_ids block stands for (Mooncake's traces' README)
 _STAMP = re.compile(
     r"^(?P<dt>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?(?P<z>Z|[+-]00:?00)?$"
 )
@@ -70,6 +74,8 @@ class Row:
     prompt_tokens: int
     max_tokens: int
     line: int
+    prefix_ids: tuple[int, ...] = ()  # the prompt's block ids (Mooncake's hash_ids)
+    prefix_block_tokens: int = 0  # tokens an id stands for
 
 
 @dataclass(frozen=True)
@@ -232,15 +238,27 @@ def parse_mooncake(lines: Iterable[str], path: str) -> list[Row]:
             raise TraceError(f"{where}: timestamp must be a number (ms), got {json.dumps(ts)}")
         if origin_ms is None:
             origin_ms = float(ts)
+        ids = _hash_ids(obj.get("hash_ids", []), where)
         rows.append(
             Row(
                 (float(ts) - origin_ms) / 1000.0,
                 _count(obj["input_length"], where, "input_length"),
                 _count(obj["output_length"], where, "output_length"),
                 lineno,
+                ids,
+                MOONCAKE_BLOCK_TOKENS if ids else 0,
             )
         )
     return rows
+
+
+def _hash_ids(value: Any, where: str) -> tuple[int, ...]:
+    """Mooncake's ``hash_ids``: a list of integers (absent: none)."""
+    if not isinstance(value, list) or any(
+        isinstance(v, bool) or not isinstance(v, int) for v in value
+    ):
+        raise TraceError(f"{where}: hash_ids must be a list of integers, got {json.dumps(value)}")
+    return tuple(value)
 
 
 def out_of_order(rows: Sequence[Row]) -> int:
@@ -292,6 +310,8 @@ def window_and_warmup(
             (r.t_s - origin - zero_s) / window.rate_scale,
             max(1, r.prompt_tokens),
             max(1, r.max_tokens),
+            prefix_ids=r.prefix_ids,
+            prefix_block_tokens=r.prefix_block_tokens,
         )
 
     requests = [planned(r, lo) for r in inside]
@@ -303,6 +323,9 @@ def window_and_warmup(
         "trace_reordered": out_of_order(rows),
         "trace_lengths_raised_to_1": raised,
     }
+    with_ids = sum(1 for r in rows if r.prefix_ids)
+    if with_ids:
+        counts["trace_requests_with_prefix_ids"] = with_ids
     return requests, end_s, counts, warmup
 
 

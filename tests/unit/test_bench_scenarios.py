@@ -73,8 +73,9 @@ def test_diurnal_is_the_cosine_day_sampled_every_30_s() -> None:
 
 
 def test_unknown_scenario_names_the_flag() -> None:
+    known = "diurnal, hot-prefix, no-prefix, ramp, shared-prefix, spike"
     with pytest.raises(
-        ValueError, match=r"--scenario: unknown scenario 'flat' \(known: diurnal, ramp, spike\)"
+        ValueError, match=rf"--scenario: unknown scenario 'flat' \(known: {known}\)"
     ):
         get_scenario("flat")
 
