@@ -227,8 +227,19 @@ async def read_added(
     """The on-add read of ``ep`` (marked unread by :meth:`AddedReads.added`): its capacity
     or the fallback applies, unless it left the pool (or a round read it) meanwhile."""
     url = ep.url
+    demand = dispatcher.demand
+    # max_model_len is read with the capacity, not after it: an endpoint admitting on a
+    # known capacity with max_model_len unknown would take any budget (issue 39).
+    wants_len = not fixed_len and isinstance(demand, TokenDemand)
     try:
-        got = await read_cache(session, url, timeout_s)
+        if wants_len:
+            got, models = await asyncio.gather(
+                read_cache(session, url, timeout_s),
+                _get(session, url + "/v1/models", timeout_s, _models_len),
+            )
+            length = models.value
+        else:
+            got, length = await read_cache(session, url, timeout_s), None
         if dispatcher.pool.get(url) is not ep or not dispatcher.kv_unread(url):
             return  # gone, added again (its own read decides), or a round read it first
         cache: KvCache | None = got.value
@@ -242,12 +253,10 @@ async def read_added(
             dispatcher.set_kv_capacity(url, None)
             return
         log.info("endpoint %s: KV capacity %d usable tokens (read on add)", url, cache.tokens)
+        known = demand.max_model_len if isinstance(demand, TokenDemand) else None
+        if isinstance(demand, TokenDemand) and length is not None and length > (known or 0):
+            demand.max_model_len = length
         dispatcher.set_kv_capacity(url, *cache)
-        demand = dispatcher.demand
-        if not fixed_len and isinstance(demand, TokenDemand):
-            length = (await _get(session, url + "/v1/models", timeout_s, _models_len)).value
-            if length is not None and length > (demand.max_model_len or 0):
-                demand.max_model_len = length
     finally:
         _fall_back(dispatcher, ep)
 

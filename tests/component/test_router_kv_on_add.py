@@ -43,6 +43,7 @@ from router import endpoint_lists
 from router.dispatch import Dispatcher
 from router.kv_discovery import AddedReads
 from router.pool import Endpoint, Pool
+from router.tokens import TokenDemand
 from tests.integration.test_router_emulator import start_router
 from tests.support import (
     LoopbackHTTPServer,
@@ -264,15 +265,25 @@ class Replicas:
     def __init__(self) -> None:
         self.gate = asyncio.Event()
         self.runners: list[web.AppRunner] = []
+        self.metrics_served = 0
+        self.models_asked = 0
 
-    async def start(self, hang: bool = False) -> str:
+    async def start(self, hang: bool = False, hang_models: bool = False) -> str:
         async def metrics(_: web.Request) -> web.Response:
             if hang:
                 await self.gate.wait()
+            self.metrics_served += 1
             return web.Response(text=CACHE_INFO)
+
+        async def models(_: web.Request) -> web.Response:
+            self.models_asked += 1
+            if hang_models:
+                await self.gate.wait()
+            return web.json_response({"data": [{"id": "m", "max_model_len": 2048}]})
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)
+        app.router.add_get("/v1/models", models)
         runner = web.AppRunner(app)
         await runner.setup()
         self.runners.append(runner)
@@ -392,3 +403,30 @@ async def test_stopping_the_reader_falls_back_and_keeps_the_held_requests(
         await until(lambda: held.sent() == 3, "the last one sent")
         held.finish()
         assert d.queued == 0 and d.tokens_in_flight(slow) == 0
+
+
+async def test_the_capacity_read_on_add_comes_with_max_model_len(replicas: Replicas) -> None:
+    """Issue 39: an endpoint is never admitted on a known capacity while its max_model_len
+    is unknown (a budget past it would be taken and held): both are read, then both set."""
+    d = Dispatcher(Pool(4), hold_when_full=True, discover_kv_tokens=True, demand=TokenDemand(None))
+    reads = AddedReads()
+    reads.watch(d)
+    async with aiohttp.ClientSession() as session:
+        reader = asyncio.ensure_future(reads.run(lambda: session, 30.0, False))
+        try:
+            url = await replicas.start(hang_models=True)
+            endpoint_lists.apply(d, [url])
+            demand = d.demand
+            assert isinstance(demand, TokenDemand)
+            await until(
+                lambda: replicas.metrics_served == 1 and replicas.models_asked == 1,
+                "the capacity answered, max_model_len asked",
+            )
+            # The capacity is in, max_model_len not: the endpoint is not admitted on it yet.
+            assert d.kv_unread(url) and d.kv_capacity(url) is None
+            replicas.gate.set()
+            await until(lambda: not d.kv_unread(url), "read")
+            assert d.kv_capacity(url) == USABLE and demand.max_model_len == 2048
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
