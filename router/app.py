@@ -82,8 +82,8 @@ class RouterApp:
         self.dispatcher = dispatcher  # with ``models``: unused, the pools have their own
         self.registry = registry
         self.models = models
-        # router_client_errors_total: the door's and every pool's proxy's (exported with the
-        # router's metrics; with model pools, not yet: each pool's registry has its own).
+        # router_client_errors_total: the door's and every pool's proxy's, one for the router
+        # (with model pools registered here, beside the pools' labelled series).
         self.client_errors = ClientErrors()
         self.metrics = RouterMetrics(
             registry if models is None else CollectorRegistry(),
@@ -123,6 +123,7 @@ class RouterApp:
                 )
             )
             registry.register(models.collector())
+            registry.register(self.client_errors)
             self._v1 = ModelFront(models, max_body_bytes)
         else:
             # router.uvicorn_protocol's fast path: the table's exact work routes go to the proxy

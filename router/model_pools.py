@@ -293,6 +293,10 @@ class ModelPools:
         return _Labelled(self)
 
 
+# router_client_errors_total as prometheus_client names its family (no ``_total``).
+_CLIENT_ERRORS = names.ROUTER_CLIENT_ERRORS.removesuffix("_total")
+
+
 class _Labelled(Collector):
     """The pools' registries merged, each sample labelled with its pool's model."""
 
@@ -304,6 +308,8 @@ class _Labelled(Collector):
         for pool in list(self._pools.pools.values()):
             pool.metrics.prune()
             for family in pool.registry.collect():
+                if family.name == _CLIENT_ERRORS:
+                    continue  # the router's own (the door comes before the pools): not a pool's
                 out = families.get(family.name)
                 if out is None:
                     out = Metric(family.name, family.documentation, family.type, family.unit)

@@ -143,6 +143,20 @@ def test_configured_pools_route_by_model_and_answer_vllms_404(
         urllib.request.urlopen(req, timeout=5)
     assert err.value.code == 404
     assert json.loads(err.value.read())["error"]["type"] == "route_not_found"
+    # The limits at the door come before the pools: counted once, the router's (no model).
+    long_url = urllib.request.Request(router.url + "/v1/" + "a" * 9000, method="GET")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(long_url, timeout=5)
+    assert err.value.code == 414
+    with urllib.request.urlopen(router.url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    refused = [
+        (s.labels, s.value)
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == names.ROUTER_CLIENT_ERRORS and s.labels["reason"] == "url_too_long"
+    ]
+    assert refused == [({"reason": "url_too_long"}, 1.0)]
 
     # A pool's file changes: only that pool's endpoints follow.
     a2 = start_emulator(procs, "model-a")
