@@ -23,6 +23,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from inflight.workload.plan import (
     add_trace_warmup_flag,
     plan_from_args,
 )
-from inflight.workload.scenarios import SCENARIOS
+from inflight.workload.scenarios import PREFIX_SCENARIOS, SCENARIOS
 from inflight.workload.slowing import add_slowing_flags
 from inflight.workload.trace import TraceError
 
@@ -118,6 +119,10 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
         kwargs["priority_classes"] = plan.priority_classes
     if plan.max_late_s is not None:
         kwargs["max_late_s"] = plan.max_late_s
+    if any(r.prefix_ids for r in (*plan.requests, *plan.warmup)):
+        # the requests carry block ids: the replicas cache prefixes, as vLLM does by
+        # default (--no-prefix-caching: kvcache.profile turns it off)
+        kwargs["profile"] = replace(SimConfig().profile, enable_prefix_caching=True)
     try:
         return SimConfig(
             policy=policy.name if policy.frozen else policy.kind,
@@ -390,7 +395,8 @@ def _workload_flags(
     g = p.add_argument_group("workload: one of --scenario, --arrivals, --trace")
     g.add_argument(
         "--scenario",
-        choices=sorted(SCENARIOS) + (list(CLOSED_LOOP_SCENARIOS) if closed_loop else []),
+        choices=sorted({*SCENARIOS, *PREFIX_SCENARIOS})
+        + (list(CLOSED_LOOP_SCENARIOS) if closed_loop else []),
         help="inflight/workload/scenarios.py"
         + (
             "; sweep: the closed-loop sweep of inflight bench compare, then the slowing model "

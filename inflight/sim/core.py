@@ -46,6 +46,7 @@ from inflight.emulator.profile import Profile
 from inflight.measure.warmup import carried_in_flight_s
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from inflight.planes.scaler_client import ScalerUnavailable
+from inflight.prefix_blocks import rechunk
 from inflight.sim import peers
 from inflight.sim import scrapes as S
 from inflight.sim.events import EventQueue
@@ -236,6 +237,9 @@ class SimResult:
     capacity_bindings: list[str] = field(default_factory=list)
     # The scaler's own answers, with its reasons (scaler policies; scaler.jsonl)
     scaler_answers: list[ScalerAnswer] = field(default_factory=list)
+    # The replicas' prefix caches over the whole run, every replica's (warm-up included):
+    # (vllm:prefix_cache_queries, vllm:prefix_cache_hits) in tokens; None with caching off
+    prefix_cache: tuple[int, int] | None = None
 
     def points(self, key: str) -> list[tuple[float, int]]:
         return [(p["t"], int(p[key])) for p in self.timeline]
@@ -296,6 +300,14 @@ class Simulation:
                           priority=getattr(p, "priority", 0))
             for p in warmup
         ]  # fmt: skip
+        # Each request's prompt as block ids (PlannedRequest.prefix_ids), for the replicas'
+        # prefix cache (by the result's identity: RequestResult is what requests.jsonl writes)
+        self._prefix: dict[int, tuple[tuple[int, ...], int]] = {}
+        if config.profile.enable_prefix_caching:
+            for p, res in zip((*planned, *warmup), (*self.results, *self.warmup), strict=True):
+                ids: tuple[int, ...] = getattr(p, "prefix_ids", ())
+                if ids:
+                    self._prefix[id(res)] = (ids, getattr(p, "prefix_block_tokens", 0))
         self._open = 0  # requests arrived and not ended
         self._pending = len(self.results) + len(self.warmup)  # not ended (arrived or not)
         self._by_seq: dict[EngineSeq, tuple[RequestResult, Endpoint]] = {}
@@ -482,7 +494,12 @@ class Simulation:
         # Bring the replica to now first (its finished requests end, as the emulator's
         # server advances before it submits): submit's own advance would drop them.
         self._wake(replica, now)
-        seq = EngineSeq(res.prompt_tokens, res.max_tokens, arrival_s=now)
+        prefix = self._prefix.get(id(res))
+        hashes: tuple[int, ...] = ()
+        if prefix is not None:
+            size = self.config.profile.block_size
+            hashes = tuple(rechunk(prefix[0], prefix[1], size, res.prompt_tokens))
+        seq = EngineSeq(res.prompt_tokens, res.max_tokens, arrival_s=now, block_hashes=hashes)
         self._by_seq[seq] = (res, ep)
         replica.engine.submit(seq, now)
         self._schedule_wake(replica)
@@ -586,6 +603,9 @@ class Simulation:
             warmup=self.warmup,
             capacity_bindings=list(self.scaler.bindings) if self.autoscaler is not None else [],
             scaler_answers=list(self.scaler.answers) if self.autoscaler is not None else [],
+            prefix_cache=self.fleet.prefix_cache_totals()
+            if self.config.profile.enable_prefix_caching
+            else None,
             inflight_samples=[
                 (t, v)
                 for t, v in zip(self.scrapes.times_s, self.scrapes.values[S.INFLIGHT], strict=True)

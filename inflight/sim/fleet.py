@@ -64,6 +64,8 @@ class Fleet:
     by_url: dict[str, SimReplica] = field(default_factory=dict)
     backoff: lc.Backoff = field(default_factory=lc.Backoff)
     _next_id: int = 0
+    # vllm:prefix_cache_{queries,hits} (tokens) of the replicas removed so far
+    _gone_prefix: tuple[int, int] = (0, 0)
 
     # --- counts ------------------------------------------------------------------------
     @property
@@ -149,6 +151,8 @@ class Fleet:
         elif isinstance(action, lc.Remove):
             r = self.replicas.pop(action.replica_id)
             del self.by_url[r.url]
+            q, h = self._gone_prefix
+            self._gone_prefix = (q + r.engine.prefix_queries_total, h + r.engine.prefix_hits_total)
             r.wake_token += 1
         elif isinstance(action, lc.Draining):
             # The drain deadline: a pass then, whatever the router holds.
@@ -196,13 +200,25 @@ class Fleet:
                 S.KV_CACHE_TOKENS: nan,
             }
         waiting = float(sum(r.engine.num_waiting for r in serving))
-        return {
+        sample = {
             S.VLLM_WAITING: waiting,
             S.VLLM_RUNNING: float(sum(r.engine.num_running for r in serving)),
             S.KV_USAGE: sum(r.engine.kv_cache_usage() for r in serving),
             S.KV_WAITING: waiting,
             S.KV_CACHE_TOKENS: float(self.profile.kv_cache_size_tokens),
         }
+        if self.profile.enable_prefix_caching:  # vLLM's counters, as the scrape sums them
+            sample[S.PREFIX_QUERIES] = float(sum(r.engine.prefix_queries_total for r in serving))
+            sample[S.PREFIX_HITS] = float(sum(r.engine.prefix_hits_total for r in serving))
+        return sample
+
+    def prefix_cache_totals(self) -> tuple[int, int]:
+        """Every replica's prefix-cache queries and hits (tokens), the removed ones too."""
+        q, h = self._gone_prefix
+        for r in self.replicas.values():
+            q += r.engine.prefix_queries_total
+            h += r.engine.prefix_hits_total
+        return q, h
 
     def replica_of(self, ep: Endpoint) -> SimReplica:
         return self.by_url[ep.url]

@@ -54,6 +54,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         f"HTTP 400 (default {_DEFAULT.max_model_len}; with --kv-blocks, what the cache "
         "holds, up to that)",
     )
+    g.add_argument(
+        "--no-prefix-caching",
+        action="store_true",
+        help="the replicas cache no prompt prefix (by default they do, as vLLM, when the "
+        "workload's requests carry block ids: Mooncake's hash_ids, the prefix scenarios)",
+    )
 
 
 def profile(a: argparse.Namespace, base: Profile = _DEFAULT) -> Profile:
@@ -66,6 +72,8 @@ def profile(a: argparse.Namespace, base: Profile = _DEFAULT) -> Profile:
     blocks = getattr(a, "kv_blocks", None)
     block_size = getattr(a, "block_size", None)
     max_len = getattr(a, "max_model_len", None)
+    if getattr(a, "no_prefix_caching", False) and base.enable_prefix_caching:
+        base = dataclasses.replace(base, enable_prefix_caching=False)
     if blocks is None and block_size is None and max_len is None:
         return base
     for flag, value in (
@@ -104,9 +112,11 @@ def apply(config: SimConfig, a: argparse.Namespace) -> SimConfig:
 def meta(a: argparse.Namespace) -> dict[str, Any]:
     """The cache for a comparison's ``scenario`` block (empty without the flags)."""
     p = profile(a)
+    off = {"prefix_caching": False} if getattr(a, "no_prefix_caching", False) else {}
     if p is _DEFAULT:
-        return {}
+        return off
     return {
+        **off,
         "kv_blocks": p.kv_blocks,
         "block_size": p.block_size,
         "kv_cache_size_tokens": p.kv_cache_size_tokens,

@@ -86,6 +86,13 @@ def measures(result: SimResult, slo: SloSpec) -> dict[str, Any]:
     )
     figures["littles_law"] = littles_law(result)
     figures["capacity"] = capacity_bindings(result)
+    if result.prefix_cache is not None:  # the replicas' prefix caches (tokens)
+        queries, hits = result.prefix_cache
+        figures["prefix_cache"] = {
+            "queries_tokens": queries,
+            "hits_tokens": hits,
+            "hit_rate": hits / queries if queries else None,
+        }
     plan = result.config.hold_plan
     if plan is not None:  # --priority-class: attainment a class
         names = [c.name for c in plan.classes]

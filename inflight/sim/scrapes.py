@@ -99,12 +99,17 @@ KV_USAGE = "sum(vllm:kv_cache_usage_perc)"
 KV_WAITING = 'sum(vllm:num_requests_waiting_by_reason{reason="capacity"})'
 KV_CACHE_TOKENS = "max(vllm:cache_config_info{kv_cache_size_tokens})"  # the label, as a value
 KV_SERIES = (KV_USAGE, KV_WAITING, KV_CACHE_TOKENS)
+#: vLLM's prefix-cache counters (tokens), summed over the scraped replicas (prefix caching
+#: on; optional). A counter's sum falls when a replica leaves: read it with increase().
+PREFIX_QUERIES = "sum(" + names.VLLM_PREFIX_CACHE_QUERIES + ")"
+PREFIX_HITS = "sum(" + names.VLLM_PREFIX_CACHE_HITS + ")"
+PREFIX_SERIES = (PREFIX_QUERIES, PREFIX_HITS)
 #: The router's token demand (optional in :meth:`Scrapes.scrape`; :func:`router_tokens`).
 TOK_INFLIGHT = "sum(" + names.ROUTER_ENDPOINT_INFLIGHT_TOKENS + ")"
 TOK_QUEUED = "sum(" + names.ROUTER_QUEUED_TOKENS + ")"
 TOK_CAPACITY = "avg(" + names.ROUTER_ENDPOINT_KV_TOKENS + " > 0)"  # NaN: none known
 TOK_SERIES = (TOK_INFLIGHT, TOK_QUEUED, TOK_CAPACITY)
-OPTIONAL_SERIES = frozenset({*KV_SERIES, *TOK_SERIES})
+OPTIONAL_SERIES = frozenset({*KV_SERIES, *TOK_SERIES, *PREFIX_SERIES})
 SERIES = (
     INFLIGHT,
     QUEUED,
@@ -114,6 +119,7 @@ SERIES = (
     VLLM_RUNNING,
     *KV_SERIES,
     *TOK_SERIES,
+    *PREFIX_SERIES,
 )
 #: The router targets' series (the rest are the replicas'). Each target exposes its share
 #: of these, but of READY and the capacity, which every router exposes whole (the query
