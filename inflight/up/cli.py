@@ -453,10 +453,15 @@ class UpSettings(Settings):
     @property
     def router_priority_args(self) -> list[str]:
         """The router's ``--priority-class`` and ``--max-late-s`` flags, in real seconds
-        (× --time-scale), when its held requests are ordered; [] for FIFO (a peer's run)."""
+        (× --time-scale), when its held requests are ordered; [] for FIFO (a peer's run).
+        With classes, ``--client-priority`` too: on one machine the clients are the
+        stack's own (the benchmark's load states each request's priority in its body), the
+        trusted source the router otherwise refuses to read a class from."""
         plan = self.hold_plan
         argv: list[str] = []
         if plan is not None:
+            if len(plan.classes) > 1:
+                argv.append("--client-priority")
             for cls in plan.classes:
                 kind = "shed" if cls.sheddable else "fifo"
                 deadline = (

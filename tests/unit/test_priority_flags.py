@@ -101,6 +101,10 @@ def test_up_hands_the_classes_and_the_bound_to_its_router_in_real_seconds() -> N
     ]  # fmt: skip
     assert argv[argv.index("--max-late-s") + 1] == "3"
     assert "--hold-deadline-s" not in argv  # each class has its own
+    # The stack's own load states each request's priority: the router is told to trust it
+    # (a router trusts no client's priority by default), and only when there are classes.
+    assert "--client-priority" in argv
+    assert "--client-priority" not in router_args(settings("--max-late-s", "30"), Path("/e"))
     # The bound alone, with the hold deadline; and the router's own parser takes it all.
     alone = router_args(settings("--max-late-s", "30"), Path("/e"))
     assert alone[alone.index("--max-late-s") + 1] == "30" and "--hold-deadline-s" in alone
