@@ -9,7 +9,8 @@
 * ``refused_port()``: a loopback port where connections are refused (held for the test).
 * Every test fails if it leaves a live child process of the test runner behind.
 * Every run ends with the seconds spent per tier (setup, call and teardown) and the slowest
-  tests, so a CI log says where the time went.
+  tests, so a CI log says where the time went (under pytest-xdist too: the controller
+  receives the workers' reports).
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         tier = _tier(nodeid.split("::", 1)[0].split("/")) or "other"
         per_tier[tier] += seconds
         count[tier] += 1
-    terminalreporter.write_sep("=", "seconds per tier (setup + call + teardown)")
+    # Under pytest-xdist (-n) the workers' reports come here too; their seconds add up.
+    workers = terminalreporter.config.getoption("numprocesses", None)
+    summed = f", summed over {workers} workers" if workers else ""
+    terminalreporter.write_sep("=", f"seconds per tier (setup + call + teardown{summed})")
     for tier in (*_TIERS, "other"):
         if tier in per_tier:
             terminalreporter.write_line(f"{per_tier[tier]:9.1f} s  {count[tier]:5d} tests  {tier}")

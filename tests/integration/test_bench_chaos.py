@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from inflight.bench.chaos.defaults import CI_FAULTS
 from inflight.statedir import read_jsonl
 from tests.support import INFLIGHT
 
 
+@pytest.mark.serial  # deadline-bound: run alone, after the parallel stage
 def test_short_fault_run_meets_the_bar(procs, tmp_path):
     out, state = tmp_path / "out", tmp_path / "state"
     argv = [
@@ -53,6 +56,7 @@ def test_short_fault_run_meets_the_bar(procs, tmp_path):
     assert "| kill-replica |" in (out / "chaos.md").read_text()
 
 
+@pytest.mark.serial  # deadline-bound: run alone, after the parallel stage
 def test_a_router_sigstopped_during_a_surge_does_not_stop_the_scale_up(procs, tmp_path):
     """Two routers share the load; at a surge (x3) the second is SIGSTOPped: its scrapes
     time out (up == 0), so the scaler's L is partial, which may raise the count and must.

@@ -35,6 +35,7 @@ def _compare(out: Path, state: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=400)
 
 
+@pytest.mark.serial  # deadline-bound: run alone, after the parallel stage
 def test_tiny_compare_writes_everything_and_leaves_nothing_running(tmp_path: Path) -> None:
     out = tmp_path / "2026-11-29-tiny-compare"
     done = _compare(out, tmp_path / "state")

@@ -51,6 +51,7 @@ RECORD = (
 OPT_OUT = "INFLIGHT_INSTRUCTION_GUARD"
 
 
+@pytest.mark.serial  # callgrind fills a core for a while: run alone, after the parallel stage
 def test_router_instructions_a_request_stay_within_5_percent_of_the_baseline(
     tmp_path: Path,
 ) -> None:

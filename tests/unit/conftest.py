@@ -39,7 +39,9 @@ def _no_sockets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def _matplotlib_fonts_found() -> None:
     """matplotlib lists the system's fonts (``fc-list``, a process) the first time it is
     imported on a machine without its font cache: done once here, before the guard below,
-    so that a unit test drawing a plot starts no process on a fresh machine either."""
+    so that a unit test drawing a plot starts no process on a fresh machine either. Under
+    pytest-xdist each worker does it: matplotlib writes the cache under a lock file and
+    rebuilds when it reads a half-written one, so concurrent workers are safe."""
     with contextlib.suppress(ImportError):
         import matplotlib.font_manager  # noqa: F401
 

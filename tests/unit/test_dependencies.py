@@ -38,6 +38,7 @@ LOCAL = {*PACKAGES, *TESTS, *EXPERIMENTS}
 # dev dependencies that are run rather than imported, and why each is declared.
 DEV_TOOLS = {
     "pytest-asyncio": "pytest plugin (asyncio_mode = auto in pyproject.toml)",
+    "pytest-xdist": "pytest plugin (scripts/test.sh runs the parallel stage with -n)",
     "ruff": "linter and formatter (make lint)",
     "mypy": "type checker (make lint)",
     "types-pyyaml": "type stubs for mypy",
