@@ -67,8 +67,12 @@ def serve(config: RouterSettings) -> int:
 
     def make_dispatcher() -> Dispatcher:
         """A pool's dispatcher (the router's, or each model pool's)."""
+        prefix = config.dispatch == "prefix"
         made = Dispatcher(
-            Pool(config.slots_per_endpoint, dispatch=config.dispatch),
+            Pool(
+                config.slots_per_endpoint,
+                dispatch="least-outstanding" if prefix else config.dispatch,
+            ),
             hold_when_full=config.hold_when_full,
             max_queue=config.max_queue,
             queue_timeout_s=config.queue_timeout_s,
@@ -80,6 +84,8 @@ def serve(config: RouterSettings) -> int:
                 if config.token_admission
                 else None
             ),
+            prefix_balance=config.prefix_balance if prefix else None,
+            prefix_block_size=config.prefix_block_size,
         )
         if config.max_held_bytes:
             made.max_held_bytes = config.max_held_bytes

@@ -252,9 +252,29 @@ class RouterSettings(config.Settings):
         ),
     ] = 256 * 1024 * 1024
     dispatch: Annotated[
-        Literal["least-outstanding", "random"],
-        Cli("endpoint choice (random only as a benchmark baseline)"),
+        Literal["least-outstanding", "prefix", "random"],
+        Cli(
+            "endpoint choice: least-outstanding; prefix (the endpoint holding the longest "
+            "cached prefix of the prompt, within --prefix-balance of the least loaded, "
+            "router/prefix_index.py); random only as a benchmark baseline"
+        ),
     ] = "least-outstanding"
+    prefix_balance: Annotated[
+        int,
+        Field(ge=0),
+        Cli(
+            "with --dispatch prefix: requests in flight the cache's endpoint may have over "
+            "the least loaded one before the load's choice wins"
+        ),
+    ] = 2
+    prefix_block_size: Annotated[
+        int,
+        Field(ge=1),
+        Cli(
+            "with --dispatch prefix: tokens a prompt block is hashed in until an endpoint's "
+            "own block size is read from its vllm:cache_config_info (--discover-kv-tokens)"
+        ),
+    ] = 16
     health_interval_s: Annotated[float, Field(gt=0), Cli("active health checks")] = 2.0
     health_timeout_s: Annotated[float, Field(gt=0), Cli("one health check")] = 2.0
     health_timeouts: Annotated[

@@ -54,7 +54,7 @@ import asyncio
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
@@ -69,9 +69,13 @@ from router.errors import (
     Shed,
     UpstreamUnavailable,
 )
-from router.pool import Endpoint, Pool
+from router.pool import READY, Endpoint, Pool
+from router.prefix_index import PrefixIndex, PromptBlocks, prefer
+from router.tokens import DEFAULT_CHARS_PER_TOKEN
 
 R = TypeVar("R")
+# The block size a prompt is hashed in until an endpoint says its own (vLLM's default on GPUs).
+DEFAULT_PREFIX_BLOCK_SIZE = 16
 # Sends the request to an endpoint; returns once its response has begun (the proxy's
 # upstream call). NotDelivered from it means: never reached that endpoint, try another.
 Opener = Callable[[Endpoint], Awaitable[R]]
@@ -136,6 +140,9 @@ class Dispatcher:
         kv_tokens: int | None = None,
         discover_kv_tokens: bool = False,
         demand: Callable[[bytes, bytes], int] | None = None,
+        prefix_balance: int | None = None,
+        prefix_block_size: int = DEFAULT_PREFIX_BLOCK_SIZE,
+        chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
     ) -> None:
         if max_queue < 0:
             raise ValueError(f"--max-queue must be ≥ 0, got {max_queue}")
@@ -149,6 +156,10 @@ class Dispatcher:
             raise ValueError("give a plan or --hold-deadline-s/--max-late-s, not both")
         if kv_tokens is not None and kv_tokens < 1:
             raise ValueError(f"--kv-tokens must be ≥ 1, got {kv_tokens}")
+        if prefix_balance is not None and prefix_balance < 0:
+            raise ValueError(f"--prefix-balance must be ≥ 0, got {prefix_balance}")
+        if prefix_block_size < 1:
+            raise ValueError(f"--prefix-block-size must be ≥ 1, got {prefix_block_size}")
         token_aware = kv_tokens is not None or discover_kv_tokens
         if token_aware and not hold_when_full:
             raise ValueError(
@@ -194,6 +205,17 @@ class Dispatcher:
         # ``Admission.enter`` (router_held_bytes), beside ``max_queue``'s count.
         self.held_bytes = 0
         self.max_held_bytes: int | None = None
+        # Prefix-aware dispatch (--dispatch prefix, router/prefix_index.py): the index of
+        # what each endpoint probably caches, None when off (nothing is hashed or looked
+        # up); how far over the least loaded the cache's endpoint may be; the block size a
+        # request's prompt is hashed in (an endpoint's discovered one, else the flag's).
+        self.prefix = PrefixIndex() if prefix_balance is not None else None
+        # A raw request's prompt blocks (the proxy's, with the feature on; None when off).
+        self.prompt_blocks = PromptBlocks(chars_per_token) if self.prefix is not None else None
+        self.prefix_balance = prefix_balance if prefix_balance is not None else 0
+        self.prefix_block_size = prefix_block_size
+        self.prefix_hits = 0  # blocks found cached where a request was sent (estimated)
+        self.prefix_queries = 0  # blocks of the requests sent with a prompt hashed
 
     @property
     def inflight(self) -> int:
@@ -268,8 +290,62 @@ class Dispatcher:
                 self._kv_block[url] = block_size
             else:
                 self._kv_block.pop(url, None)
+        if self.prefix is not None:
+            self._size_prefix(url, tokens, block_size)
         if self._held:
             self.pump()
+
+    def _size_prefix(self, url: str, tokens: int | None, block_size: int | None) -> None:
+        """The index holds at most ``url``'s KV blocks, and prompts are hashed in its
+        block size (the engine's, read from its ``vllm:cache_config_info``)."""
+        assert self.prefix is not None
+        if block_size is not None and block_size >= 1:
+            self.prefix_block_size = block_size
+        size = self._kv_block.get(url)
+        blocks = tokens // size if tokens is not None and size else None
+        self.prefix.set_capacity(url, blocks if blocks is None or blocks >= 1 else 1)
+
+    def forget(self, urls: Sequence[str]) -> None:
+        """Endpoints removed from the pool: what the prefix index had of them goes at once
+        (a replica that comes back under the same address starts cold)."""
+        if self.prefix is not None:
+            for url in urls:
+                self.prefix.forget(url)
+
+    def cached(self, ep: Endpoint, blocks: Sequence[int]) -> None:
+        """A request with the prompt ``blocks`` got a slot on ``ep`` (from any path: at
+        once, held, retried): they are counted as found or not there, and as cached there
+        from now on (its owner calls this: :class:`Admission`, the simulator's router)."""
+        index = self.prefix
+        if index is None or not blocks:
+            return
+        self.prefix_queries += len(blocks)
+        self.prefix_hits += index.matched(ep.url, blocks)
+        index.record(ep.url, blocks)
+
+    def _choose_prefix(self, tokens: int, blocks: Sequence[int]) -> Endpoint | None:
+        """The endpoint for a request with the prompt ``blocks``: the one holding its
+        longest cached prefix while within ``prefix_balance`` requests of the least loaded
+        candidate (:func:`router.prefix_index.prefer`), else the least loaded
+        (:meth:`Pool.choose`). Candidates: ready, with a free slot (holding), and fitting
+        ``tokens`` (token admission)."""
+        index = self.prefix
+        assert index is not None
+        limit = self.pool.slots if self.hold_when_full else 1 << 62
+        token_aware = self.token_aware
+        candidates = [
+            (ep, ep.inflight, index.matched(ep.url, blocks))
+            for ep in self.pool.endpoints()
+            if ep.state == READY
+            and ep.inflight < limit
+            and (not token_aware or self.fits(ep, tokens))
+        ]
+        ep, _ = prefer(candidates, self.prefix_balance)
+        if ep is not None:
+            return ep
+        if token_aware:
+            return self._choose(tokens)
+        return self.pool.choose(below_slots=self.hold_when_full)
 
     def tokens_in_flight(self, url: str) -> int:
         """The demand of the requests dispatched to an endpoint and not finished."""
@@ -299,13 +375,22 @@ class Dispatcher:
             self._tokens[ep.url] = self._tokens.get(ep.url, 0) + self.charge_of(ep.url, tokens)
 
     # --- slots -------------------------------------------------------------------------------
-    def try_acquire(self, tokens: int = 0) -> Endpoint | None:
+    def try_acquire(self, tokens: int = 0, blocks: Sequence[int] = ()) -> Endpoint | None:
         """A slot at once if one can be had without overtaking a held request, else None.
 
         ``acquire``'s first step, callable without a coroutine (the admission's hot path).
-        ``tokens``: the request's demand (0 without token capacity).
+        ``tokens``: the request's demand (0 without token capacity). ``blocks``: its
+        prompt's block hashes with prefix-aware dispatch (empty without): the endpoint is
+        then chosen for its cache within the load's bound (:meth:`_choose_prefix`); the
+        caller records where it went (:meth:`cached`).
         """
         if not self._held:
+            if blocks and self.prefix is not None:
+                ep = self._choose_prefix(tokens, blocks)
+                if ep is not None:
+                    self.pool.acquire(ep)
+                    self._charge(ep, tokens)
+                return ep
             if self.token_aware:
                 return self._try_tokens(tokens)
             ep = self.pool.choose(below_slots=self.hold_when_full)
@@ -557,8 +642,8 @@ class Admission(Generic[R]):
     class held since), not as a newcomer.
     """
 
-    __slots__ = ("_d", "_done", "_held_at", "_holding", "_not_delivered", "_open", "cls", "ep",
-                 "response", "retried", "tokens")  # fmt: skip
+    __slots__ = ("_d", "_done", "_held_at", "_holding", "_not_delivered", "_open", "blocks",
+                 "cls", "ep", "response", "retried", "tokens")  # fmt: skip
 
     response: R
 
@@ -569,12 +654,14 @@ class Admission(Generic[R]):
         not_delivered: OnNotDelivered,
         cls: int = 0,
         tokens: int = 0,
+        blocks: Sequence[int] = (),
     ) -> None:
         self._d = dispatcher
         self._open = open
         self._not_delivered = not_delivered
         self.cls = cls
         self.tokens = tokens
+        self.blocks = blocks
         self.ep: Endpoint | None = None
         self.retried = False
         self._holding = False
@@ -586,12 +673,14 @@ class Admission(Generic[R]):
         d = self._d
         d.enter()
         try:
-            ep = d.try_acquire(self.tokens)
+            ep = d.try_acquire(self.tokens, self.blocks)
             if ep is None:
                 self._held_at = d.now()
                 ep = await d.acquire(self.cls, self._held_at, tokens=self.tokens)
             self.ep = ep
             self._holding = True  # no await since the slot was taken: cannot be lost
+            if self.blocks:
+                d.cached(ep, self.blocks)
             try:
                 self.response = await self._open(ep)
             except NotDelivered as first:
@@ -612,6 +701,8 @@ class Admission(Generic[R]):
         # Its place: the hold time it had, or ahead of all held since it took its slot.
         ep = self.ep = await self._d.acquire(self.cls, self._held_at, True, self.tokens)
         self._holding = True
+        if self.blocks:
+            self._d.cached(ep, self.blocks)
         try:
             self.response = await self._open(ep)
         except NotDelivered as second:
@@ -623,9 +714,12 @@ class Admission(Generic[R]):
     def enter_now(self) -> Endpoint | None:
         """:meth:`enter`'s steps up to the opener when they need no wait (the proxy's fast
         path, without a coroutine): count in L and take a slot at once, returning the
-        endpoint; else None, having changed nothing (then :meth:`enter` as usual)."""
+        endpoint; else None, having changed nothing (then :meth:`enter` as usual). The
+        caller records the prompt's blocks once the request is sent there
+        (:meth:`Dispatcher.cached`): it may still give the slot back and go the way of
+        :meth:`enter`, which records them itself."""
         d = self._d
-        ep = d.try_acquire(self.tokens)
+        ep = d.try_acquire(self.tokens, self.blocks)
         if ep is None:
             return None
         d.enter()

@@ -92,6 +92,8 @@ def apply(sink: Sink, urls: Sequence[str]) -> None:
     added, removed = sink.pool.set_endpoints(urls)
     if added or removed:
         log.info("endpoints: +%s -%s", added, removed)
+    if removed:
+        sink.forget(removed)
     sink.pump()
 
 

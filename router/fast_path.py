@@ -217,7 +217,10 @@ class FastCycle(Cycle):
             except RequestRefused:
                 self._asgi()  # answered (400) and counted there
                 return
-        adm = Admission(proxy.dispatcher, self.open, proxy.on_not_delivered, cls, tokens)
+        d = proxy.dispatcher
+        blocks_of = proxy.blocks_of
+        blocks = blocks_of(self._path, body, d.prefix_block_size) if blocks_of else ()
+        adm = Admission(d, self.open, proxy.on_not_delivered, cls, tokens, blocks)
         ep = adm.enter_now()
         if ep is None:  # held, or no endpoint: the ASGI way
             self._asgi()
@@ -227,6 +230,8 @@ class FastCycle(Cycle):
             adm.leave()
             self._asgi()
             return
+        if blocks:
+            d.cached(ep, blocks)
         proxy.metrics.received.inc()
         if class_of is not None:
             proxy.dispatcher.classes[cls].received += 1

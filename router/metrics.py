@@ -175,6 +175,20 @@ class _StateCollector(Collector):
             "else slots only.",
             value=d.kv_read_failures,
         )
+        if d.prefix is not None:
+            yield CounterMetricFamily(
+                names.ROUTER_PREFIX_QUERIES,
+                "Prompt blocks of the requests sent with --dispatch prefix (the router's "
+                "hashing: token ids exactly, text in block_size x chars_per_token characters).",
+                value=d.prefix_queries,
+            )
+            yield CounterMetricFamily(
+                names.ROUTER_PREFIX_HITS,
+                "Of those, the blocks the router's index held on the endpoint it chose: its "
+                "estimated hit rate is hits / queries, beside vLLM's prefix_cache_hits / "
+                "prefix_cache_queries.",
+                value=d.prefix_hits,
+            )
         states = GaugeMetricFamily(
             names.ROUTER_ENDPOINTS, "Endpoints the router knows, by state.", labels=["state"]
         )

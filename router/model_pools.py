@@ -193,6 +193,8 @@ class ModelPools:
         if added or removed:
             log.info("model %s endpoints: +%s -%s", name, added, removed)
             self.changed.set()
+        if removed:
+            pool.dispatcher.forget(removed)
         pool.dispatcher.pump()
 
     def apply(self, urls: Sequence[str]) -> None:

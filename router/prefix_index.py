@@ -14,14 +14,15 @@ endpoint's KV blocks (``num_gpu_blocks`` of ``vllm:cache_config_info``).
 What the router can see of a prompt:
 
 * **token ids** (a completion's ``prompt`` as a list of integers): the engine's own blocks,
-  exactly (:func:`token_blocks`);
+  exactly (:func:`inflight.prefix_blocks.token_blocks`);
 * **text** (a completion's ``prompt`` string, a chat's messages): the router has no
   tokenizer, so a block is ``block_size × chars_per_token`` characters of the text
-  (:func:`text_blocks`). Two prompts that share a text prefix share these blocks as far as
-  they share it, which is all the choice needs; what it cannot see is where the engine's
-  token boundaries fall (the estimate is off by at most one block at the end of a shared
-  prefix), a chat template's own tokens, tools, and images (a chat is rendered as its
-  roles and text contents in order, :func:`chat_text`).
+  (:func:`inflight.prefix_blocks.text_blocks`). Two prompts that share a text prefix
+  share these blocks as far as they share it, which is all the choice needs. What it
+  cannot see: where the engine's token boundaries fall (the estimate is off by at most
+  one block at the end of a shared prefix), a chat template's own tokens, tools, and
+  images (a chat is rendered as its roles and text contents in order,
+  :func:`inflight.prefix_blocks.chat_text`).
 
 The choice (:func:`prefer`) balances affinity against load, as the issue and the peers
 ask: the request goes to the endpoint holding its longest cached prefix while that
@@ -35,85 +36,50 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TypeVar
 
-# A block's hash chains to the one before it; the first block's parent.
-_ROOT = 0x5EED
+# The block hashing (one implementation, shared with the emulator's engine and the
+# simulator): chained hashes of full blocks of token ids, or of text in
+# ``block_size × chars_per_token`` characters.
+from inflight.prefix_blocks import chat_text, request_blocks, text_blocks, token_blocks
+from router.tokens import CHAT, COMPLETIONS, BadBody, parse_json
 
+K = TypeVar("K")  # what names an endpoint: its URL, or the endpoint itself
 
-def token_blocks(tokens: Sequence[int], block_size: int) -> list[int]:
-    """The chained hashes of the full ``block_size``-token blocks of ``tokens`` (a trailing
-    partial block is not cached by the engine, so it is not hashed).
-
-    >>> a = token_blocks(list(range(40)), 16)
-    >>> len(a), a == token_blocks(list(range(32)) + [7] * 8, 16)
-    (2, True)
-    >>> token_blocks([9] + list(range(1, 40)), 16)[1] == a[1]  # the chain: block 2 differs
-    False
-    """
-    out: list[int] = []
-    parent = _ROOT
-    for start in range(0, len(tokens) - block_size + 1, block_size):
-        parent = hash((parent, tuple(tokens[start : start + block_size])))
-        out.append(parent)
-    return out
+__all__ = [
+    "PrefixIndex",
+    "PromptBlocks",
+    "chat_text",
+    "prefer",
+    "request_blocks",
+    "text_blocks",
+    "token_blocks",
+]
 
 
-def text_blocks(text: str, block_chars: int) -> list[int]:
-    """The chained hashes of the full ``block_chars``-character blocks of ``text`` (the
-    router's stand-in for token blocks: ``block_size × chars_per_token`` characters)."""
-    out: list[int] = []
-    parent = _ROOT
-    for start in range(0, len(text) - block_chars + 1, block_chars):
-        parent = hash((parent, text[start : start + block_chars]))
-        out.append(parent)
-    return out
+class PromptBlocks:
+    """A raw request's prompt blocks, as the proxy sees it (path and body): a completion's
+    or a chat's, hashed in the dispatcher's block size; empty for another route or a body
+    the router cannot read (vLLM answers it)."""
 
+    __slots__ = ("chars_per_token",)
 
-def chat_text(messages: Any) -> str:
-    """A chat's messages as the router can render them: each message's role and its text
-    content (a string, or the ``text`` parts of a list), in order. Not the model's chat
-    template; the same messages always give the same text, and a conversation's next turn
-    extends the previous turn's text."""
-    if not isinstance(messages, list):
-        return ""
-    parts: list[str] = []
-    for message in messages:
-        if not isinstance(message, dict):
-            continue
-        parts.append(str(message.get("role", "")))
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            for item in content:
-                if isinstance(item, dict) and isinstance(item.get("text"), str):
-                    parts.append(item["text"])
-    return "\n".join(parts)
+    def __init__(self, chars_per_token: float) -> None:
+        self.chars_per_token = chars_per_token
 
-
-def request_blocks(doc: Any, chat: bool, block_size: int, chars_per_token: float) -> list[int]:
-    """A parsed request body's prompt blocks: a chat's rendered messages, a completion's
-    token ids or text (the first prompt of a batch: the engine caches each alike). Empty
-    when the body names no prompt the router can read."""
-    if not isinstance(doc, dict):
-        return []
-    block_chars = max(1, round(block_size * chars_per_token))
-    if chat:
-        return text_blocks(chat_text(doc.get("messages")), block_chars)
-    prompt = doc.get("prompt")
-    if isinstance(prompt, list) and prompt:
-        first = prompt[0]
-        if isinstance(first, int) and not isinstance(first, bool):
-            return token_blocks(prompt, block_size)
-        if isinstance(first, list):
-            return token_blocks(first, block_size)
-        if isinstance(first, str):
-            return text_blocks(first, block_chars)
-        return []
-    if isinstance(prompt, str):
-        return text_blocks(prompt, block_chars)
-    return []
+    def __call__(self, path: bytes, body: bytes, block_size: int) -> list[int]:
+        route = path.partition(b"?")[0]
+        if route == COMPLETIONS:
+            chat = False
+        elif route == CHAT:
+            chat = True
+        else:
+            return []
+        try:
+            doc = parse_json(body)
+        except (ValueError, BadBody):  # not JSON, or too deeply nested: no blocks
+            return []
+        return request_blocks(doc, chat, block_size, self.chars_per_token)
 
 
 class PrefixIndex:
@@ -185,10 +151,10 @@ class PrefixIndex:
             held.popitem(last=False)
 
 
-def prefer(candidates: Sequence[tuple[str, int, int]], balance: int) -> tuple[str | None, int]:
+def prefer(candidates: Sequence[tuple[K, int, int]], balance: int) -> tuple[K | None, int]:
     """The endpoint a request should go to for its cache, or None for the load's choice.
 
-    ``candidates``: (URL, requests in flight, blocks of the request it holds) for each
+    ``candidates``: (endpoint, requests in flight, blocks of the request it holds) for each
     endpoint that could take the request now. The one holding the most blocks (the least
     loaded among those) wins while its load is within ``balance`` of the least-loaded
     candidate's; else, or when none holds any block, None. Returns the choice and the
@@ -201,7 +167,7 @@ def prefer(candidates: Sequence[tuple[str, int, int]], balance: int) -> tuple[st
     >>> prefer([("a", 1, 4), ("b", 1, 9), ("c", 0, 0)], balance=2)
     ('b', 9)
     """
-    best_url: str | None = None
+    best_url: K | None = None
     best_hit = 0
     best_load = 0
     least = min((load for _, load, _ in candidates), default=0)

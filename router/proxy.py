@@ -129,6 +129,9 @@ class Proxy:
         # Token admission (router/tokens.py, router/dispatch.py): None without, so the
         # default path parses no body for a demand.
         self.demand = dispatcher.demand
+        # Prefix-aware dispatch (router/prefix_index.py): None when off, so the default path
+        # hashes no prompt.
+        self.blocks_of = dispatcher.prompt_blocks
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -286,7 +289,8 @@ class Proxy:
             )
             await self._reject(send, 503, "router_held_bytes_full", message, t0, retry_after_s=1)
             return
-        admission = Admission(self.dispatcher, request.open, self.on_not_delivered, cls, tokens)
+        blocks = self.blocks_of(path, body, d.prefix_block_size) if self.blocks_of else ()
+        admission = Admission(d, request.open, self.on_not_delivered, cls, tokens, blocks)
         try:
             await self._run(admission, request, send, t0, cycle, size=size)
         finally:

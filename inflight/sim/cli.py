@@ -36,7 +36,7 @@ from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.run_rows import TimelineRow, as_row
 from inflight.measure.slo import Outcome, slo_measures
 from inflight.planes.policy_catalogue import Policy, parse_policies, resolve_policies
-from inflight.sim import kvcache, outages, report, token_admission
+from inflight.sim import dispatch_flags, kvcache, outages, report, token_admission
 from inflight.sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 from inflight.workload.flags import concurrency_list
 from inflight.workload.plan import (
@@ -171,6 +171,7 @@ def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> di
             "hold_deadline_peers": plan.hold_deadline_peers,
             **kvcache.meta(a),  # --kv-blocks: the replicas' KV cache
             **token_admission.meta(a),  # --token-admission: the router's
+            **dispatch_flags.meta(a),  # --dispatch prefix: the router's
         }
     )
     if plan.meta.get("seed") is not None:
@@ -195,6 +196,7 @@ def _run(a: argparse.Namespace) -> int:
         policy = Policy(policy.name, policy.kind, policy.replicas, tuple(overrides.items()))
     config = kvcache.apply(outages.apply(sim_config(plan, policy, seed), a), a)
     config = token_admission.apply(config, a)
+    config = dispatch_flags.apply(config, a)
     out = new_out_dir(a.out_dir, "results", a.force)
     result = simulate_plan(config, plan)
     workload = {**plan.scenario_meta(), "source": "sim", "time_scale": TIME_SCALE}
@@ -290,8 +292,11 @@ def _compare(a: argparse.Namespace) -> int:
     fleets = [] if getattr(a, "no_frontier", False) else parse_policies(",".join(fleet_names(hi)))
     configs = {
         p.name: {
-            s: token_admission.apply(
-                kvcache.apply(outages.apply(sim_config(plans[s], p, s), a), a), a
+            s: dispatch_flags.apply(
+                token_admission.apply(
+                    kvcache.apply(outages.apply(sim_config(plans[s], p, s), a), a), a
+                ),
+                a,
             )
             for s in seeds
         }
@@ -458,6 +463,7 @@ def register(subparsers: Any) -> None:
     outages.add_flags(run)
     kvcache.add_flags(run)
     token_admission.add_flags(run)
+    dispatch_flags.add_flags(run)
     run.set_defaults(func=_guarded(_run))
 
     cmp = sub.add_parser("compare", help="several policies on several seeds")
@@ -493,6 +499,7 @@ def register(subparsers: Any) -> None:
     outages.add_flags(cmp)
     kvcache.add_flags(cmp)
     token_admission.add_flags(cmp)
+    dispatch_flags.add_flags(cmp)
     cmp.set_defaults(func=_guarded(_compare))
 
     # Hooks: other modules of this package add their own subcommands when present.

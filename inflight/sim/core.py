@@ -131,6 +131,10 @@ class SimConfig:
     # inflight up --token-admission (the router's --discover-kv-tokens), inflight's runs only:
     # token admission, inflight.sim.router.
     token_admission: bool = False
+    # inflight router's --dispatch prefix --prefix-balance N (None: least-outstanding): the
+    # router sends a request where its prompt's prefix is cached (router/prefix_index.py),
+    # its index keyed by the engine's own block hashes (the prompt as token ids).
+    prefix_balance: int | None = None
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0:
@@ -282,6 +286,8 @@ class Simulation:
             kv_tokens=discovered_capacity(config.profile)
             if config.token_admission and self.peer is None
             else None,
+            prefix_balance=config.prefix_balance if self.peer is None else None,
+            kv_blocks=config.profile.usable_blocks or None,
         )
         self.scrapes = S.Scrapes(config.routers, config.router_down)
         self.fleet = Fleet(config.replica_profile, self.events, self.router, self._changed)
@@ -466,9 +472,14 @@ class Simulation:
             self._end(res, ok=False, cause=f"http_{getattr(exc, 'status', 503)}")
 
         cls = self.plan.class_of(res.priority) if self.plan is not None else 0
+        blocks = self._hashes(res) if self.config.prefix_balance is not None else ()
         try:
             held = self.router.arrive(
-                on_slot, on_refused, cls, self.router.demand(res.prompt_tokens, res.max_tokens)
+                on_slot,
+                on_refused,
+                cls,
+                self.router.demand(res.prompt_tokens, res.max_tokens),
+                blocks,
             )
         except (QueueFull, NoEndpoint, Shed) as exc:
             self._end(res, ok=False, cause=f"http_{exc.status}")
@@ -494,15 +505,20 @@ class Simulation:
         # Bring the replica to now first (its finished requests end, as the emulator's
         # server advances before it submits): submit's own advance would drop them.
         self._wake(replica, now)
-        prefix = self._prefix.get(id(res))
-        hashes: tuple[int, ...] = ()
-        if prefix is not None:
-            size = self.config.profile.block_size
-            hashes = tuple(rechunk(prefix[0], prefix[1], size, res.prompt_tokens))
+        hashes = self._hashes(res)
         seq = EngineSeq(res.prompt_tokens, res.max_tokens, arrival_s=now, block_hashes=hashes)
         self._by_seq[seq] = (res, ep)
         replica.engine.submit(seq, now)
         self._schedule_wake(replica)
+
+    def _hashes(self, res: RequestResult) -> tuple[int, ...]:
+        """A request's prompt as the engine's block hashes (its PlannedRequest's block ids,
+        cut to the replicas' block size); () for a prompt with none (no prefix cache)."""
+        prefix = self._prefix.get(id(res))
+        if prefix is None:
+            return ()
+        size = self.config.profile.block_size
+        return tuple(rechunk(prefix[0], prefix[1], size, res.prompt_tokens))
 
     def _too_long(self, res: RequestResult, ep: Endpoint) -> None:
         replica = self.fleet.replica_of(ep)

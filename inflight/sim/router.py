@@ -87,24 +87,28 @@ class Held:
     is told, the request already out of L.
     """
 
-    __slots__ = ("_done", "_router", "on_refused", "on_slot")
+    __slots__ = ("_blocks", "_done", "_router", "on_refused", "on_slot")
 
     def __init__(
         self,
         on_slot: Callable[[Endpoint], None],
         on_refused: Callable[[BaseException], None] | None = None,
         router: SimRouter | None = None,
+        blocks: Sequence[int] = (),
     ) -> None:
         self._done = False
         self.on_slot = on_slot
         self.on_refused = on_refused
         self._router = router
+        self._blocks = blocks
 
     def done(self) -> bool:
         return self._done
 
     def set_result(self, result: Endpoint, /) -> None:
         self._done = True
+        if self._blocks and self._router is not None:
+            self._router.dispatcher.cached(result, self._blocks)
         self.on_slot(result)
 
     def set_exception(self, exception: BaseException, /) -> None:
@@ -134,9 +138,13 @@ class SimRouter:
         max_late_s: float | None = None,
         plan: HoldPlan | None = None,
         kv_tokens: KvCache | None = None,
+        prefix_balance: int | None = None,
+        kv_blocks: int | None = None,
     ) -> None:
         """``kv_tokens``: token admission, each replica's cache as discovered from it
-        (:func:`discovered_capacity`); None: slots only."""
+        (:func:`discovered_capacity`); None: slots only. ``prefix_balance``: the live
+        router's ``--dispatch prefix --prefix-balance N`` (None: least-outstanding), its
+        index bounded by each replica's ``kv_blocks``."""
         if (hold_deadline_s is not None or (plan is not None and plan.timed)) and clock is None:
             raise ValueError("a hold deadline needs the simulation's clock")
         self.pool = Pool(slots, rng=rng)
@@ -154,7 +162,9 @@ class SimRouter:
             plan=plan,
             clock=clock if clock is not None else _no_clock,
             discover_kv_tokens=kv_tokens is not None,
+            prefix_balance=prefix_balance,
         )
+        self.kv_blocks = kv_blocks
         self.kv_tokens = kv_tokens
         self.received = 0  # router_requests_received_total
 
@@ -182,6 +192,9 @@ class SimRouter:
             for url in urls:
                 if d.kv_capacity(url) is None:
                     d.set_kv_capacity(url, *self.kv_tokens)
+        if d.prefix is not None and self.kv_blocks:
+            for url in urls:
+                d.prefix.set_capacity(url, self.kv_blocks)
         apply(d, urls)
 
     def arrive(
@@ -190,12 +203,15 @@ class SimRouter:
         on_refused: Callable[[BaseException], None] | None = None,
         cls: int = 0,
         tokens: int = 0,
+        blocks: Sequence[int] = (),
     ) -> Held | None:
         """A work request arrives: into L; a slot at once (``on_slot`` called now) or held
         (later a slot, or refused by the lateness bound: ``on_refused``, out of L).
 
         ``cls``: its priority class (the plan's index); ``tokens``: its demand
-        (:meth:`demand`; give the same to :meth:`finish`). Returns the :class:`Held` ticket
+        (:meth:`demand`; give the same to :meth:`finish`); ``blocks``: its prompt's block
+        hashes, for prefix-aware dispatch (recorded where it goes, as the live admission
+        records them). Returns the :class:`Held` ticket
         when held; raises Shed (429) for a sheddable class with no free slot, QueueFull
         (503) when the FIFO is full, NoEndpoint (503) when not holding and no replica is
         ready: either way the request is already out of L again.
@@ -203,14 +219,16 @@ class SimRouter:
         d = self.dispatcher
         self.received += 1
         d.enter()
-        ep = d.try_acquire(tokens)
+        ep = d.try_acquire(tokens, blocks)
         if ep is not None:
+            if blocks:
+                d.cached(ep, blocks)
             on_slot(ep)
             return None
         if not d.hold_when_full:
             d.leave()
             raise NoEndpoint("no ready endpoint")
-        held = Held(on_slot, on_refused, self)
+        held = Held(on_slot, on_refused, self, blocks)
         try:
             d.hold(held, cls, tokens=tokens)
         except (QueueFull, Shed):

@@ -1,0 +1,138 @@
+"""Prefix-aware dispatch in the dispatcher (--dispatch prefix): a request goes where its
+prompt's prefix is cached while that endpoint is within the balance of the least loaded;
+past it, or hitting nowhere, least-outstanding; a removed endpoint's entries go at once;
+the index is bounded by an endpoint's KV blocks. The same calls the proxy, the fast path
+and the simulator's router make (Admission.enter_now / try_acquire + cached)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from inflight.prefix_blocks import token_blocks
+from router import endpoint_lists
+from router.dispatch import Admission, Dispatcher
+from router.pool import Endpoint, Pool
+
+pytestmark = pytest.mark.unit
+
+A, B, C = "http://127.0.0.1:9001", "http://127.0.0.1:9002", "http://127.0.0.1:9003"
+GROUP1 = token_blocks(list(range(64)), 16)
+GROUP2 = token_blocks(list(range(1000, 1064)), 16)
+
+
+def prefix_dispatcher(urls: list[str], slots: int = 4, balance: int = 2) -> Dispatcher:
+    pool = Pool(slots, rng=random.Random(7))
+    pool.set_endpoints(urls)
+    return Dispatcher(pool, hold_when_full=True, prefix_balance=balance)
+
+
+async def _never(ep: Endpoint) -> object:
+    raise AssertionError("not opened in these tests")
+
+
+def admit(d: Dispatcher, blocks: list[int]) -> Admission[object]:
+    """As the fast path admits: a slot at once, then the blocks recorded where it went."""
+    adm: Admission[object] = Admission(d, _never, lambda ep, exc: None, 0, 0, blocks)
+    ep = adm.enter_now()
+    assert ep is not None
+    d.cached(ep, blocks)
+    return adm
+
+
+def test_a_group_stays_on_the_endpoint_that_cached_it_within_the_balance() -> None:
+    d = prefix_dispatcher([A, B])
+    first = admit(d, GROUP1)
+    home = first.ep
+    assert home is not None
+    # Same prefix: same endpoint, though the other is idle (1 and 2 over: within 2).
+    second = admit(d, GROUP1)
+    third = admit(d, GROUP1)
+    assert second.ep is home and third.ep is home
+    assert d.prefix_queries == 12 and d.prefix_hits == 8  # 4 blocks a request; 2 hit
+    # A fourth would make it 3 over the idle one: past the balance, least-outstanding.
+    fourth = admit(d, GROUP1)
+    assert fourth.ep is not home
+    # Another group hits nowhere: the least loaded gets it.
+    other = admit(d, GROUP2)
+    assert other.ep is fourth.ep
+    for adm in (first, second, third, fourth, other):
+        adm.leave()
+    assert d.inflight == 0
+
+
+def test_a_new_endpoint_gets_what_hits_nowhere() -> None:
+    d = prefix_dispatcher([A, B], balance=8)
+    held = [admit(d, GROUP1), admit(d, GROUP1), admit(d, GROUP2), admit(d, GROUP2)]
+    assert held[0].ep is held[1].ep and held[2].ep is held[3].ep  # each group at home
+    assert held[0].ep is not held[2].ep  # and the second group went to the idle one
+    endpoint_lists.apply(d, [A, B, C])
+    fresh = admit(d, token_blocks(list(range(5000, 5064)), 16))
+    assert fresh.ep is not None and fresh.ep.url == C  # the empty newcomer
+    again = admit(d, GROUP1)
+    assert again.ep is held[0].ep  # a cached group stays home (within the balance)
+    for adm in (*held, fresh, again):
+        adm.leave()
+
+
+def test_a_removed_endpoints_entries_go_at_once() -> None:
+    d = prefix_dispatcher([A, B])
+    adm = admit(d, GROUP1)
+    home = adm.ep
+    assert home is not None and d.prefix is not None
+    adm.leave()
+    assert d.prefix.matched(home.url, GROUP1) == 4
+    endpoint_lists.apply(d, [u for u in (A, B) if u != home.url])
+    assert d.prefix.matched(home.url, GROUP1) == 0
+    endpoint_lists.apply(d, [A, B])  # back at the same address: cold
+    assert d.prefix.matched(home.url, GROUP1) == 0
+
+
+def test_the_index_is_bounded_by_the_endpoints_kv_blocks_and_hashes_in_its_block_size() -> None:
+    d = prefix_dispatcher([A])
+    assert d.prefix is not None and d.prefix_block_size == 16
+    d.set_kv_capacity(A, 3 * 128, block_size=128)  # 3 blocks of 128 tokens
+    assert d.prefix_block_size == 128
+    big = token_blocks(list(range(128 * 5)), 128)  # 5 blocks: only 3 fit
+    admit(d, big).leave()
+    assert d.prefix.held(A) == 3 and d.prefix.matched(A, big) == 3
+
+
+def test_off_by_default_nothing_is_indexed() -> None:
+    pool = Pool(4)
+    pool.set_endpoints([A, B])
+    d = Dispatcher(pool, hold_when_full=True)
+    assert d.prefix is None and d.prompt_blocks is None
+    adm = admit(d, GROUP1)
+    adm.leave()
+    assert d.prefix_queries == 0
+
+
+async def test_a_held_request_records_where_it_went() -> None:
+    d = prefix_dispatcher([A], slots=1)
+    first = admit(d, GROUP2)
+
+    async def opened(ep: Endpoint) -> object:
+        return ep
+
+    waiting: Admission[object] = Admission(d, opened, lambda ep, exc: None, 0, 0, GROUP1)
+    task = asyncio.create_task(waiting.enter())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert d.queued == 1 and not task.done()  # the only slot is taken: held
+    first.leave()
+    await task
+    assert waiting.ep is not None and waiting.ep.url == A
+    assert d.prefix is not None and d.prefix.matched(A, GROUP1) == 4
+    assert d.prefix_queries == 8 and d.prefix_hits == 0
+    waiting.leave()
+    assert d.inflight == 0
+
+
+def test_bad_settings_name_the_flag() -> None:
+    with pytest.raises(ValueError, match="--prefix-balance"):
+        Dispatcher(Pool(1), hold_when_full=True, prefix_balance=-1)
+    with pytest.raises(ValueError, match="--prefix-block-size"):
+        Dispatcher(Pool(1), hold_when_full=True, prefix_balance=1, prefix_block_size=0)
