@@ -325,6 +325,9 @@ class _Recorder:
     ) -> None:
         self.calls.append(("finished", reason, e2e_s, prompt_tokens, generation_tokens))
 
+    def prefix_cache(self, queries: int, hits: int) -> None:
+        self.calls.append(("prefix_cache", queries, hits))
+
 
 _OPS = st.lists(
     st.tuples(

@@ -279,6 +279,8 @@ def replay_burst(
         def preempted(self, count: int) -> None:
             self.preemptions += count
 
+        def prefix_cache(self, queries: int, hits: int) -> None: ...
+
     counter = Counter()
     engine.observer = counter
     seqs = [Sequence(r.prompt_tokens, r.output_tokens, 0.0) for r in requests]
