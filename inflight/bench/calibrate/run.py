@@ -61,7 +61,17 @@ def emulator_flags(profile: dict[str, Any]) -> str:
     '--max-num-seqs 4 --service-s 1.25'
     """
     skip = {"time_scale", "tick_ms"}
-    return " ".join(f"--{k.replace('_', '-')} {v!r}" for k, v in profile.items() if k not in skip)
+    out = []
+    for k, v in profile.items():
+        if k in skip:
+            continue
+        flag = f"--{k.replace('_', '-')}"
+        if isinstance(v, bool):  # a switch (--enable-prefix-caching): named when on
+            if v:
+                out.append(flag)
+            continue
+        out.append(f"{flag} {v!r}")
+    return " ".join(out)
 
 
 def main(args: argparse.Namespace) -> int:
