@@ -405,6 +405,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--keep", type=Path, default=None, help="keep callgrind's files here")
     p.add_argument("--valgrind-arg", action="append", default=[])
     p.add_argument(
+        "--router-arg",
+        action="append",
+        default=[],
+        help="a flag for the routers measured (repeat it: --router-arg=--dispatch "
+        "--router-arg=prefix); every tree gets the same",
+    )
+    p.add_argument(
         "--record",
         type=Path,
         default=None,
@@ -435,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         args.concurrency,
                         args.warmup,
                         valgrind_args=args.valgrind_arg,
+                        router_args=args.router_arg,
                     )
                     print(json.dumps({**c.as_dict(), "wall_s": round(time.monotonic() - t0, 1)}),
                           flush=True)  # fmt: skip
