@@ -42,7 +42,7 @@ from typing import TypeVar
 # simulator): chained hashes of full blocks of token ids, or of text in
 # ``block_size × chars_per_token`` characters.
 from inflight.prefix_blocks import chat_text, request_blocks, text_blocks, token_blocks
-from router.tokens import CHAT, COMPLETIONS, BadBody, parse_json
+from router.tokens import BadBody, is_chat, parse_json
 
 K = TypeVar("K")  # what names an endpoint: its URL, or the endpoint itself
 
@@ -68,12 +68,8 @@ class PromptBlocks:
         self.chars_per_token = chars_per_token
 
     def __call__(self, path: bytes, body: bytes, block_size: int) -> list[int]:
-        route = path.partition(b"?")[0]
-        if route == COMPLETIONS:
-            chat = False
-        elif route == CHAT:
-            chat = True
-        else:
+        chat = is_chat(path)
+        if chat is None:
             return []
         try:
             doc = parse_json(body)

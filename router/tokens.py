@@ -212,6 +212,21 @@ def demand_of(
     return Demand(sum(prompts), output, exact)
 
 
+def is_chat(path: bytes) -> bool | None:
+    """Whether a request path (query string included) is the chat route (True), the
+    completions route (False), or neither (None: no prompt the router reads).
+
+    >>> is_chat(b"/v1/chat/completions?x=1"), is_chat(b"/v1/completions"), is_chat(b"/v1/models")
+    (True, False, None)
+    """
+    route = path.partition(b"?")[0]
+    if route == COMPLETIONS:
+        return False
+    if route == CHAT:
+        return True
+    return None
+
+
 def request_demand(
     path: bytes,
     body: bytes,
@@ -222,12 +237,8 @@ def request_demand(
     :data:`NONE` for another route or a body that is not a JSON object (vLLM answers it).
     Checked (:func:`check_budget`): BadBudget or BadBody (400) for what vLLM would refuse
     or the router cannot read; bounded by :data:`MAX_DEMAND`."""
-    route = path.partition(b"?")[0]
-    if route == COMPLETIONS:
-        chat = False
-    elif route == CHAT:
-        chat = True
-    else:
+    chat = is_chat(path)
+    if chat is None:
         return NONE
     try:
         doc = parse_json(body)
