@@ -44,9 +44,10 @@ ROUTER_QUEUED_TOKENS: Final = "router_queued_tokens"
 # counter: reads of an endpoint's KV capacity (--discover-kv-tokens: on add and each round)
 # that gave none; alert on its increase (router/kv_discovery.py says what then applies).
 ROUTER_KV_READ_FAILURES: Final = "router_kv_capacity_read_failures_total"
-# counters (--dispatch prefix, router/prefix_index.py): prompt blocks of the requests sent
-# with their prompt hashed, and of those the ones the router's index held on the endpoint
-# chosen: the router's estimated hit rate, beside vLLM's prefix_cache_hits / queries.
+# counters (--dispatch prefix, router/prefix_index.py; 0 without): prompt blocks of the
+# requests sent with their prompt hashed, and of those the ones the router's index held on
+# the endpoint chosen: the router's estimated hit rate, beside vLLM's prefix_cache_hits /
+# queries.
 ROUTER_PREFIX_QUERIES: Final = "router_prefix_cache_queries_total"
 ROUTER_PREFIX_HITS: Final = "router_prefix_cache_hits_total"
 # counter{reason}: requests and connections the router refused or ended for what the client

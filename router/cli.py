@@ -122,6 +122,18 @@ def serve(config: RouterSettings) -> int:
                 timeout_s=config.health_timeout_s,
             )
         )
+    else:  # one pool: its endpoints must serve one model (router.model_check)
+        from router import model_check
+
+        check = model_check.ModelCheck(dispatcher.pool)
+        background.append(
+            lambda get_session: model_check.run_model_check(
+                check,
+                get_session,
+                interval_s=config.discover_interval_s,
+                timeout_s=config.health_timeout_s,
+            )
+        )
     if endpoint_urls is not None:
         endpoint_lists.apply(sink, endpoint_urls)
     elif config.endpoints_file is not None:

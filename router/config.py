@@ -101,7 +101,8 @@ class RouterSettings(config.Settings):
         float,
         Field(gt=0),
         Cli(
-            "how often each endpoint's /v1/models is read (model pools), and its /metrics "
+            "how often each endpoint's /v1/models is read (model pools; with one pool, to "
+            "keep an endpoint serving another model out of rotation), and its /metrics "
             "(--discover-kv-tokens)"
         ),
     ] = 5.0

@@ -39,7 +39,7 @@ from prometheus_client.utils import floatToGoString
 
 from inflight import names
 from router.dispatch import WAIT_BUCKETS_S, Dispatcher
-from router.pool import DRAINING, READY, UNHEALTHY
+from router.pool import DRAINING, READY, UNHEALTHY, WRONG_MODEL
 
 # Seconds. LLM requests run from milliseconds (cached, short) to minutes (long outputs
 # behind a queue); the low buckets let the benchmark see the proxy's own overhead.
@@ -175,25 +175,25 @@ class _StateCollector(Collector):
             "else slots only.",
             value=d.kv_read_failures,
         )
-        if d.prefix is not None:
-            yield CounterMetricFamily(
-                names.ROUTER_PREFIX_QUERIES,
-                "Prompt blocks of the requests sent with --dispatch prefix (the router's "
-                "hashing: token ids exactly, text in block_size x chars_per_token characters).",
-                value=d.prefix_queries,
-            )
-            yield CounterMetricFamily(
-                names.ROUTER_PREFIX_HITS,
-                "Of those, the blocks the router's index held on the endpoint it chose: its "
-                "estimated hit rate is hits / queries, beside vLLM's prefix_cache_hits / "
-                "prefix_cache_queries.",
-                value=d.prefix_hits,
-            )
+        yield CounterMetricFamily(
+            names.ROUTER_PREFIX_QUERIES,
+            "Prompt blocks of the requests sent with --dispatch prefix (the router's "
+            "hashing: token ids exactly, text in block_size x chars_per_token characters; "
+            "0 with another --dispatch).",
+            value=d.prefix_queries,
+        )
+        yield CounterMetricFamily(
+            names.ROUTER_PREFIX_HITS,
+            "Of those, the blocks the router's index held on the endpoint it chose: its "
+            "estimated hit rate is hits / queries, beside vLLM's prefix_cache_hits / "
+            "prefix_cache_queries.",
+            value=d.prefix_hits,
+        )
         states = GaugeMetricFamily(
             names.ROUTER_ENDPOINTS, "Endpoints the router knows, by state.", labels=["state"]
         )
         counts = d.pool.count_by_state()
-        for state in (READY, DRAINING, UNHEALTHY):
+        for state in (READY, DRAINING, UNHEALTHY, WRONG_MODEL):
             states.add_metric([state], counts[state])
         yield states
         yield GaugeMetricFamily(

@@ -53,6 +53,7 @@ from inflight import names
 from router.dispatch import Dispatcher
 from router.errors import RequestRefused, error_body
 from router.metrics import RouterMetrics
+from router.model_check import base_model, read_models
 from router.pool import DRAINING, normalize_url
 from router.proxy import Message, Proxy, Receive, Scope, Send
 from router.uvicorn_protocol import CYCLE, Cycle
@@ -122,10 +123,7 @@ class _Cards:
     @property
     def base(self) -> str | None:
         """The first base model (no ``parent``): the endpoint's pool in discovery."""
-        for card in self.cards:
-            if not card.get("parent"):
-                return str(card["id"])
-        return None
+        return base_model(self.cards)
 
 
 class ModelPools:
@@ -443,25 +441,6 @@ async def _reply(
 
 
 # --- /v1/models of every endpoint: discovery and the ids that route to each pool ----------
-async def read_models(
-    session: aiohttp.ClientSession, url: str, timeout_s: float
-) -> list[dict[str, Any]] | None:
-    """``url``'s ``GET /v1/models`` cards; None when it does not answer a list."""
-    try:
-        async with session.get(
-            url + "/v1/models", timeout=aiohttp.ClientTimeout(total=timeout_s)
-        ) as resp:
-            if resp.status != 200:
-                return None
-            data = await resp.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
-        return None
-    cards = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(cards, list):
-        return None
-    return [c for c in cards if isinstance(c, dict) and isinstance(c.get("id"), str)]
-
-
 async def probe_once(pools: ModelPools, session: aiohttp.ClientSession, timeout_s: float) -> None:
     """Read every endpoint's ``/v1/models`` concurrently and record what each lists."""
     urls = pools.to_probe()

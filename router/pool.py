@@ -29,6 +29,9 @@ from urllib.parse import urlsplit
 READY = "ready"
 DRAINING = "draining"
 UNHEALTHY = "unhealthy"
+# Serves another model than the pool's (a single-pool router, router/model_check.py): no
+# request goes there; only a change of what it serves brings it back.
+WRONG_MODEL = "wrong_model"
 
 
 class EndpointError(ValueError):
@@ -139,6 +142,22 @@ class Pool:
         ep.removed = True
         self._endpoints.pop(ep.url, None)
 
+    # --- the model it serves (router/model_check.py) -----------------------------------
+    def set_model_match(self, url: str, ok: bool) -> bool:
+        """Whether ``url`` serves the pool's model: out of rotation when not
+        (``wrong_model``), back in (``ready``; the health checks go on as usual) when it does
+        again. Returns whether its state changed; a draining or unknown endpoint: False."""
+        ep = self._endpoints.get(url)
+        if ep is None or ep.state == DRAINING:
+            return False
+        if not ok and ep.state != WRONG_MODEL:
+            ep.state = WRONG_MODEL
+            return True
+        if ok and ep.state == WRONG_MODEL:
+            ep.state = READY
+            return True
+        return False
+
     # --- health ----------------------------------------------------------------------
     def mark_unhealthy(self, ep: Endpoint, now_s: float, backoff_s: float) -> None:
         """No new requests to ``ep`` until a health check passes after ``backoff_s``."""
@@ -239,7 +258,7 @@ class Pool:
         return any(e.state == READY for e in self._endpoints.values())
 
     def count_by_state(self) -> dict[str, int]:
-        counts = {READY: 0, DRAINING: 0, UNHEALTHY: 0}
+        counts = {READY: 0, DRAINING: 0, UNHEALTHY: 0, WRONG_MODEL: 0}
         for e in self._endpoints.values():
             counts[e.state] += 1
         return counts

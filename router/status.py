@@ -23,9 +23,10 @@ class EndpointStatus(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(description="base URL of the replica")
-    state: Literal["ready", "draining", "unhealthy"] = Field(
+    state: Literal["ready", "draining", "unhealthy", "wrong_model"] = Field(
         description="ready: takes requests; draining: left discovery, finishing its requests; "
-        "unhealthy: refused or timed out, backed off"
+        "unhealthy: refused or timed out, backed off; wrong_model: serves another model than "
+        "the pool's (a single-pool router: router/model_check.py)"
     )
     inflight: int = Field(ge=0, description="requests the router has on this replica now")
 

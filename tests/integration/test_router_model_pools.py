@@ -187,3 +187,37 @@ def test_discovered_pools_from_each_endpoints_models(procs: ProcessTracker) -> N
     assert out.model == "model-b"
     models = client.models.list()
     assert sorted(m.id for m in models.data) == ["model-a", "model-b"]
+
+
+def test_one_pool_keeps_an_endpoint_of_another_model_out_and_names_the_flag(
+    procs: ProcessTracker,
+) -> None:
+    """Issue 38, item 0, as a new user tried it: emulators serving ``alpha`` and ``beta``
+    behind one router with no model flags sent alpha's requests to beta's replica (404).
+    Now the router reads each endpoint's /v1/models and keeps the one serving another
+    model than the pool's out of rotation (a tie: the endpoint listed first), says so in
+    /router/status and /metrics, and its log names --discover-models."""
+    alpha = start_emulator(procs, "alpha")
+    beta = start_emulator(procs, "beta")
+    router = start_router(procs, "--endpoints", f"{alpha.url},{beta.url}")
+
+    def beta_out() -> bool:
+        eps = {e["url"]: e["state"] for e in get_json(router.url + "/router/status")["endpoints"]}
+        return eps.get(beta.url) == "wrong_model" and eps.get(alpha.url) == "ready"
+
+    wait_for(beta_out, timeout_s=60, what="beta's endpoint out of rotation")
+    client = openai.OpenAI(base_url=f"{router.url}/v1", api_key="none", max_retries=0)
+    for _ in range(6):  # least-outstanding would have sent about half to beta (404)
+        done = client.completions.create(model="alpha", prompt="hi", max_tokens=2)
+        assert done.model == "alpha"
+    with urllib.request.urlopen(router.url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    states = {
+        s.labels["state"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == names.ROUTER_ENDPOINTS
+    }
+    assert states["wrong_model"] == 1 and states["ready"] == 1
+    log = Path(router.process.log_path or "").read_text()
+    assert "serves model 'beta', not the pool's 'alpha'" in log and "--discover-models" in log

@@ -12,6 +12,7 @@ from router.pool import (
     DRAINING,
     READY,
     UNHEALTHY,
+    WRONG_MODEL,
     Endpoint,
     EndpointError,
     Pool,
@@ -172,7 +173,7 @@ def test_unhealthy_until_backoff_and_a_passing_check() -> None:
     assert a.state == READY
     pool.health_result(A, ok=False, now_s=106.0, backoff_s=5.0)
     assert a.state == UNHEALTHY
-    assert pool.count_by_state() == {READY: 1, DRAINING: 0, UNHEALTHY: 1}
+    assert pool.count_by_state() == {READY: 1, DRAINING: 0, UNHEALTHY: 1, WRONG_MODEL: 0}
 
 
 def test_health_never_revives_a_draining_endpoint() -> None:
