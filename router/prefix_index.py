@@ -135,6 +135,22 @@ class PrefixIndex:
         held = self._blocks.get(url)
         return len(held) if held else 0
 
+    def unique_blocks(self, url: str) -> int:
+        """The blocks the index has for ``url`` and for no other endpoint: the cache lost
+        with it (:mod:`inflight.control.scale_down`). Not on the request path: it reads
+        every other endpoint's blocks.
+
+        >>> index = PrefixIndex()
+        >>> index.record("a", [1, 2, 3]); index.record("b", [1, 2])
+        >>> index.unique_blocks("a"), index.unique_blocks("b"), index.unique_blocks("c")
+        (1, 0, 0)
+        """
+        held = self._blocks.get(url)
+        if not held:
+            return 0
+        others = [blocks for other, blocks in self._blocks.items() if other != url and blocks]
+        return sum(1 for block in held if not any(block in o for o in others))
+
     def urls(self) -> Iterable[str]:
         return self._blocks.keys()
 

@@ -29,7 +29,9 @@ the count. Worked example (base 0.5 s, max 30 s):
 crashes 1, 2, 3 … delay 0.5, 1, 2, 4, 8, 16, 30, 30 s.
 
 On a scale-down (:func:`scale_plan`), starting replicas are cancelled first, newest first
-(they serve nothing yet), then ready ones are drained, newest first.
+(they serve nothing yet), then ready ones are drained in
+:func:`inflight.control.scale_down.leave_order`: fewest requests in flight, then least cache
+no other replica holds (the shell's ``warmth``, read from the router), then newest first.
 
 Driving it (the shell or the simulator), each tick::
 
@@ -50,6 +52,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from inflight.control.periodic import next_due
+from inflight.control.scale_down import COLD, Warmth, leave_order
 
 
 class ReplicaPhase(Enum):
@@ -405,13 +408,19 @@ class ScalePlan:
 
 
 def scale_plan(
-    replicas: Sequence[ReplicaState], desired: int, now_s: float, restart_not_before_s: float
+    replicas: Sequence[ReplicaState],
+    desired: int,
+    now_s: float,
+    restart_not_before_s: float,
+    warmth: Mapping[int, Warmth] | None = None,
 ) -> ScalePlan:
     """Bring the STARTING + READY count to ``desired``.
 
-    Too many: cancel starting replicas first, newest first, then drain ready ones, newest
-    first (the oldest have proven themselves, and their caches are warm). Too few: start
-    the difference, unless a crash back-off is running (``now_s < restart_not_before_s``).
+    Too many: cancel starting replicas first, newest first, then drain ready ones in
+    :func:`~inflight.control.scale_down.leave_order` of their ``warmth`` (by id; missing:
+    nothing in flight, nothing cached), newest first among equals (the oldest have proven
+    themselves). Too few: start the difference, unless a crash back-off is running
+    (``now_s < restart_not_before_s``).
     """
     if desired < 0:
         raise ValueError(f"desired replicas must be >= 0, got {desired}")
@@ -419,9 +428,11 @@ def scale_plan(
     ready = [r for r in replicas if r.phase is ReplicaPhase.READY]
     surplus = len(starting) + len(ready) - desired
     if surplus > 0:
-        newest_first = sorted(starting, key=_age_key, reverse=True)
-        newest_first += sorted(ready, key=_age_key, reverse=True)
-        chosen = newest_first[:surplus]
+        known = warmth or {}
+        ready_newest_first = sorted(ready, key=_age_key, reverse=True)
+        leaving = sorted(starting, key=_age_key, reverse=True)
+        leaving += leave_order([(r, known.get(r.id, COLD)) for r in ready_newest_first])
+        chosen = leaving[:surplus]
         return ScalePlan(
             cancel=tuple(r.id for r in chosen if r.phase is ReplicaPhase.STARTING),
             drain=tuple(r.id for r in chosen if r.phase is ReplicaPhase.READY),
@@ -453,11 +464,13 @@ def reconcile(
     desired: int,
     now_s: float,
     config: LifecycleConfig,
+    warmth: Mapping[int, Warmth] | None = None,
 ) -> Reconciled:
     """One tick of the whole fleet: step every replica on its probes (by id; missing: none),
     count failures as crashes, reset the count after ``stable_s``, then cancel, drain or ask
-    for replicas per :func:`scale_plan`. The shell starts ``start`` replicas (each with
-    :func:`new_replica`; one that cannot be started is a crash: :func:`crashed`)."""
+    for replicas per :func:`scale_plan` (``warmth``: which ready replica leaves). The shell
+    starts ``start`` replicas (each with :func:`new_replica`; one that cannot be started is
+    a crash: :func:`crashed`)."""
     stepped: list[ReplicaState] = []
     actions: list[Action] = []
     for r in replicas:
@@ -474,7 +487,7 @@ def reconcile(
         if new.phase is not ReplicaPhase.GONE:
             stepped.append(new)
     backoff = settle(backoff, stepped, now_s, config)
-    plan = scale_plan(stepped, desired, now_s, backoff.restart_not_before_s)
+    plan = scale_plan(stepped, desired, now_s, backoff.restart_not_before_s, warmth)
     out: list[ReplicaState] = []
     for r in stepped:
         if r.id in plan.cancel:

@@ -13,8 +13,11 @@ Actions: ``Publish`` rewrites the router's endpoints (the ready replicas), ``Ter
 stops the process, ``Remove`` forgets it. A pass runs when something can change: the
 desired count moved, a replica's start-up ended, a draining replica let go of its last
 request, a drain deadline passed; passes repeat at that instant until nothing happens
-(the live loop's 50 ms ticks, in no time). Replica-seconds count every replica the
-lifecycle calls live: starting, ready, draining, stopping.
+(the live loop's 50 ms ticks, in no time). On a scale-down the ready replica that leaves is
+:mod:`inflight.control.scale_down`'s choice, on the figures the live supervisor reads from
+the router's status: requests in flight per endpoint, prefix blocks only it holds.
+Replica-seconds count every replica the lifecycle calls live: starting, ready, draining,
+stopping.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from inflight.control import lifecycle as lc
+from inflight.control.scale_down import Warmth
 from inflight.emulator.engine import Engine
 from inflight.emulator.profile import Profile
 from inflight.sim import scrapes as S
@@ -112,7 +116,7 @@ class Fleet:
         for _ in range(_PASSES):
             probes = {s.id: self._probe(s, lc.needed(s, now_s, self.config)) for s in self.states}
             result = lc.reconcile(
-                self.states, probes, self.backoff, self.desired, now_s, self.config
+                self.states, probes, self.backoff, self.desired, now_s, self.config, self._warmth()
             )
             self.states = list(result.replicas)
             self.backoff = result.backoff
@@ -123,6 +127,22 @@ class Fleet:
             if not result.actions and not result.start:
                 break
         self.on_change()
+
+    def _warmth(self) -> dict[int, Warmth] | None:
+        """What each ready replica's loss would cost (:mod:`inflight.control.scale_down`), as
+        the live supervisor reads it from the router: its requests in flight, the prefix
+        blocks only it holds (0 without prefix dispatch). Only when one may leave."""
+        if lc.count(self.states, lc.ACTIVE_PHASES) <= self.desired:
+            return None
+        pool, index = self.router.pool, self.router.dispatcher.prefix
+        warmth: dict[int, Warmth] = {}
+        for s in self.states:
+            if s.phase is lc.ReplicaPhase.READY:
+                url = self.replicas[s.id].url
+                ep = pool.get(url)
+                unique = index.unique_blocks(url) if index is not None else 0
+                warmth[s.id] = Warmth(ep.inflight if ep is not None else 0, unique)
+        return warmth
 
     def _probe(self, state: lc.ReplicaState, kinds: frozenset[lc.ProbeKind]) -> lc.Probes:
         r = self.replicas[state.id]

@@ -35,6 +35,7 @@ from inflight.control.lifecycle import (
     settle,
     step,
 )
+from inflight.control.scale_down import Warmth
 
 CFG = LifecycleConfig(
     health_interval_s=1.0,
@@ -246,6 +247,28 @@ def test_scale_down_cancels_starting_newest_first_then_drains_ready_newest_first
     assert (plan.cancel, plan.drain, plan.start) == ((4, 3), (2,), 0)
     plan = scale_plan(replicas, 0, 10.0, 0.0)
     assert (plan.cancel, plan.drain) == ((4, 3), (2, 1))
+
+
+def test_scale_down_drains_the_ready_replica_whose_loss_costs_least():
+    """With warmth (the router's figures), the ready replica with fewer requests in flight
+    leaves, then the one with less cache only it holds; newest first only among equals."""
+    replicas = fleet()
+    # 2 is newest, but busier: 1 leaves.
+    assert scale_plan(replicas, 1, 10.0, 0.0, {1: Warmth(0, 9), 2: Warmth(1, 0)}).drain == (1,)
+    # Equally busy: the one with less unique cache leaves.
+    assert scale_plan(replicas, 1, 10.0, 0.0, {1: Warmth(2, 3), 2: Warmth(2, 40)}).drain == (1,)
+    # Equal (or unknown: cold): newest first, as without warmth.
+    assert scale_plan(replicas, 1, 10.0, 0.0, {1: Warmth(1, 1), 2: Warmth(1, 1)}).drain == (2,)
+    assert scale_plan(replicas, 1, 10.0, 0.0, {}).drain == (2,)
+    # Starting replicas are still cancelled first, whatever the ready ones' warmth.
+    plan = scale_plan(replicas, 1, 10.0, 0.0, {1: Warmth(0, 0), 2: Warmth(5, 5)})
+    assert (plan.cancel, plan.drain) == ((4, 3), (1,))
+
+
+def test_reconcile_passes_warmth_to_the_scale_plan():
+    replicas = [ready(1, 8001, 0.0, 5.0), ready(2, 8002, 1.0, 6.0)]
+    out = reconcile(replicas, {}, Backoff(), 1, 10.0, CFG, {2: Warmth(1, 0)})
+    assert [(r.id, r.phase) for r in out.replicas] == [(1, D), (2, R)]
 
 
 def test_scale_up_waits_for_the_backoff():

@@ -4,8 +4,11 @@ bounded by its KV blocks, and the affinity-or-load choice."""
 
 from __future__ import annotations
 
+import doctest
+
 import pytest
 
+from router import prefix_index
 from router.prefix_index import (
     PrefixIndex,
     chat_text,
@@ -89,6 +92,24 @@ def test_a_removed_endpoint_is_forgotten_at_once() -> None:
     index.record("a", blocks)
     index.forget("a")
     assert index.matched("a", blocks) == 0 and list(index.urls()) == []
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(prefix_index).failed == 0
+
+
+def test_unique_blocks_are_those_no_other_endpoint_holds() -> None:
+    index = PrefixIndex()
+    shared = token_blocks(list(range(32)), 16)  # 2 blocks both hold
+    a_only = token_blocks(list(range(32)) + list(range(500, 548)), 16)  # + 3 of a's own
+    index.record("a", a_only)
+    index.record("b", shared)
+    assert (index.unique_blocks("a"), index.unique_blocks("b")) == (3, 0)
+    index.forget("b")  # b's copies went with it: a is now the only holder of all 5
+    assert index.unique_blocks("a") == 5
+    index.set_capacity("a", 2)  # evicted blocks are not lost with a any more
+    assert index.unique_blocks("a") == 2
+    assert index.unique_blocks("never-seen") == 0
 
 
 def test_affinity_holds_within_the_balance_and_yields_past_it() -> None:

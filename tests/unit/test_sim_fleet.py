@@ -50,12 +50,13 @@ def test_scale_down_cancels_a_starting_replica_first_then_drains_the_newest_read
     events.at(3.0, lambda: fleet.set_desired(2))
     events.run_until(3.0)
     assert (fleet.live, fleet.ready) == (2, 2)  # the starting one was cancelled and is gone
-    # A request on the newest ready replica keeps it draining (live) until it ends.
+    # One request on each ready replica: equally busy, so the newest leaves, and its
+    # request keeps it draining (live) until it ends.
     newest = max(fleet.replicas.values(), key=lambda r: r.id)
+    for r in list(fleet.replicas.values()):
+        _busy(router, r.url)
     ep = router.pool.get(newest.url)
     assert ep is not None
-    router.dispatcher.enter()
-    router.pool.acquire(ep)
     events.at(4.0, lambda: fleet.set_desired(1))
     events.run_until(4.0)
     assert fleet.phase(newest.id) is ReplicaPhase.DRAINING
@@ -64,6 +65,44 @@ def test_scale_down_cancels_a_starting_replica_first_then_drains_the_newest_read
     events.run_until(9.0)
     assert (fleet.live, fleet.ready) == (1, 1)
     assert newest.id not in fleet.replicas
+
+
+def test_scale_down_keeps_the_busier_replica_even_the_newest() -> None:
+    """inflight.control.scale_down: fewest requests in flight leaves first."""
+    fleet, events, router = _fleet()
+    fleet.start_ready(2)
+    oldest, newest = sorted(fleet.replicas.values(), key=lambda r: r.id)
+    _busy(router, newest.url)
+    events.at(1.0, lambda: fleet.set_desired(1))
+    events.run_until(1.0)
+    assert oldest.id not in fleet.replicas  # idle: drained at once, gone
+    assert fleet.phase(newest.id) is ReplicaPhase.READY
+
+
+def test_scale_down_keeps_the_replica_with_the_cache_no_other_holds() -> None:
+    """Equally busy (idle): the one whose prefix blocks exist nowhere else stays."""
+    events = EventQueue(0.0)
+    router = SimRouter(4, random.Random(0), prefix_balance=2)
+    fleet = Fleet(Profile(startup_s=30.0), events, router, lambda: None)
+    fleet.start_ready(2)
+    oldest, newest = sorted(fleet.replicas.values(), key=lambda r: r.id)
+    index = router.dispatcher.prefix
+    assert index is not None
+    index.record(oldest.url, [1, 2])  # both hold 1, 2
+    index.record(newest.url, [1, 2, 3, 4])  # 3, 4 only here
+    events.at(1.0, lambda: fleet.set_desired(1))
+    events.run_until(1.0)
+    assert oldest.id not in fleet.replicas
+    assert fleet.phase(newest.id) is ReplicaPhase.READY
+
+
+def _busy(router: SimRouter, url: str) -> Endpoint:
+    """A request the router holds on ``url`` (never finished unless the test does)."""
+    ep = router.pool.get(url)
+    assert ep is not None
+    router.dispatcher.enter()
+    router.pool.acquire(ep)
+    return ep
 
 
 def _finish(fleet: Fleet, router: SimRouter, ep: Endpoint) -> None:
@@ -75,9 +114,8 @@ def test_a_drain_that_never_ends_stops_at_the_deadline() -> None:
     fleet, events, router = _fleet()
     fleet.start_ready(2)
     newest = max(fleet.replicas.values(), key=lambda r: r.id)
-    ep = router.pool.get(newest.url)
-    assert ep is not None
-    router.pool.acquire(ep)  # held forever
+    for r in fleet.replicas.values():  # one request on each, held forever: the newest leaves
+        _busy(router, r.url)
     newest.engine.submit(Sequence(10, 10**6, 0.0), 0.0)
     events.at(1.0, lambda: fleet.set_desired(1))
     events.run_until(1.0 + fleet.config.drain_timeout_s - 0.001)
