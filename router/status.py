@@ -29,6 +29,18 @@ class EndpointStatus(BaseModel):
         "the pool's (a single-pool router: router/model_check.py)"
     )
     inflight: int = Field(ge=0, description="requests the router has on this replica now")
+    cached_blocks: int | None = Field(
+        default=None,
+        ge=0,
+        description="prefix-cache blocks the router's index says this replica holds "
+        "(--dispatch prefix only)",
+    )
+    unique_blocks: int | None = Field(
+        default=None,
+        ge=0,
+        description="of those, the blocks no other replica holds: the cache lost with it on "
+        "a scale-down (--dispatch prefix only; inflight/control/scale_down.py)",
+    )
 
 
 class ModelStatus(BaseModel):
@@ -60,8 +72,20 @@ class RouterStatus(BaseModel):
 
 
 def _endpoints(dispatcher: Dispatcher) -> list[EndpointStatus]:
+    index = dispatcher.prefix
+    if index is None:
+        return [
+            EndpointStatus(url=v.url, state=v.state, inflight=v.inflight)  # type: ignore[arg-type]
+            for v in dispatcher.pool.snapshot()
+        ]
     return [
-        EndpointStatus(url=v.url, state=v.state, inflight=v.inflight)  # type: ignore[arg-type]
+        EndpointStatus(
+            url=v.url,
+            state=v.state,  # type: ignore[arg-type]
+            inflight=v.inflight,
+            cached_blocks=index.held(v.url),
+            unique_blocks=index.unique_blocks(v.url),
+        )
         for v in dispatcher.pool.snapshot()
     ]
 

@@ -156,6 +156,7 @@ class ModelsStack(Stack):
                         health_timeout_s=config.replica_health_timeout_s,
                     ),
                     drained=self._drained,
+                    warmth=self._warmth,
                 )
                 for i, model in enumerate(self.models)
             }

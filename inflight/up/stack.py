@@ -43,6 +43,7 @@ from inflight.control.restarts import (
     restart_step,
     started,
 )
+from inflight.control.scale_down import Warmth
 from inflight.control.trigger import SCRAPE_INTERVAL_S
 from inflight.logs import LOG_FORMAT
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
@@ -153,6 +154,7 @@ class Stack:
                 health_timeout_s=config.replica_health_timeout_s,
             ),
             drained=self._drained,
+            warmth=self._warmth,
         )
         self.router: ManagedProcess | None = None
         self.router_port = 0
@@ -188,6 +190,19 @@ class Stack:
             if ep.get("url") == url:
                 return bool(ep.get("state") != "ready" and ep.get("inflight", 0) == 0)
         return True
+
+    def _warmth(self) -> dict[str, Warmth]:
+        """Each ready endpoint's requests in flight and prefix blocks only it holds (0
+        without --dispatch prefix): which replica a scale-down takes
+        (:mod:`inflight.control.scale_down`). Empty without a router."""
+        status = self._status()
+        if status is None:
+            return {}
+        return {
+            str(ep["url"]): Warmth(int(ep.get("inflight", 0)), int(ep.get("unique_blocks") or 0))
+            for ep in status.get("endpoints", [])
+            if ep.get("state") == "ready" and "url" in ep
+        }
 
     def observe(self) -> Observation:
         status = self._status()

@@ -14,7 +14,10 @@ What it guarantees (each one a trap from the seed):
   *before* it is stopped: it drains until ``drained(url)`` says the router holds nothing
   for it (or ``drain_timeout_s`` passes);
 * a replica that dies (or fails its health check ``unhealthy_after`` times in a row) is
-  taken out of the endpoint file at once and replaced after an exponential back-off.
+  taken out of the endpoint file at once and replaced after an exponential back-off;
+* on a scale-down the ready replica that leaves is the one whose loss costs least
+  (:mod:`inflight.control.scale_down`): ``warmth()`` reads, from the router, each endpoint's
+  requests in flight and the prefix blocks only it holds, once a replica is surplus.
 
 It is driven by :meth:`Supervisor.tick`, called in a loop by one thread; nothing in it
 blocks longer than one health check (``health_timeout_s``). The endpoint file is
@@ -36,7 +39,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -61,6 +64,7 @@ from inflight.control.lifecycle import (
     Reported,
     Terminate,
 )
+from inflight.control.scale_down import Warmth
 from inflight.ports import listening_ports
 from inflight.procs import ManagedProcess, ProcessError, free_port, http_ok
 
@@ -143,6 +147,10 @@ def _always_drained(_url: str) -> bool:
     return True
 
 
+def _nothing_known() -> Mapping[str, Warmth]:
+    return {}
+
+
 @dataclass
 class Supervisor:
     """Keeps ``desired`` replicas of ``command`` (argv with ``{port}`` or ``{ready_file}``)
@@ -150,7 +158,9 @@ class Supervisor:
 
     ``drained(url)`` is asked, for a replica already out of the endpoint file, whether
     the router still has requests on it (the stack asks the router's /router/status).
-    ``clock`` is monotonic seconds.
+    ``warmth()``: each endpoint URL's requests in flight and unique prefix blocks (the
+    router's status too), asked only when a replica may leave. ``clock`` is monotonic
+    seconds.
     """
 
     command: Sequence[str]
@@ -158,6 +168,7 @@ class Supervisor:
     log_dir: Path
     config: SupervisorConfig = field(default_factory=SupervisorConfig)
     drained: Callable[[str], bool] = _always_drained
+    warmth: Callable[[], Mapping[str, Warmth]] = _nothing_known
     env: dict[str, str] | None = None
     clock: Callable[[], float] = time.monotonic
     desired: int = 0
@@ -167,6 +178,7 @@ class Supervisor:
     all_processes: list[ManagedProcess] = field(default_factory=list)
     _next_id: int = 1
     _published: tuple[str, ...] | None = None
+    _warmth: dict[int, Warmth] = field(default_factory=dict)  # this tick's, for the log
 
     def __post_init__(self) -> None:
         check_replica_command(self.command)
@@ -210,8 +222,15 @@ class Supervisor:
         probes = {
             r.id: self._probe(r, lifecycle.needed(r.state, now, self.config)) for r in self.replicas
         }
+        self._warmth = self._read_warmth()
         result = lifecycle.reconcile(
-            [r.state for r in self.replicas], probes, self.backoff, self.desired, now, self.config
+            [r.state for r in self.replicas],
+            probes,
+            self.backoff,
+            self.desired,
+            now,
+            self.config,
+            self._warmth,
         )
         by_id = {r.id: r for r in self.replicas}
         for state in result.replicas:
@@ -224,6 +243,18 @@ class Supervisor:
             if not self._start(now):
                 break  # it will not start now either: the back-off decides when to retry
         self._publish()
+
+    def _read_warmth(self) -> dict[int, Warmth]:
+        """The ready replicas' warmth by id, read only when one may leave (more starting or
+        ready than desired: stepping the replicas can only lower that count)."""
+        if self.active <= self.desired:
+            return {}
+        by_url = self.warmth()
+        return {
+            r.id: by_url[r.url]
+            for r in self.replicas
+            if r.phase is ReplicaPhase.READY and r.url in by_url
+        }
 
     def _probe(self, r: Replica, kinds: frozenset[ProbeKind]) -> Probes:
         """Run the probes the lifecycle asked for (health only on a known port and a live
@@ -300,7 +331,15 @@ class Supervisor:
             self.ports_used.add(action.port)
             log.info("replica %d listens on port %d", r.id, action.port)
         elif isinstance(action, Draining):
-            log.info("replica %d (%s) draining", r.id, r.url)
+            w = self._warmth.get(r.id)
+            log.info(
+                "replica %d (%s) draining%s",
+                r.id,
+                r.url,
+                f": {w.inflight} in flight, {w.unique_blocks} prefix blocks only it holds"
+                if w is not None
+                else "",
+            )
 
     def _start(self, now: float) -> bool:
         """Start one replica; False if it could not be started (counted as a crash)."""

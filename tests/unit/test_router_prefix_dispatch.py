@@ -15,6 +15,7 @@ from inflight.prefix_blocks import token_blocks
 from router import endpoint_lists
 from router.dispatch import Admission, Dispatcher
 from router.pool import Endpoint, Pool
+from router.status import router_status
 
 pytestmark = pytest.mark.unit
 
@@ -136,3 +137,18 @@ def test_bad_settings_name_the_flag() -> None:
         Dispatcher(Pool(1), hold_when_full=True, prefix_balance=-1)
     with pytest.raises(ValueError, match="--prefix-block-size"):
         Dispatcher(Pool(1), hold_when_full=True, prefix_balance=1, prefix_block_size=0)
+
+
+def test_status_reports_each_endpoints_cached_and_unique_blocks() -> None:
+    """/router/status with --dispatch prefix: what the supervisor's scale-down reads
+    (inflight/control/scale_down.py); without it, the fields are absent (None)."""
+    d = prefix_dispatcher([A, B])
+    d.prefix.record(A, GROUP1)  # type: ignore[union-attr]
+    d.prefix.record(B, GROUP1[:2] + GROUP2)  # type: ignore[union-attr]
+    by_url = {e.url: e for e in router_status(d).endpoints}
+    assert (by_url[A].cached_blocks, by_url[A].unique_blocks) == (4, 2)
+    assert (by_url[B].cached_blocks, by_url[B].unique_blocks) == (6, 4)
+    plain = Dispatcher(Pool(4, rng=random.Random(7)))
+    plain.pool.set_endpoints([A])
+    (only,) = router_status(plain).endpoints
+    assert only.cached_blocks is None and only.unique_blocks is None
