@@ -155,6 +155,17 @@ def serve(config: RouterSettings) -> int:
             print(f"inflight router: error: {exc}", file=sys.stderr)
             return 2
         background.append(functools.partial(k8s.watch_service_job, sink, k8s_source))
+        if config.deletion_cost:
+            from router import deletion_cost
+
+            background.append(
+                functools.partial(
+                    deletion_cost.deletion_cost_job,
+                    (lambda: [dispatcher]) if models is None else models.dispatchers,
+                    k8s_source,
+                    config.deletion_cost_interval_s,
+                )
+            )
     background.append(
         lambda get_session: health.run_health_checks(
             dispatcher if models is None else models.dispatchers,

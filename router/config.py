@@ -79,6 +79,19 @@ class RouterSettings(config.Settings):
     ] = None
     k8s_service: Annotated[str | None, Cli("Service whose EndpointSlices to watch")] = None
     k8s_port_name: Annotated[str | None, Cli("the EndpointSlice port to use, by name")] = None
+    deletion_cost: Annotated[
+        bool,
+        Cli(
+            "keep controller.kubernetes.io/pod-deletion-cost on the Service's pods (the "
+            "scale-down rule's order: fewest in flight, least unique cache leave first; "
+            "needs --k8s-namespace and RBAC patch on pods, router/deletion_cost.py)"
+        ),
+    ] = False
+    deletion_cost_interval_s: Annotated[
+        float,
+        Field(gt=0),
+        Cli("--deletion-cost: at most one PATCH a pod per this many seconds"),
+    ] = 30.0
     model_endpoints_file: Annotated[
         list[str],
         NoDecode,
@@ -478,6 +491,8 @@ class RouterSettings(config.Settings):
                 None,
                 f"{named('k8s_service')}/{named('k8s_port_name')} need {named('k8s_namespace')}",
             )
+        if self.deletion_cost and self.k8s_namespace is None:
+            raise FieldError("deletion_cost", f"needs {named('k8s_namespace')}: the pods' API")
         for field in ("kv_tokens", "discover_kv_tokens"):
             if getattr(self, field) and not self.hold_when_full:
                 raise FieldError(

@@ -107,6 +107,11 @@ def test_exactly_one_source_is_required() -> None:
         (("--endpoints", "", "--upstream-timeout-s", "-1"), "--upstream-timeout-s"),
         (("--k8s-namespace", "llm"), "--k8s-service"),
         (("--endpoints", "", "--k8s-service", "vllm"), "--k8s-namespace"),
+        (("--endpoints", "", "--deletion-cost"), "--deletion-cost"),
+        (
+            ("--k8s-namespace", "llm", "--k8s-service", "v", "--deletion-cost-interval-s", "0"),
+            "--deletion-cost-interval-s",
+        ),
         (("--endpoints", "", "--log-level", "verbose"), "--log-level"),
         (("--endpoints", "", "--allow-route", "/v1/load_lora_adapter"), "--allow-route"),
         (("--endpoints", "", "--allow-route", "POST:/admin"), "--allow-route"),
