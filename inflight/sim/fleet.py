@@ -131,10 +131,13 @@ class Fleet:
     def _warmth(self) -> dict[int, Warmth] | None:
         """What each ready replica's loss would cost (:mod:`inflight.control.scale_down`), as
         the live supervisor reads it from the router: its requests in flight, the prefix
-        blocks only it holds (0 without prefix dispatch). Only when one may leave."""
+        blocks only it holds. Only when one may leave, and only with prefix dispatch (the
+        rule is that feature's, off by default with it: without, None, newest first)."""
         if lc.count(self.states, lc.ACTIVE_PHASES) <= self.desired:
             return None
         pool, index = self.router.pool, self.router.dispatcher.prefix
+        if index is None:  # without prefix dispatch: newest first, as before the rule
+            return None
         warmth: dict[int, Warmth] = {}
         for s in self.states:
             if s.phase is lc.ReplicaPhase.READY:

@@ -192,15 +192,19 @@ class Stack:
         return True
 
     def _warmth(self) -> dict[str, Warmth]:
-        """Each ready endpoint's requests in flight and prefix blocks only it holds (0
-        without --dispatch prefix): which replica a scale-down takes
-        (:mod:`inflight.control.scale_down`). Empty without a router."""
+        """Each ready endpoint's requests in flight and prefix blocks only it holds: which
+        replica a scale-down takes (:mod:`inflight.control.scale_down`). Empty without a
+        router, and without its --dispatch prefix (INFLIGHT_ROUTER_DISPATCH=prefix): the
+        rule comes with that feature, off by default; without it, newest first."""
         status = self._status()
         if status is None:
             return {}
+        endpoints = status.get("endpoints", [])
+        if not any(ep.get("unique_blocks") is not None for ep in endpoints):
+            return {}  # no prefix dispatch: the rule is that feature's; newest first
         return {
             str(ep["url"]): Warmth(int(ep.get("inflight", 0)), int(ep.get("unique_blocks") or 0))
-            for ep in status.get("endpoints", [])
+            for ep in endpoints
             if ep.get("state") == "ready" and "url" in ep
         }
 

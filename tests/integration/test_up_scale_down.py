@@ -38,7 +38,12 @@ def endpoint_inflight(info) -> dict[str, int]:
     return {e["url"]: e["inflight"] for e in status(info)["endpoints"] if e["state"] == "ready"}
 
 
-def test_a_scale_down_under_load_drains_the_idle_replica_not_the_newest(procs, tmp_path):
+def test_a_scale_down_under_load_drains_the_idle_replica_not_the_newest(
+    procs, tmp_path, monkeypatch
+):
+    # The rule comes with prefix-aware dispatch (its router's variable, which inflight up
+    # passes through): without it, newest first as before.
+    monkeypatch.setenv("INFLIGHT_ROUTER_DISPATCH", "prefix")
     state = tmp_path / "state"
     _, info = start_up(procs, state, "--time-scale", TS, "--max-replicas", "2",
                        "--scaler-metadata", "floorWindowSeconds=0")  # fmt: skip

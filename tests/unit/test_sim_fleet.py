@@ -68,8 +68,11 @@ def test_scale_down_cancels_a_starting_replica_first_then_drains_the_newest_read
 
 
 def test_scale_down_keeps_the_busier_replica_even_the_newest() -> None:
-    """inflight.control.scale_down: fewest requests in flight leaves first."""
-    fleet, events, router = _fleet()
+    """inflight.control.scale_down, with prefix dispatch (the rule comes with it): fewest
+    requests in flight leaves first."""
+    events = EventQueue(0.0)
+    router = SimRouter(4, random.Random(0), prefix_balance=2)
+    fleet = Fleet(Profile(startup_s=30.0), events, router, lambda: None)
     fleet.start_ready(2)
     oldest, newest = sorted(fleet.replicas.values(), key=lambda r: r.id)
     _busy(router, newest.url)
@@ -77,6 +80,18 @@ def test_scale_down_keeps_the_busier_replica_even_the_newest() -> None:
     events.run_until(1.0)
     assert oldest.id not in fleet.replicas  # idle: drained at once, gone
     assert fleet.phase(newest.id) is ReplicaPhase.READY
+
+
+def test_without_prefix_dispatch_the_newest_leaves_even_when_busy() -> None:
+    """Off by default with its feature: newest first, as before (simulations unchanged)."""
+    fleet, events, router = _fleet()
+    fleet.start_ready(2)
+    oldest, newest = sorted(fleet.replicas.values(), key=lambda r: r.id)
+    _busy(router, newest.url)
+    events.at(1.0, lambda: fleet.set_desired(1))
+    events.run_until(1.0)
+    assert fleet.phase(newest.id) is ReplicaPhase.DRAINING
+    assert fleet.phase(oldest.id) is ReplicaPhase.READY
 
 
 def test_scale_down_keeps_the_replica_with_the_cache_no_other_holds() -> None:
