@@ -34,8 +34,10 @@ fi
 # -m replaces addopts' "not slow", so each stage's expression says it again.
 echo "== pytest, parallel stage (-n $TEST_WORKERS)" >&2
 parallel=0
-"$VENV/bin/python" -m pytest -n "$TEST_WORKERS" -m "not slow and not serial and not real_engine" ||
-    parallel=$?
+# worksteal: an idle worker takes tests still queued on another (with plain load, one worker
+# was left running a module's minute-long tests one after another while three sat idle).
+"$VENV/bin/python" -m pytest -n "$TEST_WORKERS" --dist worksteal \
+    -m "not slow and not serial and not real_engine" || parallel=$?
 stage "pytest, parallel stage (exit $parallel)"
 echo "== pytest, serial stage (serial, real_engine)" >&2
 serial=0
