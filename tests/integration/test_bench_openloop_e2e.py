@@ -12,6 +12,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from inflight.measure.results import read_json
 from inflight.procs import port_is_free
 from tests.support import INFLIGHT
@@ -31,6 +33,7 @@ MEASURES = (
 )  # fmt: skip
 
 
+@pytest.mark.serial  # the open-loop sender keeps a schedule: run alone, after the parallel stage
 def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
     tmp_path: Path,
 ) -> None:
@@ -81,6 +84,7 @@ def test_open_loop_compare_writes_the_comparison_and_leaves_nothing_running(
     assert "| saturation |" in (out / "comparison.md").read_text()
 
 
+@pytest.mark.serial  # the open-loop sender keeps a schedule: run alone, after the parallel stage
 def test_a_live_frontier_runs_the_missing_fixed_fleets_live(tmp_path: Path) -> None:
     out = tmp_path / "2026-12-02-tiny-live-frontier"
     args = [a if a != "fixed:2,saturation" else "saturation" for a in ARGS]
