@@ -120,6 +120,8 @@ WORKLOAD_KEYS = (
     "block_size",
     "max_model_len",
     "token_admission",
+    # the replicas' prefix cache, on for a workload that carries block ids (inflight.sim.kvcache)
+    "no_prefix_caching",
 )
 # The flags of tune itself (the search, the output, the held-out split) and argparse's own:
 # every other flag of the command is a workload flag and must reach the workers
