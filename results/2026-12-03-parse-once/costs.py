@@ -1,6 +1,6 @@
 """One tree's costs, in ms (least of 7 timings): the scaler's own part of an uncached
 GetMetrics on a live-shaped answer (Prometheus' JSON, values as strings: json.loads, the
-window and KV series (``observed_from_matrix``), ``decide``), and the router's token demand
+window and KV series (``observed_from_matrix``), ``costed_decision``), and the router's token demand
 of a 2,000-id prompt (``router.tokens.demand_of``, as the open-loop bench sends it). Run by
 ``ab.sh`` alternately from two trees (PYTHONPATH picks the tree)."""
 
@@ -9,7 +9,7 @@ import json
 import random
 import time
 
-from external_scaler.decide import decide
+from external_scaler.decision import costed_decision
 from external_scaler.sources.prometheus import observed_from_matrix
 from inflight.sim.core import SimConfig, Simulation
 from inflight.sim.scaler import SimScaler
@@ -53,7 +53,7 @@ observed = observed_from_matrix(parsed, scaler.query, start, end)
 figures = {
     "json": best(lambda: json.loads(body), 10),
     "observed": best(lambda: observed_from_matrix(parsed, scaler.query, start, end), 10),
-    "decide": best(lambda: decide(scaler.spec, observed), 10),
+    "decide": best(lambda: costed_decision(scaler.spec, observed), 10),
     "demand_2000_ids": best(lambda: demand_of(ids, chat=False), 200),
 }
 points = sum(len(i["values"]) for i in data["result"])
