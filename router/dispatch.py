@@ -302,8 +302,8 @@ class Dispatcher:
         if block_size is not None and block_size >= 1:
             self.prefix_block_size = block_size
         size = self._kv_block.get(url)
-        blocks = tokens // size if tokens is not None and size else None
-        self.prefix.set_capacity(url, blocks if blocks is None or blocks >= 1 else 1)
+        blocks = max(1, tokens // size) if tokens is not None and size else None
+        self.prefix.set_capacity(url, blocks)
 
     def forget(self, urls: Sequence[str]) -> None:
         """Endpoints removed from the pool: what the prefix index had of them goes at once

@@ -21,7 +21,6 @@ serves one model, and costs the request path nothing (a background job).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -146,5 +145,4 @@ async def run_model_check(
             await check_once(check, session_getter(), timeout_s)
         except Exception:  # a bug here must not stop the check
             log.exception("model check round failed")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.sleep(interval_s)
+        await asyncio.sleep(interval_s)

@@ -306,14 +306,18 @@ class Simulation:
                           priority=getattr(p, "priority", 0))
             for p in warmup
         ]  # fmt: skip
-        # Each request's prompt as block ids (PlannedRequest.prefix_ids), for the replicas'
-        # prefix cache (by the result's identity: RequestResult is what requests.jsonl writes)
-        self._prefix: dict[int, tuple[tuple[int, ...], int]] = {}
+        # Each request's prompt as the engine's block hashes (its PlannedRequest.prefix_ids
+        # cut to the replicas' block size), for the replicas' prefix cache and the router's
+        # prefix dispatch; computed once, by the result's identity (RequestResult is what
+        # requests.jsonl writes).
+        self._prefix: dict[int, tuple[int, ...]] = {}
         if config.profile.enable_prefix_caching:
+            size = config.profile.block_size
             for p, res in zip((*planned, *warmup), (*self.results, *self.warmup), strict=True):
                 ids: tuple[int, ...] = getattr(p, "prefix_ids", ())
                 if ids:
-                    self._prefix[id(res)] = (ids, getattr(p, "prefix_block_tokens", 0))
+                    id_tokens = getattr(p, "prefix_block_tokens", 0)
+                    self._prefix[id(res)] = tuple(rechunk(ids, id_tokens, size, res.prompt_tokens))
         self._open = 0  # requests arrived and not ended
         self._pending = len(self.results) + len(self.warmup)  # not ended (arrived or not)
         self._by_seq: dict[EngineSeq, tuple[RequestResult, Endpoint]] = {}
@@ -512,13 +516,9 @@ class Simulation:
         self._schedule_wake(replica)
 
     def _hashes(self, res: RequestResult) -> tuple[int, ...]:
-        """A request's prompt as the engine's block hashes (its PlannedRequest's block ids,
-        cut to the replicas' block size); () for a prompt with none (no prefix cache)."""
-        prefix = self._prefix.get(id(res))
-        if prefix is None:
-            return ()
-        size = self.config.profile.block_size
-        return tuple(rechunk(prefix[0], prefix[1], size, res.prompt_tokens))
+        """A request's prompt as the engine's block hashes; () for a prompt with none (no
+        prefix cache)."""
+        return self._prefix.get(id(res), ())
 
     def _too_long(self, res: RequestResult, ep: Endpoint) -> None:
         replica = self.fleet.replica_of(ep)
