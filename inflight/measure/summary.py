@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,27 @@ def table(header: Sequence[str], lines: Iterable[Sequence[str]], align: str = "-
     return out
 
 
+def _workload_table(
+    rows: Sequence[Row],
+    cols: Sequence[Column],
+    labels: Mapping[str, str],
+    fixed_column: str | None,
+    of_run: Callable[[Mapping[str, Any]], str],
+    fixed_cell: Callable[[Row], str],
+) -> list[str]:
+    """A row a workload, a column a policy (``of_run`` of its run), and ``fixed_column``'s
+    ``fixed_cell`` first when given."""
+    head = ["workload", *([fixed_column] if fixed_column else []), *(c.header for c in cols)]
+    lines = []
+    for row in rows:
+        runs = by_column(row, labels)
+        fixed = [fixed_cell(row)] if fixed_column else []
+        lines.append(
+            [f"`{row.name}`", *fixed, *(of_run(runs[c.key]) if c.key in runs else "" for c in cols)]
+        )
+    return table(head, lines)
+
+
 def cells_table(
     rows: Sequence[Row],
     cols: Sequence[Column],
@@ -135,18 +156,13 @@ def cells_table(
     fixed_column: str | None = None,
 ) -> list[str]:
     """A row a workload; ``fixed_column`` (e.g. ``fixed:8``) adds that fleet's attainment."""
-    head = ["workload", *([fixed_column] if fixed_column else []), *(c.header for c in cols)]
-    lines = []
-    for row in rows:
-        runs = by_column(row, labels)
-        fixed = []
-        if fixed_column:
-            run = row.runs.get(fixed_column) or row.fleets.get(fixed_column)
-            fixed = [f"{100 * run['slo_attainment']:.1f} %" if run else ""]
-        lines.append(
-            [f"`{row.name}`", *fixed, *(cell(runs[c.key]) if c.key in runs else "" for c in cols)]
-        )
-    return table(head, lines)
+
+    def attainment(row: Row) -> str:
+        assert fixed_column is not None
+        run = row.runs.get(fixed_column) or row.fleets.get(fixed_column)
+        return f"{100 * run['slo_attainment']:.1f} %" if run else ""
+
+    return _workload_table(rows, cols, labels, fixed_column, cell, attainment)
 
 
 def policies_table(
@@ -201,18 +217,14 @@ def misses_table(
     labels: Mapping[str, str],
     fixed_column: str | None = None,
 ) -> list[str]:
-    head = ["workload", *([fixed_column] if fixed_column else []), *(c.header for c in cols)]
-    lines = []
-    for row in rows:
-        runs = by_column(row, labels)
-        fixed = []
-        if fixed_column:
-            run = row.runs.get(fixed_column)
-            fixed = [misses(run) if run else ""]
-        lines.append(
-            [f"`{row.name}`", *fixed, *(misses(runs[c.key]) if c.key in runs else "" for c in cols)]
-        )
-    return table(head, lines)
+    """:func:`cells_table` of :func:`misses`; ``fixed_column`` adds that run's misses."""
+
+    def fixed_misses(row: Row) -> str:
+        assert fixed_column is not None
+        run = row.runs.get(fixed_column)
+        return misses(run) if run else ""
+
+    return _workload_table(rows, cols, labels, fixed_column, misses, fixed_misses)
 
 
 def below_lines(
