@@ -122,13 +122,21 @@ class Replica:
         return held_s if held_s is not None else self.loop.time() - self._held_total_s
 
     def advance(self) -> float:
-        """Replay the engine up to now; wake the handlers it touched. Returns the engine's
-        now (the instant it is held at, when a hold fell due on the way)."""
-        for seq in self.engine.advance(self.now_s()):
+        """Replay the engine up to now; wake the handlers it touched. Returns the instant it
+        advanced to (the one it is held at, when a hold fell due on the way).
+
+        That instant, not a fresh reading of the clock: every command (submit, abort, hold)
+        is given it, and advances the engine to it first, which is then a no-op. Given a
+        later instant, the command replayed the steps in between itself and the sequences
+        that finished in them were never woken (their handlers waited until the client left:
+        requests stuck in flight under load on a busy machine)."""
+        now_s = self.now_s()
+        for seq in self.engine.advance(now_s):
             event = self.events.get(seq)
             if event is not None:
                 event.set()
-        return self.now_s()
+        held_s = self.engine.held_s
+        return held_s if held_s is not None else now_s
 
     def hold(self, after_admitted: int | None) -> dict[str, Any]:
         """Hold the engine's clock now, or at the step that admits ``after_admitted``."""
