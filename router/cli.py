@@ -80,12 +80,16 @@ def serve(config: RouterSettings) -> int:
             kv_tokens=config.dispatch_kv_tokens,
             discover_kv_tokens=config.discover_kv_tokens,
             demand=(
-                TokenDemand(config.demand_max_model_len, config.chars_per_token)
+                TokenDemand(
+                    config.demand_max_model_len, config.chars_per_token, config.max_prompt_items
+                )
                 if config.token_admission
                 else None
             ),
             prefix_balance=config.prefix_balance if prefix else None,
             prefix_block_size=config.prefix_block_size,
+            chars_per_token=config.chars_per_token,
+            max_prompt_items=config.max_prompt_items,
         )
         if config.max_held_bytes:
             made.max_held_bytes = config.max_held_bytes

@@ -30,7 +30,7 @@ from inflight.control.hold_order import (
 )
 from router.limits import DoorLimits
 from router.routes import Route, RouteSpecError, parse_route
-from router.tokens import DEFAULT_CHARS_PER_TOKEN
+from router.tokens import DEFAULT_CHARS_PER_TOKEN, DEFAULT_MAX_PROMPT_ITEMS
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # --upstream-client: router.upstream.build makes each.
@@ -214,6 +214,15 @@ class RouterSettings(config.Settings):
             "(results/2026-12-02-token-estimate/ measures it)"
         ),
     ] = DEFAULT_CHARS_PER_TOKEN
+    max_prompt_items: Annotated[
+        int,
+        Field(ge=1),
+        Cli(
+            "token admission and --dispatch prefix: 400 for a body with more prompt items than "
+            "this (a batched completion's prompts; a chat's messages and content parts), "
+            "counted before any is read"
+        ),
+    ] = DEFAULT_MAX_PROMPT_ITEMS
     max_body_bytes: Annotated[int, Field(ge=1), Cli("413 above this body size")] = 16 * 1024 * 1024
     # The limits at the door (router/uvicorn_protocol.py's DoorLimits; issue 39).
     max_url_bytes: Annotated[

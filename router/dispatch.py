@@ -71,7 +71,7 @@ from router.errors import (
 )
 from router.pool import READY, Endpoint, Pool
 from router.prefix_index import PrefixIndex, PromptBlocks, prefer
-from router.tokens import DEFAULT_CHARS_PER_TOKEN
+from router.tokens import DEFAULT_CHARS_PER_TOKEN, DEFAULT_MAX_PROMPT_ITEMS
 
 R = TypeVar("R")
 # The block size a prompt is hashed in until an endpoint says its own (vLLM's default on GPUs).
@@ -143,6 +143,7 @@ class Dispatcher:
         prefix_balance: int | None = None,
         prefix_block_size: int = DEFAULT_PREFIX_BLOCK_SIZE,
         chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
+        max_prompt_items: int = DEFAULT_MAX_PROMPT_ITEMS,
     ) -> None:
         if max_queue < 0:
             raise ValueError(f"--max-queue must be ≥ 0, got {max_queue}")
@@ -211,7 +212,9 @@ class Dispatcher:
         # request's prompt is hashed in (an endpoint's discovered one, else the flag's).
         self.prefix = PrefixIndex() if prefix_balance is not None else None
         # A raw request's prompt blocks (the proxy's, with the feature on; None when off).
-        self.prompt_blocks = PromptBlocks(chars_per_token) if self.prefix is not None else None
+        self.prompt_blocks = (
+            PromptBlocks(chars_per_token, max_prompt_items) if self.prefix is not None else None
+        )
         self.prefix_balance = prefix_balance if prefix_balance is not None else 0
         self.prefix_block_size = prefix_block_size
         self.prefix_hits = 0  # blocks found cached where a request was sent (estimated)

@@ -42,7 +42,7 @@ from typing import TypeVar
 # simulator): chained hashes of full blocks of token ids, or of text in
 # ``block_size × chars_per_token`` characters.
 from inflight.prefix_blocks import chat_text, request_blocks, text_blocks, token_blocks
-from router.tokens import BadBody, is_chat, parse_json
+from router.tokens import DEFAULT_MAX_PROMPT_ITEMS, BadBody, check_items, is_chat, parse_json
 
 K = TypeVar("K")  # what names an endpoint: its URL, or the endpoint itself
 
@@ -62,10 +62,11 @@ class PromptBlocks:
     or a chat's, hashed in the dispatcher's block size; empty for another route or a body
     the router cannot read (vLLM answers it)."""
 
-    __slots__ = ("chars_per_token",)
+    __slots__ = ("chars_per_token", "max_items")
 
-    def __init__(self, chars_per_token: float) -> None:
+    def __init__(self, chars_per_token: float, max_items: int = DEFAULT_MAX_PROMPT_ITEMS) -> None:
         self.chars_per_token = chars_per_token
+        self.max_items = max_items
 
     def __call__(self, path: bytes, body: bytes, block_size: int) -> list[int]:
         chat = is_chat(path)
@@ -73,7 +74,9 @@ class PromptBlocks:
             return []
         try:
             doc = parse_json(body)
-        except (ValueError, BadBody):  # not JSON, or too deeply nested: no blocks
+            if isinstance(doc, dict):
+                check_items(doc, chat, self.max_items)
+        except (ValueError, BadBody):  # not JSON, too deeply nested, too many items: none
             return []
         return request_blocks(doc, chat, block_size, self.chars_per_token)
 

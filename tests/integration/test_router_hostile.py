@@ -244,6 +244,23 @@ def test_a_deeply_nested_body_is_a_clean_400(stack: tuple[Server, Server]) -> No
     still_serving(router)
 
 
+def test_a_million_prompts_is_a_clean_400_before_any_is_read(stack: tuple[Server, Server]) -> None:
+    _, router = stack
+    body = json.dumps({"model": MODEL, "prompt": [[1]] * 1_000_000, "max_tokens": 1}).encode()
+    response = raw(
+        router,
+        b"POST /v1/completions HTTP/1.1\r\nhost: r\r\nconnection: close\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body),
+        body,
+    )
+    assert status_of(response) == 400
+    message = error_of(response)["message"]
+    assert "1000000 prompts" in message and "--max-prompt-items=8192" in message, message
+    assert client_errors(router, "bad_body") == 1
+    assert inflight(router) == 0
+    still_serving(router)
+
+
 def test_streaming_clients_that_stop_reading_lose_their_slots(
     stack: tuple[Server, Server],
 ) -> None:

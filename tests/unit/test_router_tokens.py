@@ -510,3 +510,20 @@ def test_a_body_nested_too_deeply_is_a_clean_400() -> None:
     with pytest.raises(BadBody, match="nested too deeply") as info:
         request_demand(COMPLETIONS, deep)
     assert info.value.status == 400
+
+
+def test_more_prompt_items_than_the_router_reads_is_a_clean_400_counted_before_reading() -> None:
+    many = json.dumps({"prompt": ["a"] * 9000, "max_tokens": 5}).encode()
+    with pytest.raises(BadBody, match=r"9000 prompts.*--max-prompt-items=8192") as info:
+        request_demand(COMPLETIONS, many)
+    assert info.value.status == 400 and info.value.reason == "bad_body"
+    # A list of token ids is one prompt, however long; the bound is the operator's.
+    assert request_demand(COMPLETIONS, json.dumps({"prompt": [7] * 9000}).encode()).prompt == 9000
+    assert request_demand(COMPLETIONS, many, max_items=9000).prompt == 9000
+    # A chat's messages and their content parts count alike.
+    parts = [{"type": "text", "text": "x"}] * 5000
+    chat = json.dumps({"messages": [{"role": "user", "content": parts}] * 2}).encode()
+    with pytest.raises(BadBody, match="10002 messages and content parts"):
+        request_demand(CHAT, chat)
+    with pytest.raises(ValueError, match="--max-prompt-items"):
+        TokenDemand(max_items=0)
