@@ -207,7 +207,9 @@ def serve(config: RouterSettings) -> int:
         allow_routes=config.allow_routes,
         models=models,
         limits=config.door_limits,
-        priority=PrioritySource(config.priority_header_name, config.client_priority),
+        priority=PrioritySource(
+            config.priority_header_name, config.client_priority, config.route_priorities
+        ),
     )
     from router.uvicorn_protocol import HookedHttpToolsProtocol
 

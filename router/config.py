@@ -29,6 +29,7 @@ from inflight.control.hold_order import (
     single_plan,
 )
 from router.limits import DoorLimits
+from router.priority import parse_route_priority
 from router.routes import Route, RouteSpecError, parse_route
 from router.tokens import DEFAULT_CHARS_PER_TOKEN, DEFAULT_MAX_PROMPT_ITEMS
 
@@ -176,6 +177,17 @@ class RouterSettings(config.Settings):
             "--priority-header's header has priority 0)"
         ),
     ] = False
+    route_priority: Annotated[
+        list[str],
+        NoDecode,
+        Cli(
+            "a route's priority for --priority-class, repeatable: every request on ROUTE (the "
+            "path, query string aside) has PRIORITY unless --priority-header's header gives "
+            "one (trusted: the operator's; env: comma-separated or a JSON array)",
+            metavar="ROUTE=PRIORITY",
+            repeat=True,
+        ),
+    ] = Field(default_factory=list)
     kv_tokens: Annotated[
         int,
         Field(ge=0),
@@ -343,6 +355,19 @@ class RouterSettings(config.Settings):
 
     _split_routes = field_validator("allow_route", mode="before")(config.split_list)
     _split_classes = field_validator("priority_class", mode="before")(config.split_list)
+    _split_route_priority = field_validator("route_priority", mode="before")(config.split_list)
+
+    @field_validator("route_priority")
+    @classmethod
+    def _route_priority(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for text in value:
+            route, _ = parse_route_priority(text)
+            if route in seen:
+                raise ValueError(f"--route-priority names {route} twice")
+            seen.add(route)
+        return value
+
     _split_models = field_validator("model_endpoints_file", mode="before")(config.split_list)
 
     @field_validator("model_endpoints_file")
@@ -426,6 +451,11 @@ class RouterSettings(config.Settings):
             write_stall_s=self.write_stall_s or None,
             count=count,
         )
+
+    @property
+    def route_priorities(self) -> dict[str, int]:
+        """``--route-priority``'s routes and their priorities."""
+        return dict(parse_route_priority(text) for text in self.route_priority)
 
     @property
     def priority_header_name(self) -> bytes | None:

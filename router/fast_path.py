@@ -205,7 +205,7 @@ class FastCycle(Cycle):
         class_of = proxy.class_of
         if class_of is not None:
             try:
-                cls = class_of(proxy.priority(self._headers, body))
+                cls = class_of(proxy.priority(self._path, self._headers, body))
             except BadPriority:
                 self._asgi()  # answered (400) and counted there
                 return

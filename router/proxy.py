@@ -253,7 +253,7 @@ class Proxy:
         cls = 0
         if self.class_of is not None:
             try:
-                cls = self.class_of(self.priority(headers, body))
+                cls = self.class_of(self.priority(path, headers, body))
                 self.dispatcher.classes[cls].received += 1
             except BadPriority as exc:
                 if hooks is not None:

@@ -327,7 +327,13 @@ def test_a_clients_own_priority_changes_nothing_unless_the_operator_opts_in(
     assert class_of_request(gateway, **set_by_gateway) == "batch"
     opted_in = router_with("--client-priority")
     assert class_of_request(opted_in, **claims) == "batch"
-    for router in (plain, gateway, opted_in):
+    # A route's priority is the operator's too; the gateway's header comes first.
+    by_route = router_with(
+        "--route-priority", "/v1/completions=50", "--priority-header", "x-gateway-priority"
+    )
+    assert class_of_request(by_route) == "batch"
+    assert class_of_request(by_route, extra_headers={"x-gateway-priority": "0"}) == "high"
+    for router in (plain, gateway, opted_in, by_route):
         log = Path(router.process.log_path or "").read_text()
         assert "Traceback" not in log, log[-4000:]
 

@@ -69,6 +69,15 @@ def test_allow_route_is_repeatable_and_off_by_default() -> None:
     ]
 
 
+def test_route_priority_is_repeatable_and_off_by_default() -> None:
+    assert settings_from_args(parse("--endpoints", "")).route_priorities == {}
+    cfg = settings_from_args(
+        parse("--endpoints", "", "--route-priority", "/v1/embeddings=10",
+              "--route-priority", "/v1/chat/completions=-1")
+    )  # fmt: skip
+    assert cfg.route_priorities == {"/v1/embeddings": 10, "/v1/chat/completions": -1}
+
+
 def test_log_level_in_any_case() -> None:
     assert settings_from_args(parse("--endpoints", "", "--log-level", "INFO")).log_level == "info"
 
@@ -116,6 +125,15 @@ def test_exactly_one_source_is_required() -> None:
         (("--endpoints", "", "--allow-route", "/v1/load_lora_adapter"), "--allow-route"),
         (("--endpoints", "", "--allow-route", "POST:/admin"), "--allow-route"),
         (("--endpoints", "", "--allow-route", "POST:/v1/../admin"), "--allow-route"),
+        (("--endpoints", "", "--route-priority", "/v1/embeddings"), "--route-priority"),
+        (("--endpoints", "", "--route-priority", "v1/embeddings=1"), "--route-priority"),
+        (("--endpoints", "", "--route-priority", "/v1/embeddings=low"), "--route-priority"),
+        (("--endpoints", "", "--route-priority", "/v1/x?a=1=2"), "--route-priority"),
+        (
+            ("--endpoints", "", "--route-priority", "/v1/x=1", "--route-priority", "/v1/x=2"),
+            "--route-priority",
+        ),
+        (("--endpoints", "", "--max-prompt-items", "0"), "--max-prompt-items"),
     ],
 )
 def test_bad_flags_are_named(argv: tuple[str, ...], flag: str) -> None:
