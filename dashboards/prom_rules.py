@@ -15,6 +15,8 @@ Why these ``for:`` durations (production, 1.0 time-scale):
 * scaler errors turn into KEDA's fallback replica count at once, so 5 m;
 * no ready endpoint while requests arrive is an outage; 5 m covers a scale-from-zero
   start of the reference model;
+* the router's prefix index drifting from what the engines cache costs latency, not
+  requests: 30 m of it (over 15 m rates) is a ticket;
 * the KV cache binding instead of the slots is a sizing fact, not an outage (the scaler
   adds replicas for it under ``capacity: auto``): 15 m of it is a ticket; the same at a
   ceiling (the scaler asking for more than are ready) pages like
@@ -32,6 +34,10 @@ from inflight import names as n
 from inflight.control.capacity import DIMENSION_KV
 
 RUNBOOK_PATH: Final = "docs/runbook.md"
+#: InflightPrefixIndexDiverges: the two hit rates this far apart (absolute). The router
+#: counts whole blocks and vLLM every prompt token, so vLLM's rate reads a little lower even
+#: when the index is right; a quarter is far past that.
+PREFIX_DIVERGENCE: Final = 0.25
 GROUP_RECORDING: Final = "inflight.recording"
 GROUP_ALERTS: Final = "inflight.alerts"
 
@@ -263,6 +269,24 @@ ALERTS: Final = (
             "answering). Those endpoints are admitted by --kv-tokens, or by their slots "
             "only: long requests can wait in vLLM's own queue, out of the router's hold "
             "order and deadline. The router's log names the endpoint and why."
+        ),
+    ),
+    # The router's prefix index (--dispatch prefix, router/prefix_index.py) guesses what each
+    # engine caches; the engines report what hit. Apart for long, the guesses are wrong
+    # (a block size the router did not read, a cache smaller than it thinks, prompts it
+    # renders unlike the chat template): requests go where their prefix is not.
+    Alert(
+        name="InflightPrefixIndexDiverges",
+        expr=f"{s.prefix_divergence_expr('15m')} > {PREFIX_DIVERGENCE}",
+        for_s=1800,
+        severity="warning",
+        summary="The router's prefix-cache estimate is far from the engines' own hit rate",
+        description=(
+            "In namespace {{ $labels.namespace }} the routers' estimated prefix-cache hit "
+            "rate has been {{ $value | humanizePercentage }} away from the engines' "
+            "reported rate (vllm:prefix_cache_hits ÷ queries) for 30 minutes: the routers' "
+            "prefix index does not match what the engines cache, so --dispatch prefix "
+            "sends requests where their prefix is not."
         ),
     ),
     Alert(

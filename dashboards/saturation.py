@@ -4,7 +4,9 @@ Read top to bottom: how many routers are missing from the sums (above 0, L is pa
 L and λ together (a full system keeps L high while λ falls);
 W; the Little's Law check (is L honest?); saturation against the 1.0 line; replicas
 ready against what the scaler asks for; balance across endpoints; requests held at
-the router; and the two scaling rules side by side, computed live in PromQL.
+the router; the two scaling rules side by side, computed live in PromQL; and the prefix
+cache's hit rate as the router estimates it beside the engines' own, with the requests
+refused at the router's door.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from grafana_foundation_sdk.builders import dashboard as dash_b
 
 from dashboards import panels as p
 from dashboards import signals as s
+from dashboards.scaler import VLLM_JOB_VARIABLE
 from inflight import names as n
 
 UID: Final = "inflight-saturation"
@@ -39,6 +42,13 @@ def build() -> dash_b.Dashboard:
         ["inflight", "vllm", "autoscaling"],
         n.ROUTER_INFLIGHT,
         VARIABLES,
+    ).with_variable(
+        p.label_variable(
+            VLLM_JOB_VARIABLE,
+            n.VLLM_KV_CACHE_USAGE,
+            "job",
+            "Prometheus job of the vLLM replicas (their prefix-cache series)",
+        )
     )
     board = (
         board.with_row(dash_b.Row("Load: L against λ").id(100))
@@ -159,6 +169,42 @@ def build() -> dash_b.Dashboard:
                 "Accepted but not dispatched: all slots busy with holding on, or no ready "
                 "replica (scale from zero).",
                 [q(s.queued_expr(sel), "held at router")],
+            )
+        )
+    )
+    vllm_sel = f'namespace=~"$namespace",job=~"${VLLM_JOB_VARIABLE}"'
+    board = (
+        board.with_row(dash_b.Row("Prefix cache and the door").id(103))
+        .with_panel(
+            p.timeseries(
+                10,
+                "Prefix cache hit rate: the router's estimate beside the engines'",
+                "With --dispatch prefix, the router's estimate per model pool: prompt blocks "
+                "the endpoint it chose probably held ÷ blocks sent (router/prefix_index.py). "
+                "Beside it vLLM's own: prompt tokens found cached ÷ prompt tokens, per served "
+                "model (job: the vllm_job variable). vLLM counts every prompt token (a last "
+                "partial block never hits), so it reads a little lower; far apart for long, "
+                "the index is wrong (alert InflightPrefixIndexDiverges). No router line "
+                "without --dispatch prefix.",
+                [
+                    q(s.router_prefix_hit_rate_expr(sel), "router estimate {{model}}"),
+                    q(s.engine_prefix_hit_rate_expr(vllm_sel), "engines {{model_name}}"),
+                ],
+                unit="percentunit",
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                11,
+                "Clients refused at the door",
+                "Requests the router answered itself, by reason: a limit at the door "
+                "(url_too_long, header_too_large, too_many_headers, header_timeout, "
+                "body_timeout, too_many_connections, held_bytes), a client that stopped "
+                "reading (write_stall), a budget vLLM would refuse (bad_budget), a body it "
+                "cannot read (bad_body). None reaches a replica or counts in L "
+                '(docs/runbook.md, "Hostile and broken clients").',
+                [q(s.client_errors_expr(sel), "{{reason}}")],
+                unit="reqps",
             )
         )
     )

@@ -163,6 +163,51 @@ def kv_waiting_expr(sel: str) -> str:
     return n.promql(n.PROMQL_KV_WAITING, sel)
 
 
+def router_prefix_hit_rate_expr(sel: str, by: str = "model") -> str:
+    """The router's estimated prefix-cache hit rate (``--dispatch prefix``): prompt blocks
+    the chosen endpoint probably held ÷ blocks sent, over 5 m, per ``by``. No series while
+    the router does not route on prefixes (no block sent: 0 ÷ 0, dropped by ``> -1``)."""
+    return (
+        f"sum by ({by}) (rate({n.ROUTER_PREFIX_HITS}{{{sel}}}[5m]))\n/ "
+        f"sum by ({by}) (rate({n.ROUTER_PREFIX_QUERIES}{{{sel}}}[5m])) > -1"
+    )
+
+
+def engine_prefix_hit_rate_expr(sel: str, by: str = "model_name") -> str:
+    """The engines' own prefix-cache hit rate: vLLM's hit tokens ÷ queried prompt tokens
+    over 5 m, per ``by``. The router counts whole blocks, vLLM every prompt token (a
+    prompt's last partial block never hits), so vLLM's rate reads a little lower. No series
+    without prompts (0 ÷ 0, dropped by ``> -1``)."""
+    return (
+        f"sum by ({by}) (rate({n.VLLM_PREFIX_CACHE_HITS}{{{sel}}}[5m]))\n/ "
+        f"sum by ({by}) (rate({n.VLLM_PREFIX_CACHE_QUERIES}{{{sel}}}[5m])) > -1"
+    )
+
+
+def client_errors_expr(sel: str) -> str:
+    """Requests refused at the router's door per second, by reason (issue 39's limits:
+    docs/runbook.md, "Hostile and broken clients")."""
+    return f"sum by (reason) (rate({n.ROUTER_CLIENT_ERRORS}{{{sel}}}[5m]))"
+
+
+def prefix_divergence_expr(window: str) -> str:
+    """How far a namespace's routers' estimated prefix-cache hit rate is from its engines'
+    own, over ``window`` (absolute difference of the two rates; both sum every pool: the
+    routers route every request the engines serve). No series where the routers send no
+    prompt blocks (``--dispatch prefix`` off) or the engines report no queries."""
+
+    def rate(hits: str, queries: str) -> str:
+        return (
+            f"sum by (namespace) (rate({hits}[{window}]))\n  / "
+            f"sum by (namespace) (rate({queries}[{window}]))"
+        )
+
+    return (
+        f"abs(\n  ({rate(n.ROUTER_PREFIX_HITS, n.ROUTER_PREFIX_QUERIES)})\n"
+        f"- on (namespace)\n  ({rate(n.VLLM_PREFIX_CACHE_HITS, n.VLLM_PREFIX_CACHE_QUERIES)})\n)"
+    )
+
+
 def routers_missing_expr(sel: str) -> str:
     """Router targets down now (last scrape failed) among those that exposed L in the last
     hour: while above 0, every sum of L is partial and the scaler answers UNAVAILABLE."""

@@ -144,6 +144,17 @@ def test_saturation_dashboard_has_the_panels_the_issue_asks_for() -> None:
         _panel(board, title)
 
 
+def test_saturation_dashboard_shows_the_prefix_hit_rates_side_by_side_and_the_door() -> None:
+    board = json.loads((ROOT / b.DASHBOARD_DIR / "saturation.json").read_text())
+    exprs = [t["expr"] for t in _panel(board, "Prefix cache hit rate")["targets"]]
+    assert len(exprs) == 2
+    router, engines = exprs
+    assert "router_prefix_cache_hits_total" in router and "by (model)" in router
+    assert "vllm:prefix_cache_hits_total" in engines and "$vllm_job" in engines
+    (door,) = [t["expr"] for t in _panel(board, "refused at the door")["targets"]]
+    assert "router_client_errors_total" in door and "by (reason)" in door
+
+
 def test_saturation_dashboard_counts_the_routers_missing_from_l() -> None:
     """Issue #15: a router whose scrape fails drops out of every sum of L silently; the
     stat counts such routers, with the scaler's own definition of "down"."""
@@ -262,6 +273,7 @@ def test_every_alert_has_summary_description_with_value_severity_and_for() -> No
         "InflightKvCapacityBinding",
         "InflightKvSaturatedAtMaxReplicas",
         "InflightRouterKvCapacityUnread",
+        "InflightPrefixIndexDiverges",
     }
     for a in alerts:
         ann = a["annotations"]
