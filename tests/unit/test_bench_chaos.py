@@ -78,6 +78,23 @@ def test_requests_in_flight_through_a_killed_router_count_as_on_the_fault():
     assert (counts.on_faulted, counts.lost_other) == (1, 2)
 
 
+def test_a_request_a_killed_router_cut_before_its_death_was_seen_counts_on_the_fault():
+    # Killed at 110.0 (the signal), seen dead at 110.2 (injected_t): its clients saw the
+    # reset in between, as in a fault run at 9cd1138 (9 requests lost "otherwise").
+    w = window(fault="router-restart", faulted_endpoints=(), faulted_router=0,
+               injected_t=110.2, released_t=110.2, signalled_t=110.0)  # fmt: skip
+    requests = [
+        req(109, 110.1, False, router=0, error="ClientOSError: reset"),  # cut by the kill
+        req(109, 109.9, False, router=0, error="ClientOSError: reset"),  # before the signal
+        req(110.3, 111, False, router=0, error="ClientConnectorError: "),  # after the death
+    ]
+    counts = count_requests(requests, w)
+    assert (counts.on_faulted, counts.lost_other) == (1, 2)
+    # Without the signal's time, the death is the instant: the first is lost otherwise.
+    counts = count_requests(requests, window(**{**w.__dict__, "signalled_t": None}))
+    assert (counts.on_faulted, counts.lost_other) == (0, 3)
+
+
 def point(t, desired, ready=None):
     return SimpleNamespace(t=t, desired=desired, ready=desired if ready is None else ready)
 

@@ -39,6 +39,7 @@ class Injected:
     groups: dict[int, str] = field(default_factory=dict)  # must be gone afterwards
     notes: list[str] = field(default_factory=list)
     surge: bool = False  # the load rose at the injection: the replica count must rise
+    signalled_t: float | None = None  # the kill's signal, where injected_t is the death
 
 
 def _kill(pgid: int, sig: int) -> None:
@@ -366,9 +367,11 @@ async def kill_router(ctx: Ctx) -> Injected:
     pgid = probe.group_of(ctx.state_dir, "router")
     if pgid is None:
         raise FaultError("no router in children.json")
+    signalled = time.time()
     _kill(pgid, signal.SIGKILL)
     # The fault's instant is the router's death, not the signal: until its process is gone
-    # its listening socket still accepts, and what it accepted then it held.
+    # its listening socket still accepts, and what it accepted then it held. (Its clients
+    # see their connections reset while this polls: before the death is stamped.)
     deadline = time.monotonic() + 5.0
     while group_alive(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110 - polls /proc
         await asyncio.sleep(0.005)
@@ -382,7 +385,9 @@ async def kill_router(ctx: Ctx) -> Injected:
 
     return Injected(
         t, t, back, (), 0, {pgid: "killed router"},
-        [f"SIGKILL to the stack's router (pgid {pgid}); {ready_before} replica(s) ready"],
+        [f"SIGKILL to the stack's router (pgid {pgid}); {ready_before} replica(s) ready; "
+         f"gone {t - signalled:.3f} s after the signal"],
+        signalled_t=signalled,
     )  # fmt: skip
 
 

@@ -10,7 +10,9 @@ event, after bytes were sent) or ``upstream 127.0.0.1:41235 refused; retried onc
 502 body). A failed request counts as *on the faulted replica* when the endpoint its
 error names is one the fault hit, or when it went through the router the fault killed
 and was in flight at the kill; every other failure (a client timeout, an error naming a
-healthy endpoint, a 503 from the router) is ``lost_other``. So an unattributable failure
+healthy endpoint, a 503 from the router) is ``lost_other``. (A killed router's instant is
+its death, which its poll sees after the signal: a request it cut that ended in between,
+as its client saw the reset first, was in flight at the kill.) So an unattributable failure
 is never excused.
 """
 
@@ -81,6 +83,10 @@ class FaultWindow:
     end_t: float
     faulted_endpoints: tuple[str, ...] = ()  # host:port of the replica(s) it hit
     faulted_router: int | None = None  # index of the router it killed
+    # When the kill was signalled, where the fault's instant (``injected_t``) is the
+    # process's death, later: a request through the router that ended in between was cut
+    # by the kill. None: the same instant.
+    signalled_t: float | None = None
     leaked_slots: int = 0  # router L + Σ replicas' running + waiting, after the drain
     leaked_detail: dict[str, int] = field(default_factory=dict)
     # what the leak check could not read (a router's status, a replica's /metrics): a
@@ -119,10 +125,13 @@ def count_requests(requests: Iterable[ChaosRequest], w: FaultWindow) -> RequestC
 def _on_faulted(r: ChaosRequest, w: FaultWindow) -> bool:
     if r.endpoint is not None and r.endpoint in w.faulted_endpoints:
         return True
+    # In flight through the killed router at some moment from the signal to its death.
+    signalled_t = w.injected_t if w.signalled_t is None else w.signalled_t
     return (
         w.faulted_router is not None
         and r.router == w.faulted_router
-        and r.start_t <= w.injected_t <= r.end_t
+        and r.start_t <= w.injected_t
+        and r.end_t >= signalled_t
     )
 
 

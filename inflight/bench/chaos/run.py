@@ -169,6 +169,7 @@ async def _phase(ctx: Ctx, name: str, up_pid: int) -> FaultWindow:
         end_t=time.time(),
         faulted_endpoints=injected.endpoints,
         faulted_router=injected.router,
+        signalled_t=injected.signalled_t,
         leaked_slots=leaked,
         leaked_detail=detail,
         unprobed=tuple(unprobed),
