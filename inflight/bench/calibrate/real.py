@@ -202,12 +202,14 @@ async def tpot_by_batch(
     """Median time per output token (after the first) with ``n`` streams started together,
     over ``reps`` rounds of every batch in turn (a noisy round counts once).
 
-    Timed by the engine (:func:`engine_tpot`: vLLM's decode time, first token to last as
-    its engine core stamps them), not by the client: on a busy machine vLLM's API server
-    falls behind its engine and sends a stream's tokens in a few merged events, so the
-    client saw a 1,000-token stream's tokens arrive together (4 µs a token where the
-    engine took 4 ms, in a run at dd2a812). The client's own timing is the fallback for an
-    engine without ``vllm:request_decode_time_seconds``."""
+    As the client receives the tokens, but never faster than the engine produced them
+    (:func:`engine_tpot`: vLLM's decode time, first token to last as its engine core stamps
+    them): the larger of the two. On a busy machine vLLM's API server falls behind its
+    engine; it then either sends a stream's tokens in a few merged events, so the client
+    saw a 1,000-token stream's tokens arrive together (4 µs a token where the engine took
+    4 ms, in a run at dd2a812: the engine's time is the floor), or delivers them later than
+    the engine made them, which the phases' clients see too (the client's time counts).
+    Without ``vllm:request_decode_time_seconds``, the client's alone."""
     per: dict[int, list[float]] = {n: [] for n in batches}
     async with _session() as s:
         for r in range(reps):
@@ -222,11 +224,11 @@ async def tpot_by_batch(
                     )
                 )
                 after = await asyncio.to_thread(decode_totals, url)
+                seen = statistics.median(
+                    (d.finished_s - d.first_token_s) / (output_tokens - 1) for d in done
+                )
                 timed = engine_tpot(before, after, n, output_tokens)
-                if timed is not None:
-                    per[n].append(timed)
-                else:
-                    per[n] += [(d.finished_s - d.first_token_s) / (output_tokens - 1) for d in done]
+                per[n].append(seen if timed is None else max(seen, timed))
     return {n: statistics.median(v) for n, v in per.items()}
 
 
