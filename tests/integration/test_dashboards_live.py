@@ -95,6 +95,12 @@ class Prom:
         return None, body["data"]["result"]
 
 
+# A shared prefix of several blocks (64 characters each: 16 tokens × 4), so the prefix
+# panels have data: the router (--dispatch prefix) and the emulators (prefix caching) count
+# it.
+PROMPT = "summarize the meeting: " + "the team reviewed the quarterly plan in detail. " * 8
+
+
 class Load:
     """Closed-loop workers: each sends its next completion when the previous one ends."""
 
@@ -106,7 +112,7 @@ class Load:
         self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(workers)]
 
     def _run(self) -> None:
-        body = {"model": MODEL, "prompt": "summarize the meeting", "max_tokens": 300}
+        body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 300}
         with httpx.Client(base_url=self.url, timeout=30.0) as client:
             while not self.stop.is_set():
                 try:
@@ -169,6 +175,7 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
             [
                 "emulator", "--port", "{port}", "--served-model-name", MODEL,
                 "--max-num-seqs", "4", "--time-scale", TIME_SCALE, "--startup-s", "0",
+                "--enable-prefix-caching",
             ],
             name=f"emulator{i}",
             ready_timeout_s=READY_TIMEOUT_S,
@@ -177,7 +184,7 @@ def test_every_panel_and_rule_returns_data_and_saturation_is_l_over_capacity(
     router = procs.start_inflight(
         [
             "router", "--port", "{port}", "--slots-per-endpoint", "4",
-            "--endpoints", ",".join(urls), "--hold-when-full",
+            "--endpoints", ",".join(urls), "--hold-when-full", "--dispatch", "prefix",
         ],
         name="router",
         ready_timeout_s=READY_TIMEOUT_S,
