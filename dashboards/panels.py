@@ -17,6 +17,8 @@ from grafana_foundation_sdk.builders import timeseries as ts_b
 from grafana_foundation_sdk.models import common as common_m
 from grafana_foundation_sdk.models import dashboard as dash_m
 
+from inflight import names as n
+
 DATASOURCE_VAR: Final = "datasource"
 DATASOURCE: Final = dash_m.DataSourceRef(type_val="prometheus", uid="${" + DATASOURCE_VAR + "}")
 ALL_VALUE: Final = ".*"  # "All" matches a label that is absent too (local Prometheus)
@@ -49,6 +51,18 @@ def label_variable(name: str, metric: str, label: str, description: str) -> dash
         .multi(True)
         .current(dash_m.VariableOption(selected=True, text="All", value="$__all"))
     )
+
+
+#: The vLLM replicas' job (a ScaledObject trigger's ``capacitySelector``), listed from
+#: vLLM's KV series: the dashboards that read vLLM's own series select on it.
+VLLM_JOB_VARIABLE: Final = "vllm_job"
+#: Label matchers for vLLM's series: the namespace variable and the vLLM job variable.
+VLLM_SELECTOR: Final = f'namespace=~"$namespace",job=~"${VLLM_JOB_VARIABLE}"'
+
+
+def vllm_job_variable(description: str) -> dash_b.QueryVariable:
+    """The :data:`VLLM_JOB_VARIABLE` multi-select (``description``: what it selects here)."""
+    return label_variable(VLLM_JOB_VARIABLE, n.VLLM_KV_CACHE_USAGE, "job", description)
 
 
 def dashboard(

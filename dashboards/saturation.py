@@ -17,7 +17,6 @@ from grafana_foundation_sdk.builders import dashboard as dash_b
 
 from dashboards import panels as p
 from dashboards import signals as s
-from dashboards.scaler import VLLM_JOB_VARIABLE
 from inflight import names as n
 
 UID: Final = "inflight-saturation"
@@ -43,12 +42,7 @@ def build() -> dash_b.Dashboard:
         n.ROUTER_INFLIGHT,
         VARIABLES,
     ).with_variable(
-        p.label_variable(
-            VLLM_JOB_VARIABLE,
-            n.VLLM_KV_CACHE_USAGE,
-            "job",
-            "Prometheus job of the vLLM replicas (their prefix-cache series)",
-        )
+        p.vllm_job_variable("Prometheus job of the vLLM replicas (their prefix-cache series)")
     )
     board = (
         board.with_row(dash_b.Row("Load: L against λ").id(100))
@@ -172,7 +166,6 @@ def build() -> dash_b.Dashboard:
             )
         )
     )
-    vllm_sel = f'namespace=~"$namespace",job=~"${VLLM_JOB_VARIABLE}"'
     board = (
         board.with_row(dash_b.Row("Prefix cache and the door").id(103))
         .with_panel(
@@ -188,7 +181,7 @@ def build() -> dash_b.Dashboard:
                 "without --dispatch prefix.",
                 [
                     q(s.router_prefix_hit_rate_expr(sel), "router estimate {{model}}"),
-                    q(s.engine_prefix_hit_rate_expr(vllm_sel), "engines {{model_name}}"),
+                    q(s.engine_prefix_hit_rate_expr(p.VLLM_SELECTOR), "engines {{model_name}}"),
                 ],
                 unit="percentunit",
             )

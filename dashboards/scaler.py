@@ -27,8 +27,6 @@ VARIABLES: Final = {
     "job": "Prometheus job of the scaler",
     "metric_name": "ScaledObject trigger metricName",
 }
-#: The vLLM replicas' job (the trigger's ``capacitySelector``), listed from vLLM's KV series.
-VLLM_JOB_VARIABLE: Final = "vllm_job"
 #: The binding panel's states.
 BINDING_STATES: Final = {0: ("not binding", "transparent"), 1: ("binds", "orange")}
 #: The late scale-up panel's states.
@@ -49,14 +47,9 @@ def build() -> dash_b.Dashboard:
         n.SCALER_METRIC_VALUE,
         VARIABLES,
     ).with_variable(
-        p.label_variable(
-            VLLM_JOB_VARIABLE,
-            n.VLLM_KV_CACHE_USAGE,
-            "job",
-            "Prometheus job of the vLLM replicas (the trigger's capacitySelector)",
-        )
+        p.vllm_job_variable("Prometheus job of the vLLM replicas (the trigger's capacitySelector)")
     )
-    vllm_sel = f'namespace=~"$namespace",job=~"${VLLM_JOB_VARIABLE}"'
+    vllm_sel = p.VLLM_SELECTOR
     board = (
         board.with_row(dash_b.Row("What KEDA is told").id(100))
         .with_panel(

@@ -163,14 +163,19 @@ def kv_waiting_expr(sel: str) -> str:
     return n.promql(n.PROMQL_KV_WAITING, sel)
 
 
+def _ratio_of_rates(num: str, den: str, sel: str, by: str, window: str) -> str:
+    """``sum by (by)`` of ``num``'s rate over ``window`` ÷ the same of ``den``'s (``sel``:
+    label matchers, none when empty). 0 ÷ 0 is NaN: the callers say what becomes of it."""
+    m = f"{{{sel}}}" if sel else ""
+    return f"sum by ({by}) (rate({num}{m}[{window}]))\n/ sum by ({by}) (rate({den}{m}[{window}]))"
+
+
 def router_prefix_hit_rate_expr(sel: str, by: str = "model") -> str:
     """The router's estimated prefix-cache hit rate (``--dispatch prefix``): prompt blocks
     the chosen endpoint probably held ÷ blocks sent, over 5 m, per ``by``. No series while
     the router does not route on prefixes (no block sent: 0 ÷ 0, dropped by ``> -1``)."""
-    return (
-        f"sum by ({by}) (rate({n.ROUTER_PREFIX_HITS}{{{sel}}}[5m]))\n/ "
-        f"sum by ({by}) (rate({n.ROUTER_PREFIX_QUERIES}{{{sel}}}[5m])) > -1"
-    )
+    rate = _ratio_of_rates(n.ROUTER_PREFIX_HITS, n.ROUTER_PREFIX_QUERIES, sel, by, "5m")
+    return f"{rate} > -1"
 
 
 def engine_prefix_hit_rate_expr(sel: str, by: str = "model_name") -> str:
@@ -178,10 +183,8 @@ def engine_prefix_hit_rate_expr(sel: str, by: str = "model_name") -> str:
     over 5 m, per ``by``. The router counts whole blocks, vLLM every prompt token (a
     prompt's last partial block never hits), so vLLM's rate reads a little lower. No series
     without prompts (0 ÷ 0, dropped by ``> -1``)."""
-    return (
-        f"sum by ({by}) (rate({n.VLLM_PREFIX_CACHE_HITS}{{{sel}}}[5m]))\n/ "
-        f"sum by ({by}) (rate({n.VLLM_PREFIX_CACHE_QUERIES}{{{sel}}}[5m])) > -1"
-    )
+    rate = _ratio_of_rates(n.VLLM_PREFIX_CACHE_HITS, n.VLLM_PREFIX_CACHE_QUERIES, sel, by, "5m")
+    return f"{rate} > -1"
 
 
 def client_errors_expr(sel: str) -> str:
@@ -195,17 +198,10 @@ def prefix_divergence_expr(window: str) -> str:
     own, over ``window`` (absolute difference of the two rates; both sum every pool: the
     routers route every request the engines serve). No series where the routers send no
     prompt blocks (``--dispatch prefix`` off) or the engines report no queries."""
-
-    def rate(hits: str, queries: str) -> str:
-        return (
-            f"sum by (namespace) (rate({hits}[{window}]))\n  / "
-            f"sum by (namespace) (rate({queries}[{window}]))"
-        )
-
-    return (
-        f"abs(\n  ({rate(n.ROUTER_PREFIX_HITS, n.ROUTER_PREFIX_QUERIES)})\n"
-        f"- on (namespace)\n  ({rate(n.VLLM_PREFIX_CACHE_HITS, n.VLLM_PREFIX_CACHE_QUERIES)})\n)"
-    )
+    ns = "namespace"
+    router = _ratio_of_rates(n.ROUTER_PREFIX_HITS, n.ROUTER_PREFIX_QUERIES, "", ns, window)
+    engines = _ratio_of_rates(n.VLLM_PREFIX_CACHE_HITS, n.VLLM_PREFIX_CACHE_QUERIES, "", ns, window)
+    return f"abs(\n  ({router})\n- on (namespace)\n  ({engines})\n)"
 
 
 def routers_missing_expr(sel: str) -> str:
