@@ -242,7 +242,10 @@ def prompt_items(doc: dict[str, Any], chat: bool, limit: int = DEFAULT_MAX_PROMP
     """A parsed body's prompt items, counted without reading one: a chat's messages plus
     the content parts of each (the count stops at the messages when they alone are over
     ``limit``: too many to walk), or a completion's prompts when ``prompt`` is a list of
-    them (a list of token ids is one prompt).
+    them (a list of token ids is one prompt). A list that starts with an integer is read
+    through only when longer than ``limit`` (whether it is all ids or a batch cannot matter
+    below it): the demand reads it through again (:func:`prompt_sequences`), and a long
+    prompt of ids is the usual request, not a rare one.
 
     >>> prompt_items({"prompt": ["a", "b"]}, False), prompt_items({"prompt": [1, 2, 3]}, False)
     (2, 0)
@@ -262,9 +265,11 @@ def prompt_items(doc: dict[str, Any], chat: bool, limit: int = DEFAULT_MAX_PROMP
                 count += len(content)
         return count
     prompt = doc.get("prompt")
-    if isinstance(prompt, list) and prompt and not _is_ids(prompt):
-        return len(prompt)
-    return 0
+    if not isinstance(prompt, list) or not prompt:
+        return 0
+    if isinstance(prompt[0], int) and (len(prompt) <= limit or _is_ids(prompt)):
+        return 0
+    return len(prompt)
 
 
 def check_items(doc: dict[str, Any], chat: bool, max_items: int) -> None:
