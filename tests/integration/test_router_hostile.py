@@ -128,6 +128,16 @@ def raw(router: Server, *parts: bytes) -> bytes:
         return read_all(sock)
 
 
+def raw_completion(router: Server, body: bytes) -> bytes:
+    """``POST /v1/completions`` with ``body`` as it is (no client library reshapes it), on a
+    connection the router closes after its answer; the whole answer."""
+    head = (
+        b"POST /v1/completions HTTP/1.1\r\nhost: r\r\nconnection: close\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
+    )
+    return raw(router, head, body)
+
+
 def read_all(sock: socket.socket) -> bytes:
     data = b""
     while chunk := sock.recv(65536):
@@ -232,12 +242,7 @@ def test_an_absurd_max_tokens_is_vllms_400_without_waiting(
 def test_a_deeply_nested_body_is_a_clean_400(stack: tuple[Server, Server]) -> None:
     _, router = stack
     body = b'{"model": "m", "prompt": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
-    response = raw(
-        router,
-        b"POST /v1/completions HTTP/1.1\r\nhost: r\r\nconnection: close\r\n"
-        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body),
-        body,
-    )
+    response = raw_completion(router, body)
     assert status_of(response) == 400
     assert "nested too deeply" in error_of(response)["message"]
     assert client_errors(router, "bad_body") == 1
@@ -247,12 +252,7 @@ def test_a_deeply_nested_body_is_a_clean_400(stack: tuple[Server, Server]) -> No
 def test_a_million_prompts_is_a_clean_400_before_any_is_read(stack: tuple[Server, Server]) -> None:
     _, router = stack
     body = json.dumps({"model": MODEL, "prompt": [[1]] * 1_000_000, "max_tokens": 1}).encode()
-    response = raw(
-        router,
-        b"POST /v1/completions HTTP/1.1\r\nhost: r\r\nconnection: close\r\n"
-        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body),
-        body,
-    )
+    response = raw_completion(router, body)
     assert status_of(response) == 400
     message = error_of(response)["message"]
     assert "1000000 prompts" in message and "--max-prompt-items=8192" in message, message
