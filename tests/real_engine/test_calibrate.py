@@ -52,6 +52,9 @@ def test_calibrate_emulator_short(tmp_path: Path) -> None:
     assert (profile.block_size, profile.num_gpu_blocks, profile.max_num_seqs) == (128, 40, 4)
     assert result["cache_config"]["num_gpu_blocks"] == "40"
     assert [lv["real"]["concurrency"] for lv in result["levels"]] == [2]
+    # the level is judged at the speed vLLM's own decode histogram timed over it
+    (level,) = result["levels"]
+    assert level["judged_on"] == "the phase's engine speed" and level["phase_speed"] > 0, level
     case = result["kv_cases"]["two-at-a-time"]["checks"]
     for side in ("real", "emulated"):
         assert case[side]["max_running"] == 2, (side, case)

@@ -173,6 +173,8 @@ class FakeEngine:
     def __init__(self, true: Profile, args: argparse.Namespace, speeds: list[float]) -> None:
         self.true, self.args, self.speeds = true, args, speeds
         self.calls: list[str] = []
+        self.inside: dict[str, float] = {}  # a level → how much slower it ran than its probes
+        self.engine_timed = True  # the engine exports its decode time
 
     def _now(self, what: str) -> Profile:
         k = self.speeds[min(len(self.calls), len(self.speeds) - 1)]
@@ -189,7 +191,10 @@ class FakeEngine:
     def run(self, name: str) -> object:
         p = self._now(name)
         if name.startswith("c="):
-            return m.replay_closed_loop(p, level_requests(int(name[2:]), 12, 128, 64))
+            p = slowed(p, self.inside.get(name, 1.0))
+            done = m.replay_closed_loop(p, level_requests(int(name[2:]), 12, 128, 64))
+            # the engine's own time per token over the phase (vLLM's decode histogram)
+            return m.ClosedPhase(done, m.mean_tpot(done) if self.engine_timed else None)
         n, prompt, output = m.KV_CASES[name.removeprefix("kv ")]
         return m.replay_burst(p, [m.Request(prompt, output, i) for i in range(n)], 0.25)
 
@@ -255,6 +260,39 @@ def test_a_machine_that_slows_between_phases_is_judged_phase_by_phase() -> None:
     assert not all(c.ok for c in old)
     result["run"] = {"command": "x", "wall_s": 1.0, "load_average": (0.1, 0.1, 0.1)}
     assert "): 1 (c=2 (attempt 1: +50%))." in _report(result)
+
+
+def test_a_level_slower_than_the_probes_around_it_is_judged_at_its_own_engine_speed() -> None:
+    """Issue 41, run g: c=4 ran 2× slower than the probes before and after it said (the
+    client's latency was the engine's within 2 %, so the engine slowed, not its API server).
+    Judged at the probes' speed it fails by 100 %; at the speed the engine timed over the
+    phase it passes, and the report shows the phase speed and the probes' error beside."""
+    from inflight.bench.calibrate.run import _evaluate, _report
+
+    args = parse("--engine", "vllm-cpu", "--kv-cases", "two-at-a-time")
+    engine = FakeEngine(profile(), args, [1.0])
+    engine.inside = {"c=4": 2.0}
+    result = _evaluate(args, engine.measured())
+    assert [c["what"] for c in result["checks"] if not c["ok"]] == []
+    c4 = result["levels"][2]
+    assert c4["phase_speed"] == pytest.approx(2.0)
+    assert c4["from_probes"]["throughput_rps"] == pytest.approx(
+        2 * c4["real"]["throughput_rps"], rel=0.05
+    )
+    assert result["spread"]["phase_speed"] == pytest.approx([1.0, 2.0])
+    result["run"] = {"command": "x", "wall_s": 1.0, "load_average": (0.1, 0.1, 0.1)}
+    report = _report(result)
+    assert "| 4 |" in report and "| 2.00 |" in report
+    assert "phase speed ÷ the probes' 1.00–2.00" in report
+
+    # An engine without the decode histogram: judged at the probes' speed, and it says so.
+    engine = FakeEngine(profile(), args, [1.0])
+    engine.inside, engine.engine_timed = {"c=4": 2.0}, False
+    result = _evaluate(args, engine.measured())
+    failed = {c["what"] for c in result["checks"] if not c["ok"]}
+    assert failed == {"c=4 throughput_rps", "c=4 mean_latency_s"}
+    assert result["levels"][2]["judged_on"] == "the probes' speed"
+    assert result["spread"]["phase_speed"] is None
 
 
 def test_a_phase_that_keeps_drifting_is_repeated_a_bounded_number_of_times_then_judged() -> None:

@@ -27,7 +27,8 @@ def register(sub: Any) -> None:
             "per token against the batch) with phases (a closed loop at each --levels "
             "concurrency, the KV-bound cases): probe, phase, probe, …; a phase whose probes "
             "drift beyond --tolerance is run again (--max-repeats). Each phase is replayed on "
-            "the emulator with a profile fitted to the probes around it; check throughput and "
+            "the emulator with a profile fitted to the probes around it (a closed-loop level at "
+            "the speed the engine itself measured over it); check throughput and "
             "mean latency within --tolerance and the KV-bound traces. Writes a new --out-dir. "
             "~6 min on a quiet 2-core machine."
         ),

@@ -71,6 +71,45 @@ class Done:
 
 
 @dataclass(frozen=True)
+class ClosedPhase:
+    """A closed-loop level as the real engine ran it: the requests answered, and the
+    engine's own mean time per output token over them (vLLM's decode histogram, its change
+    over the phase: ``real.engine_tpot``); None when the engine exports no decode time."""
+
+    done: list[Done]
+    engine_tpot_s: float | None
+
+
+def mean_tpot(done: Seq[Done]) -> float:
+    """The mean over ``done`` of each request's time per output token after the first.
+
+    >>> mean_tpot([Done(Request(8, 3), 0.0, 0.1, 0.3), Done(Request(8, 3), 0.0, 0.2, 0.6)])
+    0.15
+    """
+    each = [
+        (d.finished_s - d.first_token_s) / (d.request.output_tokens - 1)
+        for d in done
+        if d.request.output_tokens > 1
+    ]
+    if not each:
+        raise ValueError("no request with more than one output token")
+    return sum(each) / len(each)
+
+
+def at_speed(
+    profile: Profile, requests: Seq[Request], engine_tpot_s: float
+) -> tuple[Profile, float]:
+    """``profile`` at the speed the engine ran a phase: every duration × ``k``, where ``k`` is
+    the engine's own time per token over the phase ÷ what ``profile`` gives on the same
+    ``requests`` replayed closed loop; (that profile, ``k``). ``k`` is how far the machine's
+    speed during the phase was from its probes' (1: as they said); what the phase is then
+    judged on is the rest of the model (batching, queueing, prefill, KV), not the speed.
+    """
+    k = engine_tpot_s / mean_tpot(replay_closed_loop(profile, requests))
+    return replace(profile, time_scale=profile.time_scale * k), k
+
+
+@dataclass(frozen=True)
 class Figures:
     """A closed-loop level's figures."""
 
