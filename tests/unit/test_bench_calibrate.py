@@ -12,7 +12,7 @@ import pytest
 
 from inflight.bench.calibrate import model as m
 from inflight.bench.calibrate import phases as ph
-from inflight.bench.calibrate.run import level_requests
+from inflight.bench.calibrate.run import _off_engine, level_requests
 from inflight.cli import build_parser, main
 from inflight.emulator.profile import Profile
 
@@ -175,6 +175,7 @@ class FakeEngine:
         self.calls: list[str] = []
         self.inside: dict[str, float] = {}  # a level → how much slower it ran than its probes
         self.engine_timed = True  # the engine exports its decode time
+        self.off: dict[str, list[float]] = {}  # a level → each attempt's time off the engine
 
     def _now(self, what: str) -> Profile:
         k = self.speeds[min(len(self.calls), len(self.speeds) - 1)]
@@ -193,15 +194,20 @@ class FakeEngine:
         if name.startswith("c="):
             p = slowed(p, self.inside.get(name, 1.0))
             done = m.replay_closed_loop(p, level_requests(int(name[2:]), 12, 128, 64))
-            # the engine's own time per token over the phase (vLLM's decode histogram)
-            return m.ClosedPhase(done, m.mean_tpot(done) if self.engine_timed else None)
+            # the engine's own time per token and latency over the phase (vLLM's histograms);
+            # ``off`` makes the clients wait that much longer than the engine timed
+            off = self.off.get(name, [])
+            latency = sum(d.latency_s for d in done) / len(done) / (1 + (off.pop(0) if off else 0))
+            if not self.engine_timed:
+                return m.ClosedPhase(done, None)
+            return m.ClosedPhase(done, m.mean_tpot(done), latency)
         n, prompt, output = m.KV_CASES[name.removeprefix("kv ")]
         return m.replay_burst(p, [m.Request(prompt, output, i) for i in range(n)], 0.25)
 
     def measured(self) -> dict[str, object]:
         names = ph.phase_names(self.args.levels, self.args.kv_cases)
         runs = ph.interleave(
-            names, self.probe, self.run, self.args.tolerance, self.args.max_repeats
+            names, self.probe, self.run, self.args.tolerance, self.args.max_repeats, _off_engine
         )
         cache = {"block_size": "128", "num_gpu_blocks": "40", "kv_cache_size_tokens": "5120"}
         return {"cache": cache, "runs": runs}
@@ -227,7 +233,10 @@ def test_an_engine_that_is_the_emulator_passes_every_check() -> None:
     result["run"] = {"command": "x", "wall_s": 1.0, "load_average": (0.1, 0.1, 0.1)}
     report = _report(result)
     assert "Checks: 16 of 16 passed." in report
-    assert "Repeats (a phase whose probes drifted beyond ±10%, at most 2 each): 0." in report
+    assert (
+        "Repeats (a phase whose probes drifted, or whose clients' latency exceeded the engine's "
+        "own, beyond ±10%, at most 2 each): 0." in report
+    )
 
 
 def test_a_machine_that_slows_between_phases_is_judged_phase_by_phase() -> None:
@@ -293,6 +302,26 @@ def test_a_level_slower_than_the_probes_around_it_is_judged_at_its_own_engine_sp
     assert failed == {"c=4 throughput_rps", "c=4 mean_latency_s"}
     assert result["levels"][2]["judged_on"] == "the probes' speed"
     assert result["spread"]["phase_speed"] is None
+
+
+def test_a_level_whose_clients_waited_longer_than_the_engine_is_run_again() -> None:
+    """Issue 41: time the engine never saw (its API server or the client starved of the
+    CPU for a moment) is not the emulator's to model, so the level is run again."""
+    from inflight.bench.calibrate.run import _evaluate, _report
+
+    args = parse("--engine", "vllm-cpu", "--levels", "1,2", "--kv-cases", "two-at-a-time")
+    engine = FakeEngine(profile(), args, [1.0])
+    engine.off = {"c=2": [0.5]}  # its first attempt: clients 50 % over the engine
+    result = _evaluate(args, engine.measured())
+    assert engine.calls[:6] == ["probe", "c=1", "probe", "c=2", "probe", "c=2"]
+    assert [(p["phase"], p["attempt"], p["judged"]) for p in result["phases"][:3]] == [
+        ("c=1", 1, True), ("c=2", 1, False), ("c=2", 2, True)
+    ]  # fmt: skip
+    assert result["phases"][1]["off_engine"] == pytest.approx(0.5)
+    assert result["levels"][1]["off_engine"] == pytest.approx(0.0)
+    assert result["spread"]["repeats"] == 1 and result["spread"]["unsteady"] == []
+    result["run"] = {"command": "x", "wall_s": 1.0, "load_average": (0.1, 0.1, 0.1)}
+    assert "c=2 (attempt 1: +0%, clients +50% over the engine)" in _report(result)
 
 
 def test_a_phase_that_keeps_drifting_is_repeated_a_bounded_number_of_times_then_judged() -> None:

@@ -51,7 +51,8 @@ def register(sub: Any) -> None:
     add("--num-gpu-blocks", type=at_least(1), default=40, help="KV blocks of 128 tokens")
     add("--max-model-len", type=at_least(1), default=2048)
     add("--levels", type=positive_int_list, default=[1, 2, 4, 8], help="closed-loop concurrencies")
-    add("--requests-per-level", type=at_least(1), default=12)
+    add("--requests-per-level", type=at_least(1), default=32, help="closed loop: requests a "
+        "level sends (longer levels average out a moment the machine stalls)")  # fmt: skip
     add(
         "--prompt-tokens", type=at_least(1), default=128, help="closed loop: prompt of each request"
     )

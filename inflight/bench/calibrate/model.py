@@ -78,6 +78,20 @@ class ClosedPhase:
 
     done: list[Done]
     engine_tpot_s: float | None
+    #: the engine's own mean latency over them (arrival at its API server to the last
+    #: token, ``vllm:e2e_request_latency_seconds``); None when it exports none
+    engine_latency_s: float | None = None
+
+    @property
+    def off_engine(self) -> float:
+        """How much longer the client's mean latency was than the engine's own, relative
+        (0 without the engine's): time the engine never saw, such as an API server or a
+        client starved of the CPU for a moment. The emulator does not model it, so a level
+        where it is beyond the tolerance is run again (:mod:`.phases`)."""
+        if not self.engine_latency_s:
+            return 0.0
+        client = sum(d.latency_s for d in self.done) / len(self.done)
+        return client / self.engine_latency_s - 1.0
 
 
 def mean_tpot(done: Seq[Done]) -> float:

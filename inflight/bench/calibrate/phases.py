@@ -12,8 +12,10 @@ real engine. Each phase is judged on a profile fitted to the two probes around i
 mean, :func:`bracket`): the fit is made on the period it is checked on, and the emulated
 figures it gives sit side by side with the real ones of that period. A phase whose
 probes differ by more than the tolerance (:func:`drift`: the engine's speed moved during
-it) is run again, with the probe after it as its new first probe, up to ``max_repeats``
-times (:func:`interleave`); the last attempt is judged, and one still drifting says so.
+it), or whose own measure of something moving does (``inner``: a level's clients waited
+longer than the engine says it took), is run again, with the probe after it as its new
+first probe, up to ``max_repeats`` times (:func:`interleave`); the last attempt is judged,
+and one still drifting says so.
 :func:`spread` reports how far the probes and the per-phase ratios moved across the run.
 """
 
@@ -71,10 +73,17 @@ class PhaseRun(Generic[T]):
     before: Probe
     after: Probe
     measured: T
+    #: what the phase itself showed moving (0: nothing), relative: a closed-loop level's
+    #: time off the engine (``model.ClosedPhase.off_engine``)
+    inner: float = 0.0
 
     @property
     def drift(self) -> float:
         return drift(self.before, self.after)
+
+    def steady(self, tolerance: float) -> bool:
+        """Neither the probes around it nor the phase itself moved beyond ``tolerance``."""
+        return abs(self.drift) <= tolerance and abs(self.inner) <= tolerance
 
 
 def interleave(
@@ -83,19 +92,21 @@ def interleave(
     run: Callable[[str], T],
     tolerance: float,
     max_repeats: int,
+    inner: Callable[[T], float] = lambda _: 0.0,
 ) -> list[PhaseRun[T]]:
     """Probe, then each phase followed by a probe; a phase whose probes drift beyond
-    ``tolerance`` is run again (at most ``max_repeats`` more times). Every attempt is
-    returned, in order; :func:`judged` picks the one each phase is judged on."""
+    ``tolerance``, or whose own measure ``inner`` does, is run again (at most
+    ``max_repeats`` more times). Every attempt is returned, in order; :func:`judged` picks
+    the one each phase is judged on."""
     out: list[PhaseRun[T]] = []
     before = probe()
     for name in phases:
         for attempt in range(1, max_repeats + 2):
             measured = run(name)
             after = probe()
-            out.append(PhaseRun(name, attempt, before, after, measured))
+            out.append(PhaseRun(name, attempt, before, after, measured, inner(measured)))
             before = after
-            if abs(out[-1].drift) <= tolerance:
+            if out[-1].steady(tolerance):
                 break
     return out
 
@@ -151,5 +162,5 @@ def spread(
         lone_tpot_s=(min(probes), max(probes)),
         ratios={k: (min(v), max(v)) for k, v in ratios.items() if v},
         repeats=sum(1 for r in runs if r.attempt > 1),
-        unsteady=tuple(n for n, r in last.items() if abs(r.drift) > tolerance),
+        unsteady=tuple(n for n, r in last.items() if not r.steady(tolerance)),
     )

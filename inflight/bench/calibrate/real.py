@@ -166,16 +166,43 @@ async def ttft_by_prompt(url: str, model: str, prompts: Seq[int], reps: int) -> 
 
 
 #: vLLM's decode time a request (first token to last, stamped by the engine core), summed.
-DECODE_SUM = "vllm:request_decode_time_seconds_sum"
-DECODE_COUNT = "vllm:request_decode_time_seconds_count"
+DECODE = "vllm:request_decode_time_seconds"
+DECODE_SUM = DECODE + "_sum"
+DECODE_COUNT = DECODE + "_count"
+#: vLLM's latency a request, from its arrival at the API server to its last token.
+E2E = "vllm:e2e_request_latency_seconds"
+
+
+def histogram_totals(url: str, *families: str) -> dict[str, tuple[float, float] | None]:
+    """Each histogram family's (Σ seconds, requests) from one scrape of the engine's
+    ``/metrics``; None for a family the engine does not export."""
+    wanted = frozenset(f"{f}{tail}" for f in families for tail in ("_sum", "_count"))
+    samples = scrape(url, wanted)
+    out: dict[str, tuple[float, float] | None] = {}
+    for f in families:
+        have = f + "_sum" in samples and f + "_count" in samples
+        out[f] = (total(samples, f + "_sum"), total(samples, f + "_count")) if have else None
+    return out
 
 
 def decode_totals(url: str) -> tuple[float, float] | None:
     """(Σ decode seconds, requests) from the engine's ``/metrics``; None without them."""
-    samples = scrape(url, frozenset({DECODE_SUM, DECODE_COUNT}))
-    if DECODE_SUM not in samples or DECODE_COUNT not in samples:
+    return histogram_totals(url, DECODE)[DECODE]
+
+
+def mean_between(
+    before: tuple[float, float] | None, after: tuple[float, float] | None, requests: int
+) -> float | None:
+    """The mean seconds a request of the ``requests`` that finished between two
+    :func:`histogram_totals`; None when the engine does not export them or counted other
+    requests too.
+
+    >>> mean_between((1.0, 10.0), (1.4, 12.0), 2)
+    0.2
+    """
+    if before is None or after is None or after[1] - before[1] != requests:
         return None
-    return total(samples, DECODE_SUM), total(samples, DECODE_COUNT)
+    return round((after[0] - before[0]) / requests, 12)
 
 
 def engine_tpot(
@@ -191,9 +218,8 @@ def engine_tpot(
     >>> round(engine_tpot((1.0, 10.0), (1.4, 12.0), 2, 101), 6)
     0.002
     """
-    if before is None or after is None or after[1] - before[1] != requests:
-        return None
-    return (after[0] - before[0]) / requests / (output_tokens - 1)
+    mean = mean_between(before, after, requests)
+    return None if mean is None else mean / (output_tokens - 1)
 
 
 async def tpot_by_batch(

@@ -156,12 +156,15 @@ def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
             reqs = level_requests(
                 c, args.requests_per_level, args.prompt_tokens, args.output_tokens
             )
-            before = real.decode_totals(url)
+            before = real.histogram_totals(url, real.DECODE, real.E2E)
             done = asyncio.run(real.closed_loop(url, model, reqs, 100_000 * c))
-            after = real.decode_totals(url)
+            after = real.histogram_totals(url, real.DECODE, real.E2E)
             return m.ClosedPhase(
-                done, real.engine_tpot(before, after, len(done), args.output_tokens)
-            )
+                done,
+                real.engine_tpot(before[real.DECODE], after[real.DECODE], len(done),
+                                 args.output_tokens),
+                real.mean_between(before[real.E2E], after[real.E2E], len(done)),
+            )  # fmt: skip
         case = name.removeprefix("kv ")
         n, prompt, output = m.KV_CASES[case]
         print(f"calibrate-emulator: KV-bound case {case}: {n} x ({prompt} + {output})", flush=True)
@@ -169,8 +172,13 @@ def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
         return asyncio.run(real.burst(url, model, reqs, args.sample_s, 7_000_000))
 
     names = ph.phase_names(args.levels, args.kv_cases)
-    runs = ph.interleave(names, probe, run, args.tolerance, args.max_repeats)
+    runs = ph.interleave(names, probe, run, args.tolerance, args.max_repeats, _off_engine)
     return {"cache": cache, "runs": runs}
+
+
+def _off_engine(measured: Any) -> float:
+    """A closed-loop level's time off the engine (0 for a KV-bound case)."""
+    return measured.off_engine if isinstance(measured, m.ClosedPhase) else 0.0
 
 
 def _profile(args: argparse.Namespace, cache: dict[str, str], probe: ph.Probe) -> Profile:
@@ -233,6 +241,7 @@ def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
                 "lone_tpot_before_s": r.before.lone_tpot_s,
                 "lone_tpot_after_s": r.after.lone_tpot_s,
                 "drift": r.drift,
+                "off_engine": r.inner,
             }
             for r in runs
         ],
@@ -295,6 +304,8 @@ def _level(
         "emulated": asdict(emulated),
         "from_probes": asdict(from_probes),
         "engine_tpot_s": phase.engine_tpot_s,
+        "engine_latency_s": phase.engine_latency_s,
+        "off_engine": phase.off_engine,
         "phase_speed": speed,
         "judged_on": "the phase's engine speed" if speed is not None else "the probes' speed",
         "checks": m.compare(real_fig, emulated, args.tolerance),
@@ -371,12 +382,14 @@ def _report(r: dict[str, Any]) -> str:
         "",
         "Each level is judged on the emulator run at the speed the engine measured over that "
         "level (its time per token, vLLM's decode histogram); *phase speed* is that speed ÷ "
-        "the probes' around it (> 1: slower), and the last two columns are the emulator at "
-        "the probes' speed (reported, not judged).",
+        "the probes' around it (> 1: slower); *clients over the engine*: the clients' mean "
+        "latency beyond the engine's own (vllm:e2e_request_latency_seconds); the last two "
+        "columns are the emulator at the probes' speed (reported, not judged).",
         "",
         "| concurrency | real req/s | emulated | error | real latency s | emulated | error "
-        "| phase speed | probes: req/s error | probes: latency error |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| phase speed | clients over the engine | probes: req/s error "
+        "| probes: latency error |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lv in r["levels"]:
         re_, em, pr = lv["real"], lv["emulated"], lv["from_probes"]
@@ -385,6 +398,7 @@ def _report(r: dict[str, Any]) -> str:
         lines.append(
             f"| {re_['concurrency']} | {re_[rps]:.3f} | {em[rps]:.3f} | {_pct(em[rps], re_[rps])} "
             f"| {re_[lat]:.3f} | {em[lat]:.3f} | {_pct(em[lat], re_[lat])} | {speed} "
+            f"| {lv['off_engine']:+.1%} "
             f"| {_pct(pr[rps], re_[rps])} | {_pct(pr[lat], re_[lat])} |"
         )
     lines += ["", "| KV-bound case | real | emulated |", "|---|---|---|"]
@@ -403,7 +417,12 @@ def _report(r: dict[str, Any]) -> str:
         low_s, high_s = sp["phase_speed"]
         ratio_text += f"; phase speed ÷ the probes' {low_s:.2f}–{high_s:.2f}"
     attempts = ", ".join(
-        f"{p['phase']} (attempt {p['attempt']}: {p['drift']:+.0%})"
+        f"{p['phase']} (attempt {p['attempt']}: {p['drift']:+.0%}"
+        + (
+            f", clients {p['off_engine']:+.0%} over the engine)"
+            if abs(p["off_engine"]) > r["tolerance"]
+            else ")"
+        )
         for p in r["phases"]
         if not p["judged"]
     )
@@ -415,7 +434,8 @@ def _report(r: dict[str, Any]) -> str:
         "the run: a lone stream's time per token "
         f"{low * 1e3:.1f}–{high * 1e3:.1f} ms over the probes ({sp['speed_moved']:+.0%}); "
         f"emulated ÷ real per phase: {ratio_text or 'no level'}.",
-        f"Repeats (a phase whose probes drifted beyond ±{r['tolerance']:.0%}, at most "
+        "Repeats (a phase whose probes drifted, or whose clients' latency exceeded the "
+        f"engine's own, beyond ±{r['tolerance']:.0%}, at most "
         f"{r['max_repeats']} each): {sp['repeats']}"
         + (f" ({attempts})" if attempts else "")
         + (
