@@ -82,9 +82,25 @@ def test_the_kv_cases_replayed_show_what_the_real_engine_showed() -> None:
     n, prompt, output = m.KV_CASES["preemption"]
     done, points = m.replay_burst(p, [m.Request(prompt, output, i) for i in range(n)], 0.25)
     pre = m.kv_checks("preemption", points, done)
-    assert pre["four_to_two_before_a_finish"] and pre["preemptions"] >= 2
+    assert pre["fell_from_four_before_a_finish"] and pre["preemptions"] >= 2
     assert all(d.finished_s > 0 for d in done)
     assert 4 in m.running_levels(points)
+
+
+def test_the_fall_from_four_is_judged_on_any_lower_level_before_a_finish() -> None:
+    """Issue 41, a real run: vLLM's /metrics went unanswered for 3 s of the burst, so the
+    samples read 4, then 3 with 3 waiting, then 1 after a finish: the cache preempted
+    (nothing had finished), though no sample caught 2. A fall that comes only with a
+    finish is not the cache's doing."""
+
+    def trace(*rows: tuple[int, int, int]) -> list[m.TracePoint]:
+        return [m.TracePoint(0.25 * i, r, w, 0, 0.5, f) for i, (r, w, f) in enumerate(rows)]
+
+    done = [m.Done(m.Request(1000, 1000), 0.0, 0.1, 5.0)]
+    stalled = trace((1, 0, 0), (4, 2, 0), (3, 3, 0), (1, 4, 1), (2, 2, 2))
+    assert m.kv_checks("preemption", stalled, done)["fell_from_four_before_a_finish"]
+    finished_first = trace((4, 2, 0), (4, 2, 0), (3, 2, 1), (2, 1, 2))
+    assert not m.kv_checks("preemption", finished_first, done)["fell_from_four_before_a_finish"]
 
 
 def test_compare_flags_an_error_beyond_the_tolerance() -> None:

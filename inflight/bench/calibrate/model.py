@@ -416,20 +416,27 @@ def most_at_once(done: Seq[Done]) -> int:
 
 def kv_checks(case: str, points: Seq[TracePoint], done: Seq[Done]) -> dict[str, bool | int]:
     """What a KV-bound burst showed: the most running at once (:func:`most_at_once`, from
-    the requests' own times), the preemptions, whether running fell from 4 to 2 before any
-    request finished (the cache preempting), and whether requests waited while fewer than
-    the slots ran (the last two from the trace's samples)."""
+    the requests' own times), the preemptions, whether running fell from 4 while requests
+    waited before any request finished (only the cache preempting lowers it then), and
+    whether requests waited while fewer than the slots ran (the last two from the trace's
+    samples).
+
+    The fall is not asked to reach a given level: the cache preempts one sequence at a
+    time as the contexts grow (4, 3, 2), and a sample lands on whichever level is current;
+    on this 2-core VM vLLM's ``/metrics`` once went unanswered for 3 s of such a burst
+    (issue 41: seen 4, 3, then 1 after a finish), which made "4 then 2" a matter of when
+    the scrape came back."""
     seen_four = False
-    four_to_two = False
+    fell = False
     for p in points:
         seen_four = seen_four or p.running == 4
-        if seen_four and p.running == 2 and p.finished == 0:
-            four_to_two = True
+        if seen_four and 0 < p.running < 4 and p.waiting > 0 and p.finished == 0:
+            fell = True
     waited_below_slots = any(0 < p.running < 4 and p.waiting > 0 for p in points)
     return {
         "max_running": most_at_once(done),
         "preemptions": points[-1].preemptions if points else 0,
-        "four_to_two_before_a_finish": four_to_two,
+        "fell_from_four_before_a_finish": fell,
         "waited_below_slots": waited_below_slots,
     }
 
