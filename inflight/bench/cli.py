@@ -252,6 +252,9 @@ def _chaos_parser(sub: Any) -> None:
     add("--stack-timeout-s", type=positive_float, default=180.0, help="wall s")
     add("--state-dir", type=Path, default=None, help="the stack's state dir "
         "(default state/bench/<out-dir name>-chaos)")  # fmt: skip
+    add("--scaler-metadata", type=_overrides, default=(), metavar="KEY=VALUE,…",
+        help="trigger metadata over inflight up's own (its --scaler-metadata, seed-time "
+        "windows); the scale-down fault's deadline is read from it too")  # fmt: skip
     add("--force", action="store_true", help="write into a non-empty --out-dir")
     ch.set_defaults(func=_chaos)
 
@@ -274,6 +277,20 @@ def _token_estimate(args: argparse.Namespace) -> int:
     from inflight.bench.token_estimate import main
 
     return main(args)
+
+
+def _overrides(text: str) -> tuple[tuple[str, str], ...]:
+    """``--scaler-metadata``, checked as ``inflight up`` checks its keys (argparse names the
+    flag on a ValueError)."""
+    from inflight.control.trigger import check_override_key, parse_overrides
+
+    try:
+        pairs = parse_overrides(text)
+        for key, _ in pairs:
+            check_override_key(key)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return pairs
 
 
 def _chaos(args: argparse.Namespace) -> int:

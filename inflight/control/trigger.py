@@ -69,6 +69,25 @@ def scaler_metadata(
     }
 
 
+def parse_overrides(text: str) -> tuple[tuple[str, str], ...]:
+    """``--scaler-metadata``'s ``KEY=VALUE[,KEY=VALUE…]`` → pairs; ValueError naming the bad
+    item (keys are checked by :func:`check_override_key`, values by the scaler's parser).
+
+    >>> parse_overrides("targetSaturation=0.8, scaleDownWindowSeconds=120")
+    (('targetSaturation', '0.8'), ('scaleDownWindowSeconds', '120'))
+    """
+    pairs: list[tuple[str, str]] = []
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ValueError(f"{item.strip()!r} is not KEY=VALUE")
+        if any(k == key for k, _ in pairs):
+            raise ValueError(f"key {key!r} given twice")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
 def check_override_key(key: str) -> None:
     """ValueError naming ``key`` when an override of :func:`scaler_metadata` (``inflight up
     --scaler-metadata``, a ``saturation[KEY=VALUE]`` variant of ``--policies``) may not set

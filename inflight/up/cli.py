@@ -319,7 +319,9 @@ class UpSettings(Settings):
     @property
     def scaler_overrides(self) -> tuple[tuple[str, str], ...]:
         """``--scaler-metadata`` as (key, value) pairs (validated by the model)."""
-        return _parse_metadata(self.scaler_metadata) if self.scaler_metadata else ()
+        from inflight.control.trigger import parse_overrides
+
+        return parse_overrides(self.scaler_metadata) if self.scaler_metadata else ()
 
     @property
     def trigger_metadata(self) -> dict[str, str]:
@@ -628,10 +630,10 @@ class UpSettings(Settings):
         if not self.scaler_metadata:
             return  # none, or an empty value: no override
         from external_scaler.metadata import MetadataError, parse_metadata
-        from inflight.control.trigger import check_override_key
+        from inflight.control.trigger import check_override_key, parse_overrides
 
         try:
-            pairs = _parse_metadata(self.scaler_metadata)
+            pairs = parse_overrides(self.scaler_metadata)
         except ValueError as exc:
             raise FieldError("scaler_metadata", str(exc)) from None
         for key, _ in pairs:
@@ -699,20 +701,6 @@ def _vllm_max_model_len(engine_args: list[str]) -> int | None:
         return int(value) if value is not None else None
     except ValueError:
         return None
-
-
-def _parse_metadata(text: str) -> tuple[tuple[str, str], ...]:
-    """``KEY=VALUE[,KEY=VALUE…]`` → pairs; ValueError naming the bad item."""
-    pairs: list[tuple[str, str]] = []
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
-            raise ValueError(f"{item.strip()!r} is not KEY=VALUE")
-        if any(k == key for k, _ in pairs):
-            raise ValueError(f"key {key!r} given twice")
-        pairs.append((key, value))
-    return tuple(pairs)
 
 
 def register(subparsers: Any) -> None:

@@ -26,10 +26,12 @@ def test_short_fault_run_meets_the_bar(procs, tmp_path):
         *INFLIGHT, "bench", "chaos", "--out-dir", str(out), "--state-dir", str(state),
         "--faults", CI_FAULTS, "--time-scale", "0.2", "--rate", "1.5",
         "--settle-s", "30", "--after-s", "10",
+        # a 300 s floor window (shipped: 900 s): the scale-down waits for the floor's memory
+        # of the earlier phases' peaks, 2 windows (deadline 131 s wall instead of 371 s at
+        # time-scale 0.2, inflight.bench.chaos.scale_down); the full run keeps the defaults
+        "--scaler-metadata", "floorWindowSeconds=300",
     ]  # fmt: skip
     server = procs.start(argv, name="chaos", ready_path=None, port_placeholder=None, grace_s=60)
-    # the scale-down may wait for the floor's memory of the earlier phases' peaks (its
-    # deadline: 371 s wall at time-scale 0.2, inflight.bench.chaos.scale_down)
     code = server.process.popen.wait(timeout=900)
     log = Path(server.process.log_path).read_text()
     assert code == 0, log[-5000:]
@@ -49,6 +51,7 @@ def test_short_fault_run_meets_the_bar(procs, tmp_path):
     assert down["long_streams_open_at_scale_down"] >= 1, down
     assert down["long_streams_not_completed"] == 0, down
     assert any("waited for the policy's own scale-down" in n for n in down["notes"]), down
+    assert "floorWindowSeconds=300" in doc["command"], doc["command"]
     assert doc["bar"] == {**doc["bar"], "passed": True, "failures": []}
     assert doc["stack_stop"]["clean"], doc["stack_stop"]
     events = [(r["process"], r["event"]) for r in read_jsonl(state / "restarts.jsonl")]

@@ -245,6 +245,27 @@ def test_the_subcommand_is_registered_with_seed_second_durations():
         build_parser().parse_args(["bench", "chaos", "--out-dir", "/tmp/x", "--rate", "0"])
 
 
+def test_scaler_metadata_reaches_inflight_up_and_bad_keys_are_refused_naming_the_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from inflight.bench.chaos.run import metadata_args
+
+    argv = ["bench", "chaos", "--out-dir", "/tmp/x"]
+    args = build_parser().parse_args([*argv, "--scaler-metadata", "floorWindowSeconds=300"])
+    assert args.scaler_metadata == (("floorWindowSeconds", "300"),)
+    assert metadata_args(args.scaler_metadata) == ("--scaler-metadata", "floorWindowSeconds=300")
+    assert metadata_args(build_parser().parse_args(argv).scaler_metadata) == ()
+    for bad, says in (
+        ("floorWindow=300", "unknown key 'floorWindow'"),
+        ("slotsPerReplica=8", "use that flag"),
+        ("floorWindowSeconds", "is not KEY=VALUE"),
+    ):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*argv, "--scaler-metadata", bad])
+        err = capsys.readouterr().err
+        assert "--scaler-metadata" in err and says in err, err
+
+
 def test_a_leak_check_that_could_not_read_a_router_or_replica_fails_the_fault():
     """It used to count them as 0 leaked slots, and pass."""
     blind = window(unprobed=("router-0 /router/status", "replica 127.0.0.1:41236 /metrics"))

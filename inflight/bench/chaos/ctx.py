@@ -52,7 +52,9 @@ class Ctx:
         return len(await self.ready_endpoints())
 
     async def scaler_answers(self) -> bool:
-        md = scaler_metadata(self.slots, self.time_scale, "saturation")
+        md = scaler_metadata(
+            self.slots, self.time_scale, "saturation", dict(self.args.scaler_metadata)
+        )
         return await asyncio.to_thread(probe.scaler_answers, str(self.info["scaler_address"]), md)
 
     def wall(self, seed_s: float) -> float:

@@ -413,7 +413,7 @@ async def scale_down(ctx: Ctx) -> Injected:
         plan = plan_for(
             slots=ctx.slots, time_scale=ctx.time_scale, min_replicas=1,
             max_replicas=ctx.args.max_replicas, desired_before=desired_before,
-            long_streams=ctx.args.long_streams,
+            long_streams=ctx.args.long_streams, overrides=dict(ctx.args.scaler_metadata),
         )  # fmt: skip
     except ValueError as exc:
         raise FaultError(f"scale-down: {exc}") from exc

@@ -240,6 +240,17 @@ async def _run(args: argparse.Namespace, stack: Stack, faults: list[str]) -> dic
     return {"reports": reports, "extra_alive": extra_alive, "requests": len(load.records)}
 
 
+def metadata_args(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """``--scaler-metadata`` for ``inflight up`` (nothing when none).
+
+    >>> metadata_args((("floorWindowSeconds", "300"), ("targetSaturation", "0.9")))
+    ('--scaler-metadata', 'floorWindowSeconds=300,targetSaturation=0.9')
+    """
+    if not pairs:
+        return ()
+    return ("--scaler-metadata", ",".join(f"{k}={v}" for k, v in pairs))
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         faults = parse_faults(args.faults)
@@ -260,7 +271,10 @@ def main(args: argparse.Namespace) -> int:
         state_dir=state_dir.resolve(),
         time_scale=args.time_scale,
         max_replicas=args.max_replicas,
-        extra_args=("--min-replicas", "1", "--slots-per-replica", str(args.slots)),
+        extra_args=(
+            *("--min-replicas", "1", "--slots-per-replica", str(args.slots)),
+            *metadata_args(args.scaler_metadata),
+        ),
     )
     try:
         stack.start(args.stack_timeout_s)
