@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from external_scaler.errors import MetadataError
 from external_scaler.selector import parse_selector
@@ -28,12 +28,6 @@ from inflight.control.policy import (
     MAX_FLOOR_TOLERANCE,
     POLICIES,
     SAMPLE_GAP_SCRAPES,
-    ExcursionFleetChange,
-    ExcursionFleets,
-    FloorDecay,
-    FloorPeak,
-    FloorStatistic,
-    PolicyName,
     PolicySpec,
     default_anticipate_s,
 )
@@ -96,269 +90,245 @@ def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
         raise
 
 
-def _parse(raw: Mapping[str, str]) -> ScalerSpec:
-    values = {**names.METADATA_DEFAULTS, **raw}
-    metric_name = values[names.META_METRIC_NAME].strip()
-    if not _METRIC_NAME.match(metric_name):
-        raise MetadataError(
-            names.META_METRIC_NAME,
-            "a name of letters, digits, '_', '.', '-' starting with a letter (≤ 63 chars)",
-            metric_name,
-        )
-    selector = parse_selector(names.META_SELECTOR, values[names.META_SELECTOR])
-    model = values[names.META_MODEL].strip()
+# --- the table: one row per key ---------------------------------------------------------
+#
+# Each key is read by one row: the ``PolicySpec``/``ScalerSpec`` field it sets, how its text
+# is read (the reader names the accepted form in its error), and whether it is seconds of
+# seed time (× ``timeScale``). The rules between keys come after the table
+# (:func:`_check_across`); :func:`_parse` is the table read in order, those rules, and the
+# spec built. Defaults: ``inflight.names.METADATA_DEFAULTS``.
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one key's text is read: ``read(key, text)`` → value, or MetadataError naming the
+    key; ``form`` is what it accepts, in words (the reference table's column)."""
+
+    form: str
+    read: Callable[[str, str], Any]
+
+    def __call__(self, key: str, text: str) -> Any:
+        return self.read(key, text)
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    field: str  # the field it sets (PolicySpec's, else ScalerSpec's)
+    read: Reader
+    seconds: bool = False  # seed seconds: × timeScale in the spec
+
+
+def _number(form: str, *, positive: bool = False, low: float = 0.0, high: float = 1e9) -> Reader:
+    return Reader(
+        form, lambda key, text: _decimal(key, text, form, positive=positive, low=low, high=high)
+    )
+
+
+def _count(form: str, *, low: int = 0, high: int, not_whole: str | None = None) -> Reader:
+    """A whole number from ``low`` to ``high`` ("2", "2.0"); a fraction is refused naming
+    ``not_whole`` (``form`` when None)."""
+
+    def read(key: str, text: str) -> int:
+        number = _decimal(key, text, form, low=low, high=high)
+        if number != int(number):
+            raise MetadataError(key, not_whole or form, text)
+        return int(number)
+
+    return Reader(form, read)
+
+
+def _one_of(allowed: tuple[str, ...]) -> Reader:
+    return Reader(
+        "one of " + ", ".join(f'"{a}"' for a in allowed),
+        lambda key, text: _choice(key, text, allowed),
+    )
+
+
+_NAME_FORM = "a name of letters, digits, '_', '.', '-' starting with a letter (≤ 63 chars)"
+_MODEL_FORM = "a model name as requests give it (printable, ≤ 256 chars)"
+
+
+def _metric_name(key: str, text: str) -> str:
+    name = text.strip()
+    if not _METRIC_NAME.match(name):
+        raise MetadataError(key, _NAME_FORM, name)
+    return name
+
+
+def _model(key: str, text: str) -> str:
+    model = text.strip()
     if not all(ch.isprintable() for ch in model) or len(model) > 256:
-        raise MetadataError(
-            names.META_MODEL, "a model name as requests give it (printable, ≤ 256 chars)", model
-        )
-    source = _choice(names.META_SOURCE, values[names.META_SOURCE], SOURCES)
-    capacity: CapacityMode = _choice(
-        names.META_CAPACITY, values[names.META_CAPACITY], CAPACITY_MODES
-    )
-    capacity_selector = parse_selector(
-        names.META_CAPACITY_SELECTOR, values[names.META_CAPACITY_SELECTOR]
-    )
-    policy: PolicyName = _choice(names.META_POLICY, values[names.META_POLICY], POLICIES)
-    slots = _decimal(names.META_SLOTS_PER_REPLICA, values, 'a whole number ≥ 1, e.g. "4"')
-    if slots != int(slots) or slots < 1 or slots > 1_000_000:
-        raise MetadataError(
-            names.META_SLOTS_PER_REPLICA,
-            'a whole number ≥ 1, e.g. "4"',
-            values[names.META_SLOTS_PER_REPLICA],
-        )
-    target_saturation = _decimal(
-        names.META_TARGET_SATURATION, values, 'a number > 0, e.g. "1.0"', positive=True
-    )
-    time_scale = _decimal(
-        names.META_TIME_SCALE,
-        values,
-        f'a number from {MIN_TIME_SCALE:g} to {MAX_TIME_SCALE:g}, e.g. "0.1"',
-        low=MIN_TIME_SCALE,
-        high=MAX_TIME_SCALE,
-    )
-    window_form = f'seconds from 0 to {MAX_WINDOW_S:g}, e.g. "60"'
-    up_s = _decimal(names.META_SCALE_UP_WINDOW_S, values, window_form, high=MAX_WINDOW_S)
-    down_s = _decimal(names.META_SCALE_DOWN_WINDOW_S, values, window_form, high=MAX_WINDOW_S)
-    activation = _decimal(
-        names.META_ACTIVATION_INFLIGHT, values, 'a number ≥ 0, e.g. "0"', high=1e9
-    )
-    tolerance_form = 'a fraction from 0 to 10, e.g. "0.1" (the HPA\'s tolerance)'
-    up_tol = _decimal(names.META_HPA_SCALE_UP_TOLERANCE, values, tolerance_form, high=10.0)
-    down_tol = _decimal(names.META_HPA_SCALE_DOWN_TOLERANCE, values, tolerance_form, high=10.0)
-    for key, seconds in (
-        (names.META_SCALE_UP_WINDOW_S, up_s),
-        (names.META_SCALE_DOWN_WINDOW_S, down_s),
+        raise MetadataError(key, _MODEL_FORM, model)
+    return model
+
+
+_SELECTOR = Reader('PromQL label matchers, e.g. `namespace="llm"` (empty: none)', parse_selector)
+
+
+def _open_fraction(form: str) -> Reader:
+    """A fraction strictly between 0 and 1."""
+
+    def read(key: str, text: str) -> float:
+        number = _decimal(key, text, form, high=1.0)
+        if not 0 < number < 1:
+            raise MetadataError(key, form, text)
+        return number
+
+    return Reader(form, read)
+
+
+def _or_unset(reader: Reader) -> Reader:
+    """``reader``, or None for "" (the key's own default applies)."""
+    return Reader(reader.form, lambda key, text: None if text == "" else reader(key, text))
+
+
+_WINDOW = f'seconds from 0 to {MAX_WINDOW_S:g}, e.g. "60"'
+_TOLERANCE = 'a fraction from 0 to 10, e.g. "0.1" (the HPA\'s tolerance)'
+_GROWTH = f'seconds from 0 to {MAX_WINDOW_S:g}, e.g. "120"'
+_COUNT = "a whole number of replicas, as the ScaledObject's {}, e.g. {!r}"
+_M = names
+
+ROWS: tuple[Row, ...] = (
+    Row(_M.META_METRIC_NAME, "metric_name", Reader(_NAME_FORM, _metric_name)),
+    Row(_M.META_SELECTOR, "selector", _SELECTOR),
+    Row(_M.META_MODEL, "model", Reader(_MODEL_FORM, _model)),
+    Row(_M.META_SOURCE, "source", _one_of(SOURCES)),
+    Row(_M.META_CAPACITY, "capacity", _one_of(CAPACITY_MODES)),
+    Row(_M.META_CAPACITY_SELECTOR, "capacity_selector", _SELECTOR),
+    Row(_M.META_POLICY, "policy", _one_of(POLICIES)),
+    Row(_M.META_SLOTS_PER_REPLICA, "slots_per_replica",
+        _count('a whole number ≥ 1, e.g. "4"', low=1, high=1_000_000)),
+    Row(_M.META_TARGET_SATURATION, "target_saturation",
+        _number('a number > 0, e.g. "1.0"', positive=True)),
+    Row(_M.META_TIME_SCALE, "time_scale",
+        _number(f'a number from {MIN_TIME_SCALE:g} to {MAX_TIME_SCALE:g}, e.g. "0.1"',
+                low=MIN_TIME_SCALE, high=MAX_TIME_SCALE)),
+    Row(_M.META_SCALE_UP_WINDOW_S, "scale_up_window_s", _number(_WINDOW, high=MAX_WINDOW_S), True),
+    Row(_M.META_SCALE_DOWN_WINDOW_S, "scale_down_window_s",
+        _number(_WINDOW, high=MAX_WINDOW_S), True),
+    Row(_M.META_ACTIVATION_INFLIGHT, "activation_inflight",
+        _number('a number ≥ 0, e.g. "0"', high=1e9)),
+    Row(_M.META_HPA_SCALE_UP_TOLERANCE, "hpa_scale_up_tolerance", _number(_TOLERANCE, high=10.0)),
+    Row(_M.META_HPA_SCALE_DOWN_TOLERANCE, "hpa_scale_down_tolerance",
+        _number(_TOLERANCE, high=10.0)),
+    Row(_M.META_SCRAPE_INTERVAL_S, "scrape_interval_s",
+        _number('seconds > 0 and ≤ 3600, as in the routers\' scrape config, e.g. "15"',
+                positive=True, high=3600.0)),
+    Row(_M.META_GROWTH_HORIZON_S, "growth_horizon_s", _number(_GROWTH, high=MAX_WINDOW_S), True),
+    Row(_M.META_GROWTH_WINDOW_S, "growth_window_s",
+        _number(_GROWTH, positive=True, high=MAX_WINDOW_S), True),
+    Row(_M.META_FLOOR_WINDOW_S, "floor_window_s",
+        _number('seconds from 0 to 86400, e.g. "600"', high=MAX_WINDOW_S), True),
+    Row(_M.META_FLOOR_FRACTION, "floor_fraction",
+        _number('a fraction from 0 to 1, e.g. "0.5"', high=1.0)),
+    Row(_M.META_FLOOR_DECAY, "floor_decay", _one_of(FLOOR_DECAYS)),
+    Row(_M.META_FLOOR_PEAK, "floor_peak", _one_of(FLOOR_PEAKS)),
+    Row(_M.META_FLOOR_STATISTIC, "floor_statistic", _one_of(FLOOR_STATISTICS)),
+    Row(_M.META_FLOOR_QUANTILE, "floor_quantile",
+        _open_fraction('a fraction of the floor window above 0 and below 1, e.g. "0.1"')),
+    Row(_M.META_FLOOR_RECURRENCES, "floor_recurrences",
+        _count('a whole number of peaks from 1 to 100, e.g. "2"', low=1, high=100)),
+    Row(_M.META_FLOOR_SINGLE_WINDOW_S, "floor_single_window_s",
+        _number('seconds from 0 to 86400, e.g. "300"', high=MAX_WINDOW_S), True),
+    Row(_M.META_FLOOR_SINGLE_FRACTION, "floor_single_fraction",
+        _number('a fraction from 0 (floorFraction\'s) to 1, e.g. "0.4"', high=1.0)),
+    Row(_M.META_FLOOR_SMOOTHING_S, "floor_smoothing_s", _or_unset(_number(
+        'seconds from 0 (each sample) to 86400, or "" (the scale-up window), e.g. "0"',
+        high=MAX_WINDOW_S)), True),
+    Row(_M.META_FLOOR_TOLERANCE, "floor_tolerance",
+        _number('a fraction from 0 (off) to 0.9, e.g. "0.1"', high=MAX_FLOOR_TOLERANCE)),
+    Row(_M.META_FLOOR_SHORT_FRACTION, "floor_short_fraction",
+        _number('a fraction from 0 (off) to 1, above floorFraction to hold more, e.g. "0.8"',
+                high=1.0)),
+    Row(_M.META_FLOOR_FILLED_FLASHES, "floor_filled_flashes",
+        _count('a whole number of flashes from 0 (off) to 100, e.g. "2"', high=100)),
+    Row(_M.META_STARTUP_S, "startup_s", _number(
+        'a replica\'s start-up in seconds from 0 (unknown: off) to 86400, e.g. "100"',
+        high=MAX_WINDOW_S), True),
+    # given or not, read; when not given, the default follows the start-up (_check_across)
+    Row(_M.META_ANTICIPATE_S, "anticipate_s", _number(
+        'seconds ahead of a recurring burst, from 0 (off) to 86400, e.g. "150"',
+        high=MAX_WINDOW_S), True),
+    Row(_M.META_EXCURSION_WINDOW_S, "excursion_window_s",
+        _number('seconds above 0 and up to 86400, e.g. "900"', positive=True, high=MAX_WINDOW_S),
+        True),
+    Row(_M.META_REBOUND_WINDOW_S, "rebound_window_s", _number(
+        'seconds from 0 (off) to 86400, e.g. "190" (the scale-down window plus a start-up)',
+        high=MAX_WINDOW_S), True),
+    Row(_M.META_EXCURSION_MARGIN, "excursion_margin", _number(
+        'a factor from 1 to 100 on the longest recent excursion, e.g. "1.5"', low=1.0,
+        high=100.0)),
+    Row(_M.META_EXCURSION_FLEETS, "excursion_fleets", _one_of(EXCURSION_FLEETS)),
+    Row(_M.META_EXCURSION_FLEET_CHANGE, "excursion_fleet_change",
+        _one_of(EXCURSION_FLEET_CHANGES)),
+    Row(_M.META_MIN_REPLICA_COUNT, "min_replicas", _count(
+        _COUNT.format(_M.META_MIN_REPLICA_COUNT, "1"), high=1_000_000,
+        not_whole="a whole number of replicas")),
+    Row(_M.META_MAX_REPLICA_COUNT, "max_replicas", _count(
+        _COUNT.format(_M.META_MAX_REPLICA_COUNT, "10") + " (≥ 1)", low=1, high=1_000_000,
+        not_whole="a whole number of replicas")),
+)  # fmt: skip
+
+#: The fields that are ScalerSpec's own (the rest are PolicySpec's).
+_SCALER_FIELDS = frozenset(
+    {"metric_name", "selector", "model", "source", "capacity", "capacity_selector",
+     "scrape_interval_s"}
+)  # fmt: skip
+
+
+def _parse(raw: Mapping[str, str]) -> ScalerSpec:
+    """The table read in order, the rules between keys, the spec built."""
+    values = {**names.METADATA_DEFAULTS, **raw}
+    got = {row.field: row.read(row.key, values[row.key]) for row in ROWS}
+    if names.META_ANTICIPATE_S not in raw:  # follows a long start-up
+        got["anticipate_s"] = default_anticipate_s(got["startup_s"])
+    _check_across(got, values)
+    scale = got["time_scale"]
+    for row in ROWS:
+        if row.seconds and got[row.field] is not None:
+            got[row.field] *= scale
+    got["max_sample_gap_s"] = SAMPLE_GAP_SCRAPES * got["scrape_interval_s"]
+    scaler = {k: v for k, v in got.items() if k in _SCALER_FIELDS}
+    policy = {k: v for k, v in got.items() if k not in _SCALER_FIELDS}
+    return ScalerSpec(**scaler, policy=PolicySpec(**policy))
+
+
+def _check_across(got: Mapping[str, Any], values: Mapping[str, str]) -> None:
+    """The rules between keys (seed seconds, before × timeScale)."""
+    scale = got["time_scale"]
+    for key, field in (
+        (names.META_SCALE_UP_WINDOW_S, "scale_up_window_s"),
+        (names.META_SCALE_DOWN_WINDOW_S, "scale_down_window_s"),
     ):
-        if seconds * time_scale > MAX_WINDOW_S:
+        if got[field] * scale > MAX_WINDOW_S:
             raise MetadataError(
                 key,
                 f"a window that is ≤ {MAX_WINDOW_S:g} s once multiplied by {names.META_TIME_SCALE}",
                 values[key],
-                f"x {names.META_TIME_SCALE} {time_scale:g} = {seconds * time_scale:g} s",
+                f"x {names.META_TIME_SCALE} {scale:g} = {got[field] * scale:g} s",
             )
-    scrape_interval_s = _decimal(
-        names.META_SCRAPE_INTERVAL_S,
-        values,
-        'seconds > 0 and ≤ 3600, as in the routers\' scrape config, e.g. "15"',
-        positive=True,
-        high=3600.0,
-    )
-    growth_form = f'seconds from 0 to {MAX_WINDOW_S:g}, e.g. "120"'
-    growth_horizon_s = _decimal(names.META_GROWTH_HORIZON_S, values, growth_form, high=MAX_WINDOW_S)
-    growth_window_s = _decimal(
-        names.META_GROWTH_WINDOW_S, values, growth_form, positive=True, high=MAX_WINDOW_S
-    )
-    floor_window_s = _decimal(
-        names.META_FLOOR_WINDOW_S, values, 'seconds from 0 to 86400, e.g. "600"', high=MAX_WINDOW_S
-    )
-    floor_fraction = _decimal(
-        names.META_FLOOR_FRACTION, values, 'a fraction from 0 to 1, e.g. "0.5"', high=1.0
-    )
-    floor_decay: FloorDecay = _choice(
-        names.META_FLOOR_DECAY, values[names.META_FLOOR_DECAY], FLOOR_DECAYS
-    )
-    floor_peak: FloorPeak = _choice(
-        names.META_FLOOR_PEAK, values[names.META_FLOOR_PEAK], FLOOR_PEAKS
-    )
-    floor_statistic: FloorStatistic = _choice(
-        names.META_FLOOR_STATISTIC, values[names.META_FLOOR_STATISTIC], FLOOR_STATISTICS
-    )
-    quantile_form = 'a fraction of the floor window above 0 and below 1, e.g. "0.1"'
-    floor_quantile = _decimal(names.META_FLOOR_QUANTILE, values, quantile_form, high=1.0)
-    if not 0 < floor_quantile < 1:
-        raise MetadataError(
-            names.META_FLOOR_QUANTILE, quantile_form, values[names.META_FLOOR_QUANTILE]
-        )
-    recurrences_form = 'a whole number of peaks from 1 to 100, e.g. "2"'
-    floor_recurrences = _whole(
-        names.META_FLOOR_RECURRENCES, values, recurrences_form, low=1, high=100
-    )
-    floor_single_window_s = _decimal(
-        names.META_FLOOR_SINGLE_WINDOW_S,
-        values,
-        'seconds from 0 to 86400, e.g. "300"',
-        high=MAX_WINDOW_S,
-    )
-    floor_single_fraction = _decimal(
-        names.META_FLOOR_SINGLE_FRACTION,
-        values,
-        'a fraction from 0 (floorFraction\'s) to 1, e.g. "0.4"',
-        high=1.0,
-    )
-    floor_smoothing_s = (
-        _decimal(
-            names.META_FLOOR_SMOOTHING_S,
-            values,
-            'seconds from 0 (each sample) to 86400, or "" (the scale-up window), e.g. "0"',
-            high=MAX_WINDOW_S,
-        )
-        if values[names.META_FLOOR_SMOOTHING_S] != ""
-        else None
-    )
-    floor_tolerance = _decimal(
-        names.META_FLOOR_TOLERANCE,
-        values,
-        'a fraction from 0 (off) to 0.9, e.g. "0.1"',
-        high=MAX_FLOOR_TOLERANCE,
-    )
-    floor_short_fraction = _decimal(
-        names.META_FLOOR_SHORT_FRACTION,
-        values,
-        'a fraction from 0 (off) to 1, above floorFraction to hold more, e.g. "0.8"',
-        high=1.0,
-    )
-    floor_filled_flashes = _whole(
-        names.META_FLOOR_FILLED_FLASHES,
-        values,
-        'a whole number of flashes from 0 (off) to 100, e.g. "2"',
-        high=100,
-    )
-    startup_s = _decimal(
-        names.META_STARTUP_S,
-        values,
-        'a replica\'s start-up in seconds from 0 (unknown: off) to 86400, e.g. "100"',
-        high=MAX_WINDOW_S,
-    )
-    anticipate_s = (
-        _decimal(
-            names.META_ANTICIPATE_S,
-            values,
-            'seconds ahead of a recurring burst, from 0 (off) to 86400, e.g. "150"',
-            high=MAX_WINDOW_S,
-        )
-        if names.META_ANTICIPATE_S in raw
-        else default_anticipate_s(startup_s)  # follows a long start-up
-    )
-    excursion_window_s = _decimal(
-        names.META_EXCURSION_WINDOW_S,
-        values,
-        'seconds above 0 and up to 86400, e.g. "900"',
-        positive=True,
-        high=MAX_WINDOW_S,
-    )
-    rebound_window_s = _decimal(
-        names.META_REBOUND_WINDOW_S,
-        values,
-        'seconds from 0 (off) to 86400, e.g. "190" (the scale-down window plus a start-up)',
-        high=MAX_WINDOW_S,
-    )
-    margin_form = 'a factor from 1 to 100 on the longest recent excursion, e.g. "1.5"'
-    excursion_margin = _decimal(
-        names.META_EXCURSION_MARGIN, values, margin_form, low=1.0, high=100.0
-    )
-    excursion_fleets: ExcursionFleets = _choice(
-        names.META_EXCURSION_FLEETS, values[names.META_EXCURSION_FLEETS], EXCURSION_FLEETS
-    )
-    excursion_fleet_change: ExcursionFleetChange = _choice(
-        names.META_EXCURSION_FLEET_CHANGE,
-        values[names.META_EXCURSION_FLEET_CHANGE],
-        EXCURSION_FLEET_CHANGES,
-    )
-    if startup_s > 0 and excursion_window_s < startup_s:
+    startup_s = got["startup_s"]
+    if startup_s > 0 and got["excursion_window_s"] < startup_s:
         raise MetadataError(
             names.META_EXCURSION_WINDOW_S,
             f"a window at least {names.META_STARTUP_S} ({startup_s:g} s) long",
             values[names.META_EXCURSION_WINDOW_S],
             "a shorter one cannot see an excursion as long as a start-up",
         )
-    count_form = "a whole number of replicas, as the ScaledObject's {}, e.g. {!r}"
-    min_count = _decimal(
-        names.META_MIN_REPLICA_COUNT,
-        values,
-        count_form.format(names.META_MIN_REPLICA_COUNT, "1"),
-        high=1_000_000,
-    )
-    max_count = _decimal(
-        names.META_MAX_REPLICA_COUNT,
-        values,
-        count_form.format(names.META_MAX_REPLICA_COUNT, "10") + " (≥ 1)",
-        low=1,
-        high=1_000_000,
-    )
-    for key, count in (
-        (names.META_MIN_REPLICA_COUNT, min_count),
-        (names.META_MAX_REPLICA_COUNT, max_count),
-    ):
-        if count != int(count):
-            raise MetadataError(key, "a whole number of replicas", values[key])
-    if min_count > max_count:
+    if got["min_replicas"] > got["max_replicas"]:
         raise MetadataError(
             names.META_MIN_REPLICA_COUNT,
-            f"a count ≤ {names.META_MAX_REPLICA_COUNT} ({max_count:g})",
+            f"a count ≤ {names.META_MAX_REPLICA_COUNT} ({got['max_replicas']:g})",
             values[names.META_MIN_REPLICA_COUNT],
         )
-    if policy == "qps" and source != "router":
+    if got["policy"] == "qps" and got["source"] != "router":
         raise MetadataError(
             names.META_POLICY,
-            f'"saturation" when {names.META_SOURCE} is "{source}"',
-            policy,
+            f'"saturation" when {names.META_SOURCE} is "{got["source"]}"',
+            got["policy"],
             "the qps baseline counts arrivals at the router",
         )
-    return ScalerSpec(
-        metric_name=metric_name,
-        selector=selector,
-        model=model,
-        source=source,
-        capacity=capacity,
-        capacity_selector=capacity_selector,
-        policy=PolicySpec(
-            slots_per_replica=int(slots),
-            target_saturation=target_saturation,
-            scale_up_window_s=up_s * time_scale,
-            scale_down_window_s=down_s * time_scale,
-            activation_inflight=activation,
-            policy=policy,
-            time_scale=time_scale,
-            hpa_scale_up_tolerance=up_tol,
-            hpa_scale_down_tolerance=down_tol,
-            max_sample_gap_s=SAMPLE_GAP_SCRAPES * scrape_interval_s,
-            growth_horizon_s=growth_horizon_s * time_scale,
-            growth_window_s=growth_window_s * time_scale,
-            floor_window_s=floor_window_s * time_scale,
-            floor_fraction=floor_fraction,
-            floor_decay=floor_decay,
-            floor_peak=floor_peak,
-            floor_statistic=floor_statistic,
-            floor_quantile=floor_quantile,
-            floor_recurrences=floor_recurrences,
-            floor_single_window_s=floor_single_window_s * time_scale,
-            floor_single_fraction=floor_single_fraction,
-            floor_smoothing_s=None if floor_smoothing_s is None else floor_smoothing_s * time_scale,
-            floor_tolerance=floor_tolerance,
-            floor_short_fraction=floor_short_fraction,
-            floor_filled_flashes=floor_filled_flashes,
-            startup_s=startup_s * time_scale,
-            anticipate_s=anticipate_s * time_scale,
-            excursion_window_s=excursion_window_s * time_scale,
-            excursion_margin=excursion_margin,
-            excursion_fleets=excursion_fleets,
-            excursion_fleet_change=excursion_fleet_change,
-            rebound_window_s=rebound_window_s * time_scale,
-            min_replicas=int(min_count),
-            max_replicas=int(max_count),
-        ),
-        scrape_interval_s=scrape_interval_s,
-    )
 
 
 def _resolve(metadata: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -397,17 +367,9 @@ def _choice(key: str, value: str, allowed: tuple[_T, ...]) -> _T:
     raise MetadataError(key, "one of " + ", ".join(f'"{a}"' for a in allowed), value)
 
 
-def _whole(key: str, values: Mapping[str, str], form: str, *, low: int = 0, high: int) -> int:
-    """A whole number from ``low`` to ``high`` ("2", "2.0"), refused naming ``form``."""
-    number = _decimal(key, values, form, low=low, high=high)
-    if number != int(number):
-        raise MetadataError(key, form, values[key])
-    return int(number)
-
-
 def _decimal(
     key: str,
-    values: Mapping[str, str],
+    text: str,
     form: str,
     *,
     positive: bool = False,
@@ -415,7 +377,6 @@ def _decimal(
     high: float = 1e9,
 ) -> float:
     """A plain non-negative decimal ("4", "0.5", ".5"); no signs, exponents, nan or inf."""
-    text = values[key]
     if not _DECIMAL.match(text):
         raise MetadataError(key, form, text)
     number = float(text)
