@@ -551,255 +551,370 @@ def decide(
     ``partial`` (what the source found), and a partial window is answered through
     :func:`guard`. ``ready_series`` (the ready count over time) serves only the floor's
     ``demand`` peak (:func:`service_time`).
+
+    The stages, each a pure function of what came before: the window of L
+    (:class:`_Levels`); the peak, L's maximum over the scale-down window, padded by the
+    arrivals' growth (:func:`_peak`); the floor from recent peaks, with the bursts'
+    recurrence, the filled fleet and the tolerance (:func:`_floor`); the rebound
+    (:func:`rebound_level`); the hold of a scale-up that cannot arrive in time
+    (:func:`_late`); then the HPA's count and the one stage that set the value
+    (:func:`_reason`).
     """
     up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
-    memory_s = spec.memory_s
-    points = _in_span(samples, now_s - memory_s, now_s)
+    points = _in_span(samples, now_s - spec.memory_s, now_s)
     if not any(p.t_s >= now_s - down_s - up_s for p in points):
         raise NoSamples(
             f"no sample of L in the last {down_s + up_s:g} s (scale-down + scale-up windows)"
             + "".join(f"; {p.detail}" for p in partial)
         )
-    times = [p.t_s for p in points]
-    prefix = [0.0, *accumulate(p.value for p in points)]
-
-    def smoothed(tau_s: float, over_s: float = up_s) -> float | None:
-        """Mean of L over (tau − over, tau] (the scale-up window unless said); the latest
-        sample at or before tau if none."""
-        hi = bisect.bisect_right(times, tau_s)
-        lo = bisect.bisect_right(times, tau_s - over_s) if over_s > 0 else hi
-        if hi > lo:
-            return (prefix[hi] - prefix[lo]) / (hi - lo)
-        return points[hi - 1].value if hi > 0 else None
-
-    # Evaluate at every sample time in the scale-down window, and at now itself.
-    taus = [t for t in times if t >= now_s - down_s] + [now_s]
-    current = smoothed(now_s)
-    assert current is not None  # points is non-empty and every point is ≤ now_s
-    grows = bool(arrivals) and spec.growth_horizon_s > 0
-
-    def padded(tau_s: float) -> float | None:
-        """L at tau, plus the growth headroom at tau when that is on: the headroom is
-        held over the scale-down window like L itself, so a noisy growth estimate cannot
-        cancel a replica it asked for a moment ago while that replica starts."""
-        v = smoothed(tau_s)
-        if v is None or not grows:
-            return v
-        return v + growth_headroom(samples, arrivals, spec, tau_s)
-
-    plain_peak = max(v for v in (smoothed(t) for t in taus) if v is not None)
-    peak = max(v for v in (padded(t) for t in taus) if v is not None)
-    headroom = peak - plain_peak
-    floor = 0.0
+    levels = _Levels(points, samples, arrivals, spec)
+    peak = _peak(levels, now_s)
     # A peak beyond the most replicas there can be is queue, not demand to remember (the
     # floor's and the rebound's memory).
     cap = spec.max_replicas * spec.target
-    floor_how = ""
-    anticipated: Recurrence | None = None
-    if spec.floor_on:
-        window_s = spec.floor_window_s
-        # The bursts' recurrence reads a longer memory than the floor's (four bursts).
-        recall_s = spec.recurrence_memory_s
-        remembered = [t for t in times if t >= now_s - max(window_s, recall_s)] + [now_s]
-        service_s = None
-        if spec.floor_peak == "demand":
-            service_s = service_time(
-                [p for p in points if p.t_s >= now_s - window_s],
-                arrivals,
-                ready_series,
-                spec.slots_per_replica,
-                now_s,
-            )
-        rate = _StepSeries(arrivals) if service_s is not None else None
-        # Arrivals over the scale-up window, or one scrape interval if that is longer (a
-        # counter scraped every 30 s moves in 30 s steps).
-        rate_s = up_s
-        if math.isfinite(spec.max_sample_gap_s):
-            rate_s = max(up_s, spec.max_sample_gap_s / SAMPLE_GAP_SCRAPES)
-        kept: list[Sample] = []
-        recalled: list[Sample] = []  # as kept, undecayed, over the recurrence's memory
-        for tau_s in remembered:
-            v = smoothed(tau_s, spec.floor_smoothing_window_s)
-            if v is None:
-                continue
-            v = min(v, cap)
-            if rate is not None and service_s is not None and rate_s > 0:
-                a_now, a_then = rate.at(tau_s), rate.at(tau_s - rate_s)
-                if a_now is not None and a_then is not None:
-                    v = min(v, max(0.0, a_now - a_then) / rate_s * service_s)
-            recalled.append(Sample(tau_s, v))
-            if tau_s < now_s - window_s:
-                continue
-            if spec.floor_decay == "linear":
-                v *= max(0.0, 1.0 - (now_s - tau_s) / window_s)
-            kept.append(Sample(tau_s, v))
-        if spec.floor_statistic == "quantile":
-            floor_peak = floor_quantile(kept, spec.floor_quantile, window_s)
-            floor_how += f", the level exceeded {spec.floor_quantile:g} of the time"
-        elif spec.floor_statistic == "recurrent":
-            floor_peak = floor_recurrent(kept, spec.floor_recurrences)
-            floor_how += f", the level of {spec.floor_recurrences} separate peaks"
-            short_f = spec.floor_short_fraction
-            if short_f > spec.floor_fraction and spec.startup_s > 0 and floor_peak > 0:
-                # Only a level above fraction / short fraction x the recurrent one can
-                # raise the floor, and none is above it (short peaks are peaks).
-                short = short_recurrent(
-                    kept,
-                    spec.floor_recurrences,
-                    spec.startup_s,
-                    spec.floor_fraction / short_f * floor_peak,
-                    floor_peak,
-                )
-                if short > 0:
-                    floor_peak = max(floor_peak, short_f / spec.floor_fraction * short)
-                    floor_how += (
-                        f" ({short_f:g} x {short:g}, reached in peaks shorter than "
-                        f"{spec.startup_s:g} s)"
-                    )
-            single_s = spec.floor_single_window_s
-            if single_s > 0:
-                recent = (p.value for p in kept if p.t_s >= now_s - single_s)
-                # The single peak at its own fraction (floorSingleFraction; 0: the floor's),
-                # in units of the floor's fraction, which multiplies floor_peak below.
-                single = spec.floor_single_fraction or spec.floor_fraction
-                floor_peak = max(
-                    floor_peak, single / spec.floor_fraction * max(recent, default=0.0)
-                )
-                at = f" at {single:g} x" if single != spec.floor_fraction else ""
-                floor_how += f" or{at} of one in the last {single_s:g} s"
-        else:
-            floor_peak = max((p.value for p in kept), default=0.0)
-        floor = spec.floor_fraction * floor_peak
-        if spec.anticipate_s > 0:
-            found = recurrence(recalled)
-            due = found is not None and anticipating(found, now_s, spec.anticipate_s)
-            if found is not None and due and found.level > floor:
-                floor, anticipated = found.level, found
-        if spec.floor_filled_flashes > 0 and spec.startup_s > 0:
-            levels = [
-                Sample(t, v)
-                for t in [*(t for t in times if t >= now_s - window_s), now_s]
-                if (v := smoothed(t)) is not None
-            ]
-            filled = filled_fleet(levels, ready_series, spec)
-            if filled * spec.target > floor:
-                floor = filled * spec.target
-                floor_how += (
-                    f", the {filled} replicas L filled in {spec.floor_filled_flashes} flashes"
-                )
-        if spec.floor_tolerance > 0 and ready_replicas:
-            held = floor_hold(floor, spec.floor_tolerance, ready_replicas * spec.target)
-            if held > floor:
-                floor_how += f", kept within {spec.floor_tolerance:g} of {ready_replicas} ready"
-            floor = held
-        if spec.floor_decay == "linear":
-            floor_how += ", decayed by age"
-        if service_s is not None:
-            floor_how += f", capped at arrivals x {service_s:.3g} s of service"
+    floor = _floor(levels, now_s, cap, ready_replicas, ready_series) if spec.floor_on else _NO_FLOOR
     rebound = 0.0
+    floor_value = floor.value
     if spec.rebound_window_s > 0:
         # The gap, the stretch after it and the hold since: a few rebound windows back.
         rebound_memory_s = REBOUND_MEMORY_WINDOWS * spec.rebound_window_s
         series = [
             Sample(t, min(v, cap))
-            for t in [*(t for t in times if t >= now_s - rebound_memory_s), now_s]
-            if (v := smoothed(t)) is not None
+            for t in [*(t for t in levels.times if t >= now_s - rebound_memory_s), now_s]
+            if (v := levels.smoothed(t)) is not None
         ]
-        rebound = rebound_level(series, now_s, max(peak, floor), down_s, spec.rebound_window_s)
-        floor = max(floor, rebound)
-    value = round(max(peak, floor, 0.0), _DECIMALS)
+        rebound = rebound_level(
+            series, now_s, max(peak.value, floor_value), down_s, spec.rebound_window_s
+        )
+        floor_value = max(floor_value, rebound)
+    value = round(max(peak.value, floor_value, 0.0), _DECIMALS)
     late = None
     if spec.late_scale_up_on and ready_replicas:
-        # No scale-up that cannot arrive in time: the held excursion's L leaves the maximum.
-        # What stood before it began (the maximum then), the floor and the ready count stay.
-        levels = [Sample(t, v) for t in [*times, now_s] if (v := smoothed(t)) is not None]
-        hold = late_scale_up(levels, ready_series, ready_replicas, spec, now_s)
-        if hold is not None:
-            since_s = min(now_s, hold.excursion.start_s) - down_s
-            others = [
-                padded(t) for t in [*times, now_s] if t >= since_s and not hold.excursion.covers(t)
-            ]
-            held = max([floor, ready_replicas * spec.target, *(v for v in others if v is not None)])
-            if value > round(held, _DECIMALS):
-                value, late = round(held, _DECIMALS), hold.reason
-    target = spec.target
+        value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series)
     desired = hpa_replicas(value, spec, ready_replicas)
-    inflight = points[-1].value
     active = value > spec.activation_inflight
     if not active:
         desired = 0
-    direction = _direction(desired, ready_replicas)
-    if value == 0:
-        reason = f"idle: L was 0 over the last {down_s:g} s"
-    elif value > round(current, _DECIMALS):
-        reason = (
-            f"holding: max of L over the last {down_s:g} s is {value:g} "
-            f"(now {current:g}) = {desired} x {target:g}"
-        )
-    else:
-        reason = f"L {value:g} (mean over {up_s:g} s) = {desired} x {target:g}"
-    if headroom > 0:
-        reason = (
-            f"growing: max of L plus the arrivals' growth over {spec.growth_horizon_s:g} s "
-            f"in the last {down_s:g} s is {value:g} (L alone {plain_peak:g}, now {current:g})"
-            f" = {desired} x {target:g}"
-        )
-    if active and desired != _ceil_div(value, target):
-        reason = (
-            f"within the HPA's tolerance: L {value:g} on {ready_replicas} x {target:g} "
-            f"holds at {desired} (ceil would be {_ceil_div(value, target)})"
-        )
-    if not active and value > 0:
-        reason = f"inactive: {value:g} <= activationInflight {spec.activation_inflight:g}"
-    if floor > peak and value > round(current, _DECIMALS):
-        reason = (
-            f"floor: {spec.floor_fraction:g} x the peak of L over the last "
-            f"{spec.floor_window_s:g} s{floor_how} is {value:g} (now {current:g}) = "
-            f"{desired} x {target:g}"
-        )
-    if anticipated is not None and floor > peak and value > round(current, _DECIMALS):
-        reason = (
-            f"anticipating: bursts to L {anticipated.level:g} every "
-            f"{anticipated.period_s:g} s, the next due at {anticipated.next_s:g} (held from "
-            f"{spec.anticipate_s:g} s ahead) = {desired} x {target:g} (now {current:g})"
-        )
-    if rebound > 0 and rebound >= floor and value > round(current, _DECIMALS):
-        reason = (
-            f"rebound: L came back to {rebound:g} within {spec.rebound_window_s:g} s of "
-            f"falling below it, held {spec.rebound_window_s:g} s = {desired} x {target:g} "
-            f"(now {current:g})"
-        )
-    if late is not None:
-        reason = f"{late}: holding {value:g} = {desired} x {target:g}"
-    gap = _largest_gap(
-        [t for t in times if t >= now_s - down_s - up_s], now_s - down_s - up_s, now_s
+    reason = _reason(
+        spec, value, desired, active, ready_replicas, peak, floor, floor_value, rebound, late
     )
-    if gap > spec.max_sample_gap_s:
-        # The window is not a record of L over its span (a Prometheus outage or restart,
-        # a history that starts inside the window, a stale series): its maximum may miss
-        # the peak, so it may not remove replicas. Scaling up, or holding, on it is safe.
-        partial = (
-            *partial,
-            Partial(
-                names.SCALER_ERROR_SOURCE_STALE,
-                f"the window of L has a {gap:.1f} s gap "
-                f"(over the {spec.max_sample_gap_s:g} s allowed)",
-            ),
-        )
+    partial = (*partial, *_gaps(levels.times, spec, now_s))
+    inflight = points[-1].value
     decision = Decision(
         policy="saturation",
         value=value,
-        target=target,
+        target=spec.target,
         desired_replicas=desired,
         active=active,
         inflight=inflight,
         ready_replicas=ready_replicas,
         saturation=_saturation(inflight, spec, ready_replicas),
-        direction=direction,
+        direction=_direction(desired, ready_replicas),
         reason=reason,
         held_scale_up=late is not None,
     )
     return guard(decision, partial, spec)
+
+
+class _Levels:
+    """The window of L :func:`decide` reads (its memory, in time order) and the means over
+    it (prefix sums); with the growth on, L padded by :func:`growth_headroom`."""
+
+    def __init__(
+        self,
+        points: list[Sample],
+        samples: Sequence[Sample],
+        arrivals: Sequence[Sample],
+        spec: PolicySpec,
+    ) -> None:
+        self.points, self.samples, self.arrivals, self.spec = points, samples, arrivals, spec
+        self.times = [p.t_s for p in points]
+        self.prefix = [0.0, *accumulate(p.value for p in points)]
+        self.grows = bool(arrivals) and spec.growth_horizon_s > 0
+
+    def smoothed(self, tau_s: float, over_s: float | None = None) -> float | None:
+        """Mean of L over (tau − over, tau] (the scale-up window unless said); the latest
+        sample at or before tau if none."""
+        over = self.spec.scale_up_window_s if over_s is None else over_s
+        times = self.times
+        hi = bisect.bisect_right(times, tau_s)
+        lo = bisect.bisect_right(times, tau_s - over) if over > 0 else hi
+        if hi > lo:
+            return (self.prefix[hi] - self.prefix[lo]) / (hi - lo)
+        return self.points[hi - 1].value if hi > 0 else None
+
+    def padded(self, tau_s: float) -> float | None:
+        """L at tau, plus the growth headroom at tau when that is on: the headroom is
+        held over the scale-down window like L itself, so a noisy growth estimate cannot
+        cancel a replica it asked for a moment ago while that replica starts."""
+        v = self.smoothed(tau_s)
+        if v is None or not self.grows:
+            return v
+        return v + growth_headroom(self.samples, self.arrivals, self.spec, tau_s)
+
+
+@dataclass(frozen=True)
+class _Peak:
+    """The peak stage: L's maximum over the scale-down window (``plain``), padded by the
+    arrivals' growth (``value``), and L now (the scale-up window's mean)."""
+
+    value: float
+    plain: float
+    current: float
+
+
+def _peak(levels: _Levels, now_s: float) -> _Peak:
+    # Evaluated at every sample time in the scale-down window, and at now itself.
+    down_s = levels.spec.scale_down_window_s
+    taus = [t for t in levels.times if t >= now_s - down_s] + [now_s]
+    current = levels.smoothed(now_s)
+    assert current is not None  # points is non-empty and every point is ≤ now_s
+    plain = max(v for v in (levels.smoothed(t) for t in taus) if v is not None)
+    value = max(v for v in (levels.padded(t) for t in taus) if v is not None)
+    return _Peak(value, plain, current)
+
+
+@dataclass(frozen=True)
+class _Floor:
+    """The floor stage: its level, how it was read (for the reason) and the recurring
+    burst it anticipates, if any."""
+
+    value: float
+    how: str
+    anticipated: Recurrence | None
+
+
+_NO_FLOOR = _Floor(0.0, "", None)
+
+
+def _floor(
+    levels: _Levels,
+    now_s: float,
+    cap: float,
+    ready_replicas: int | None,
+    ready_series: Sequence[Sample],
+) -> _Floor:
+    """The floor from recent peaks: the remembered levels (:func:`_remembered`), their
+    statistic (:func:`_floor_peak`) × ``floorFraction``, then the recurring burst due, the
+    fleet L filled in flashes, and the tolerance around the ready fleet."""
+    spec = levels.spec
+    window_s = spec.floor_window_s
+    kept, recalled, service_s = _remembered(levels, now_s, cap, ready_series)
+    floor_peak, how = _floor_peak(kept, spec, now_s)
+    floor = spec.floor_fraction * floor_peak
+    anticipated = None
+    if spec.anticipate_s > 0:
+        found = recurrence(recalled)
+        due = found is not None and anticipating(found, now_s, spec.anticipate_s)
+        if found is not None and due and found.level > floor:
+            floor, anticipated = found.level, found
+    if spec.floor_filled_flashes > 0 and spec.startup_s > 0:
+        flashes = [
+            Sample(t, v)
+            for t in [*(t for t in levels.times if t >= now_s - window_s), now_s]
+            if (v := levels.smoothed(t)) is not None
+        ]
+        filled = filled_fleet(flashes, ready_series, spec)
+        if filled * spec.target > floor:
+            floor = filled * spec.target
+            how += f", the {filled} replicas L filled in {spec.floor_filled_flashes} flashes"
+    if spec.floor_tolerance > 0 and ready_replicas:
+        held = floor_hold(floor, spec.floor_tolerance, ready_replicas * spec.target)
+        if held > floor:
+            how += f", kept within {spec.floor_tolerance:g} of {ready_replicas} ready"
+        floor = held
+    if spec.floor_decay == "linear":
+        how += ", decayed by age"
+    if service_s is not None:
+        how += f", capped at arrivals x {service_s:.3g} s of service"
+    return _Floor(floor, how, anticipated)
+
+
+def _remembered(
+    levels: _Levels, now_s: float, cap: float, ready_series: Sequence[Sample]
+) -> tuple[list[Sample], list[Sample], float | None]:
+    """The floor's levels: (kept, over its window, decayed when that is on; recalled, over
+    the recurrence's longer memory, undecayed; the service time that caps them at the
+    arrivals' demand with ``floorPeak: demand``, else None)."""
+    spec = levels.spec
+    up_s, window_s = spec.scale_up_window_s, spec.floor_window_s
+    times = levels.times
+    # The bursts' recurrence reads a longer memory than the floor's (four bursts).
+    recall_s = spec.recurrence_memory_s
+    remembered = [t for t in times if t >= now_s - max(window_s, recall_s)] + [now_s]
+    service_s = None
+    if spec.floor_peak == "demand":
+        service_s = service_time(
+            [p for p in levels.points if p.t_s >= now_s - window_s],
+            levels.arrivals,
+            ready_series,
+            spec.slots_per_replica,
+            now_s,
+        )
+    rate = _StepSeries(levels.arrivals) if service_s is not None else None
+    # Arrivals over the scale-up window, or one scrape interval if that is longer (a
+    # counter scraped every 30 s moves in 30 s steps).
+    rate_s = up_s
+    if math.isfinite(spec.max_sample_gap_s):
+        rate_s = max(up_s, spec.max_sample_gap_s / SAMPLE_GAP_SCRAPES)
+    kept: list[Sample] = []
+    recalled: list[Sample] = []
+    for tau_s in remembered:
+        v = levels.smoothed(tau_s, spec.floor_smoothing_window_s)
+        if v is None:
+            continue
+        v = min(v, cap)
+        if rate is not None and service_s is not None and rate_s > 0:
+            a_now, a_then = rate.at(tau_s), rate.at(tau_s - rate_s)
+            if a_now is not None and a_then is not None:
+                v = min(v, max(0.0, a_now - a_then) / rate_s * service_s)
+        recalled.append(Sample(tau_s, v))
+        if tau_s < now_s - window_s:
+            continue
+        if spec.floor_decay == "linear":
+            v *= max(0.0, 1.0 - (now_s - tau_s) / window_s)
+        kept.append(Sample(tau_s, v))
+    return kept, recalled, service_s
+
+
+def _floor_peak(kept: Sequence[Sample], spec: PolicySpec, now_s: float) -> tuple[float, str]:
+    """The peak the floor is a fraction of (``floorStatistic``), and how it was read."""
+    how = ""
+    if spec.floor_statistic == "quantile":
+        peak = floor_quantile(kept, spec.floor_quantile, spec.floor_window_s)
+        return peak, f", the level exceeded {spec.floor_quantile:g} of the time"
+    if spec.floor_statistic != "recurrent":
+        return max((p.value for p in kept), default=0.0), how
+    peak = floor_recurrent(kept, spec.floor_recurrences)
+    how += f", the level of {spec.floor_recurrences} separate peaks"
+    short_f = spec.floor_short_fraction
+    if short_f > spec.floor_fraction and spec.startup_s > 0 and peak > 0:
+        # Only a level above fraction / short fraction x the recurrent one can raise the
+        # floor, and none is above it (short peaks are peaks).
+        short = short_recurrent(
+            kept,
+            spec.floor_recurrences,
+            spec.startup_s,
+            spec.floor_fraction / short_f * peak,
+            peak,
+        )
+        if short > 0:
+            peak = max(peak, short_f / spec.floor_fraction * short)
+            how += f" ({short_f:g} x {short:g}, reached in peaks shorter than {spec.startup_s:g} s)"
+    single_s = spec.floor_single_window_s
+    if single_s > 0:
+        recent = (p.value for p in kept if p.t_s >= now_s - single_s)
+        # The single peak at its own fraction (floorSingleFraction; 0: the floor's), in
+        # units of the floor's fraction, which multiplies the peak in :func:`_floor`.
+        single = spec.floor_single_fraction or spec.floor_fraction
+        peak = max(peak, single / spec.floor_fraction * max(recent, default=0.0))
+        at = f" at {single:g} x" if single != spec.floor_fraction else ""
+        how += f" or{at} of one in the last {single_s:g} s"
+    return peak, how
+
+
+def _late(
+    levels: _Levels,
+    now_s: float,
+    value: float,
+    floor: float,
+    ready_replicas: int,
+    ready_series: Sequence[Sample],
+) -> tuple[float, str | None]:
+    """No scale-up that cannot arrive in time (:func:`late_scale_up`): the held
+    excursion's L leaves the maximum; what stood before it began (the maximum then), the
+    floor and the ready count stay. (value, the hold's reason or None)."""
+    spec = levels.spec
+    times = levels.times
+    series = [Sample(t, v) for t in [*times, now_s] if (v := levels.smoothed(t)) is not None]
+    hold = late_scale_up(series, ready_series, ready_replicas, spec, now_s)
+    if hold is None:
+        return value, None
+    since_s = min(now_s, hold.excursion.start_s) - spec.scale_down_window_s
+    others = [
+        levels.padded(t) for t in [*times, now_s] if t >= since_s and not hold.excursion.covers(t)
+    ]
+    held = max([floor, ready_replicas * spec.target, *(v for v in others if v is not None)])
+    if value > round(held, _DECIMALS):
+        return round(held, _DECIMALS), hold.reason
+    return value, None
+
+
+def _reason(
+    spec: PolicySpec,
+    value: float,
+    desired: int,
+    active: bool,
+    ready_replicas: int | None,
+    peak: _Peak,
+    floor: _Floor,
+    floor_value: float,
+    rebound: float,
+    late: str | None,
+) -> str:
+    """The one stage that set the value, and its numbers: the first that applies of the
+    late hold, the rebound, the recurring burst anticipated, the floor, inactivity, the
+    HPA's tolerance, the growth, then L's maximum (or L now, or idle)."""
+    up_s, down_s, target = spec.scale_up_window_s, spec.scale_down_window_s, spec.target
+    current = peak.current
+    count = f"{desired} x {target:g}"
+    above_now = value > round(current, _DECIMALS)
+    if late is not None:
+        return f"{late}: holding {value:g} = {count}"
+    if rebound > 0 and rebound >= floor_value and above_now:
+        return (
+            f"rebound: L came back to {rebound:g} within {spec.rebound_window_s:g} s of "
+            f"falling below it, held {spec.rebound_window_s:g} s = {count} (now {current:g})"
+        )
+    if floor_value > peak.value and above_now:
+        found = floor.anticipated
+        if found is not None:
+            return (
+                f"anticipating: bursts to L {found.level:g} every {found.period_s:g} s, the "
+                f"next due at {found.next_s:g} (held from {spec.anticipate_s:g} s ahead) = "
+                f"{count} (now {current:g})"
+            )
+        return (
+            f"floor: {spec.floor_fraction:g} x the peak of L over the last "
+            f"{spec.floor_window_s:g} s{floor.how} is {value:g} (now {current:g}) = {count}"
+        )
+    if not active and value > 0:
+        return f"inactive: {value:g} <= activationInflight {spec.activation_inflight:g}"
+    if active and desired != _ceil_div(value, target):
+        return (
+            f"within the HPA's tolerance: L {value:g} on {ready_replicas} x {target:g} "
+            f"holds at {desired} (ceil would be {_ceil_div(value, target)})"
+        )
+    if peak.value - peak.plain > 0:
+        return (
+            f"growing: max of L plus the arrivals' growth over {spec.growth_horizon_s:g} s "
+            f"in the last {down_s:g} s is {value:g} (L alone {peak.plain:g}, now {current:g})"
+            f" = {count}"
+        )
+    if value == 0:
+        return f"idle: L was 0 over the last {down_s:g} s"
+    if above_now:
+        return (
+            f"holding: max of L over the last {down_s:g} s is {value:g} (now {current:g}) = {count}"
+        )
+    return f"L {value:g} (mean over {up_s:g} s) = {count}"
+
+
+def _gaps(times: Sequence[float], spec: PolicySpec, now_s: float) -> tuple[Partial, ...]:
+    """A gap in L's window over ``max_sample_gap_s``: the window is not a record of L over
+    its span (a Prometheus outage or restart, a history that starts inside the window, a
+    stale series), so its maximum may miss the peak and it may not remove replicas
+    (:func:`guard`). Scaling up, or holding, on it is safe."""
+    span_s = spec.scale_down_window_s + spec.scale_up_window_s
+    gap = _largest_gap([t for t in times if t >= now_s - span_s], now_s - span_s, now_s)
+    if gap <= spec.max_sample_gap_s:
+        return ()
+    return (
+        Partial(
+            names.SCALER_ERROR_SOURCE_STALE,
+            f"the window of L has a {gap:.1f} s gap (over the {spec.max_sample_gap_s:g} s allowed)",
+        ),
+    )
 
 
 def filled_fleet(levels: Sequence[Sample], ready: Sequence[Sample], spec: PolicySpec) -> int:
