@@ -68,10 +68,14 @@ def test_up_asks_for_a_second_replica_on_kv_only_with_capacity_auto(
         assert summary["max_held"] == 2 and summary["max_tokens_held"] == 4000, summary
         assert summary["max_waiting_kv"] == 0 and summary["max_running"] == 2, summary
     else:
-        # The replica was KV-bound: two requests waited for KV blocks while L was 4, the
-        # state the closed loop holds (the largest sampled can be 3: a scrape between a
-        # request's end and the step that admits the next, as the client's next arrives).
-        assert summary["waiting_kv_at_full_load"] == 2, summary
+        # The replica was KV-bound: requests waited for KV blocks in the replica (2 while L
+        # is 4; the largest sampled can be 3, a scrape between a request's end and the step
+        # that admits the next). Not the most common sample at L = 4: an auto run ends at
+        # its first scale-up, and on a loaded machine its samples at L = 4 were mostly
+        # before vLLM's series were scraped (0 running, 0 waiting) or after the queue's
+        # reading moved (fresh clone fc6, 2026-12-06: 9 of 13 read 0): the state lasts,
+        # its reading by a poll does not (the real-engine twin asserts the same).
+        assert summary["max_waiting_kv"] is not None and summary["max_waiting_kv"] >= 2, summary
         assert summary["max_held"] == 0, summary
     assert code == 0, output  # the verdict: as expected for the mode
     # auto: the KV-equivalent L, above the 4 slots' target (4 x (30/39)/2 x 4 = 6.15 when
