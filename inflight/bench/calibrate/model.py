@@ -110,16 +110,15 @@ def mean_tpot(done: Seq[Done]) -> float:
     return sum(each) / len(each)
 
 
-def at_speed(
-    profile: Profile, requests: Seq[Request], engine_tpot_s: float
-) -> tuple[Profile, float]:
+def at_speed(profile: Profile, replayed: Seq[Done], engine_tpot_s: float) -> tuple[Profile, float]:
     """``profile`` at the speed the engine ran a phase: every duration × ``k``, where ``k`` is
-    the engine's own time per token over the phase ÷ what ``profile`` gives on the same
-    ``requests`` replayed closed loop; (that profile, ``k``). ``k`` is how far the machine's
-    speed during the phase was from its probes' (1: as they said); what the phase is then
-    judged on is the rest of the model (batching, queueing, prefill, KV), not the speed.
+    the engine's own time per token over the phase ÷ what ``profile`` gave on the phase's
+    requests (``replayed``: :func:`replay_closed_loop` of ``profile``); (that profile,
+    ``k``). ``k`` is how far the machine's speed during the phase was from its probes' (1:
+    as they said); what the phase is then judged on is the rest of the model (batching,
+    queueing, prefill, KV), not the speed.
     """
-    k = engine_tpot_s / mean_tpot(replay_closed_loop(profile, requests))
+    k = engine_tpot_s / mean_tpot(replayed)
     return replace(profile, time_scale=profile.time_scale * k), k
 
 

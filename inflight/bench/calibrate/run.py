@@ -207,16 +207,15 @@ def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
     levels = []
     kv = {}
     ratios: dict[str, list[float]] = {k: [] for k in RATIOS}
-    speeds: list[float] = []
     for name, attempt in ph.judged(runs).items():
         period = _profile(args, cache, ph.bracket(attempt.before, attempt.after))
         if name.startswith("c="):
-            level, speed = _level(int(name.removeprefix("c=")), attempt.measured, period, args)
-            checks += level.pop("checks")
+            level, level_checks = _level(
+                int(name.removeprefix("c=")), attempt.measured, period, args.tolerance
+            )
+            checks += level_checks
             for k, (figure, side) in RATIOS.items():
                 ratios[k].append(m.ratio(level[side][figure], level["real"][figure]))
-            if speed is not None:
-                speeds.append(speed)
             levels.append(level)
             continue
         case = name.removeprefix("kv ")
@@ -224,6 +223,7 @@ def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
         checks_kv, kv[case] = _kv_case(case, done, points, period, args.sample_s)
         checks += checks_kv
     spread = ph.spread(runs, ratios, args.tolerance)
+    speeds = [lv["phase_speed"] for lv in levels if lv["phase_speed"] is not None]
     first, last = probes[0].lone_tpot_s, probes[-1].lone_tpot_s
     return {
         "drift": {
@@ -281,9 +281,9 @@ RATIOS = {
 
 
 def _level(
-    c: int, phase: m.ClosedPhase, period: Profile, args: argparse.Namespace
-) -> tuple[dict[str, Any], float | None]:
-    """A closed-loop level's record and checks (under "checks"), and its phase speed.
+    c: int, phase: m.ClosedPhase, period: Profile, tolerance: float
+) -> tuple[dict[str, Any], list[m.Check]]:
+    """A closed-loop level's record (its phase speed under "phase_speed") and checks.
 
     Judged on the profile of the probes around it run at the speed the engine itself
     measured over the phase (:func:`inflight.bench.calibrate.model.at_speed`): on this
@@ -293,11 +293,12 @@ def _level(
     engine's decode time, the level is judged on the probes' speed and says so."""
     reqs = [d.request for d in sorted(phase.done, key=lambda d: (d.request.client, d.sent_s))]
     real_fig = m.figures(c, phase.done)
-    from_probes = m.figures(c, m.replay_closed_loop(period, reqs))
+    replayed = m.replay_closed_loop(period, reqs)
+    from_probes = m.figures(c, replayed)
     speed = None
     emulated = from_probes
     if phase.engine_tpot_s is not None:
-        at, speed = m.at_speed(period, reqs, phase.engine_tpot_s)
+        at, speed = m.at_speed(period, replayed, phase.engine_tpot_s)
         emulated = m.figures(c, m.replay_closed_loop(at, reqs))
     level = {
         "real": asdict(real_fig),
@@ -308,9 +309,8 @@ def _level(
         "off_engine": phase.off_engine,
         "phase_speed": speed,
         "judged_on": "the phase's engine speed" if speed is not None else "the probes' speed",
-        "checks": m.compare(real_fig, emulated, args.tolerance),
     }
-    return level, speed
+    return level, m.compare(real_fig, emulated, tolerance)
 
 
 def _kv_case(
