@@ -13,7 +13,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeVar
 
 from external_scaler.errors import MetadataError
@@ -89,16 +89,16 @@ def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
         key = tuple(metadata.items())
         hash(key)
     except TypeError:  # a value that is not a string (refused by _resolve, naming its key)
-        return _parse_new(metadata)
+        return _parse_uncached(metadata)
     return _parsed(key)
 
 
 @functools.lru_cache(maxsize=256)
 def _parsed(items: tuple[tuple[str, str], ...]) -> ScalerSpec:
-    return _parse_new(dict(items))
+    return _parse_uncached(dict(items))
 
 
-def _parse_new(metadata: Mapping[str, str]) -> ScalerSpec:
+def _parse_uncached(metadata: Mapping[str, str]) -> ScalerSpec:
     raw, given_as = _resolve(metadata)
     try:
         return _parse(raw)
@@ -289,10 +289,7 @@ ROWS: tuple[Row, ...] = (
 )  # fmt: skip
 
 #: The fields that are ScalerSpec's own (the rest are PolicySpec's).
-_SCALER_FIELDS = frozenset(
-    {"metric_name", "selector", "model", "source", "capacity", "capacity_selector",
-     "scrape_interval_s"}
-)  # fmt: skip
+_SCALER_FIELDS = frozenset(f.name for f in fields(ScalerSpec)) - {"policy"}
 
 
 def _parse(raw: Mapping[str, str]) -> ScalerSpec:
