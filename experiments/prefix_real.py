@@ -37,12 +37,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from inflight import names
+from inflight.bench.calibrate import real
 from inflight.bench.stack import Stack
 from inflight.engines import vllm_cpu
 from inflight.planes.policy_catalogue import Policy
 
-HITS = "vllm:prefix_cache_hits_total"
-QUERIES = "vllm:prefix_cache_queries_total"
+HITS = names.VLLM_PREFIX_CACHE_HITS
+QUERIES = names.VLLM_PREFIX_CACHE_QUERIES
 DISPATCHES = ("least-outstanding", "prefix")
 
 
@@ -68,13 +70,9 @@ def engine_totals(urls: list[str]) -> tuple[float, float]:
     """(Σ prefix-cache hits, Σ queries) in tokens over the replicas' ``/metrics``."""
     hits = queries = 0.0
     for url in urls:
-        with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as resp:
-            for line in resp.read().decode().splitlines():
-                name = line.partition("{")[0].partition(" ")[0]
-                if name == HITS:
-                    hits += float(line.rsplit(" ", 1)[1])
-                elif name == QUERIES:
-                    queries += float(line.rsplit(" ", 1)[1])
+        samples = real.scrape(url.rstrip("/"), frozenset({HITS, QUERIES}))
+        hits += real.total(samples, HITS)
+        queries += real.total(samples, QUERIES)
     return hits, queries
 
 
