@@ -13,7 +13,7 @@ alike).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from inflight import names
@@ -86,6 +86,15 @@ def parse_overrides(text: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"key {key!r} given twice")
         pairs.append((key, value))
     return tuple(pairs)
+
+
+def format_overrides(pairs: Sequence[tuple[str, str]]) -> str:
+    """Pairs as ``--scaler-metadata``'s value, :func:`parse_overrides` read backwards.
+
+    >>> format_overrides((("floorWindowSeconds", "300"), ("targetSaturation", "0.9")))
+    'floorWindowSeconds=300,targetSaturation=0.9'
+    """
+    return ",".join(f"{k}={v}" for k, v in pairs)
 
 
 def check_override_key(key: str) -> None:

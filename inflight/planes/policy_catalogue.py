@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
-from inflight.control.trigger import check_override_key
+from inflight.control.trigger import check_override_key, format_overrides
 from inflight.names import (
     META_ANTICIPATE_S,
     META_EXCURSION_FLEET_CHANGE,
@@ -73,7 +73,7 @@ class Policy:
             args += ["--min-replicas", str(min_replicas)]
         args += ["--replicas", str(self.replicas), "--max-replicas", str(max_replicas)]
         if self.metadata:
-            args += ["--scaler-metadata", ",".join(f"{k}={v}" for k, v in self.metadata)]
+            args += ["--scaler-metadata", format_overrides(self.metadata)]
         return args
 
 

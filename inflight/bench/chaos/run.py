@@ -46,6 +46,7 @@ from inflight.bench.chaos.load import OpenLoop
 from inflight.bench.chaos.model import FaultWindow, Sample, bar_failures, fault_report, scale_downs
 from inflight.bench.chaos.report import chaos_json, chaos_markdown
 from inflight.bench.stack import Stack, StackError
+from inflight.control.trigger import format_overrides
 from inflight.measure.results import ResultFileExists, dumps, new_out_dir, write_new
 from inflight.planes.policy_catalogue import Policy
 from inflight.statedir import read_jsonl, read_timeline
@@ -248,7 +249,7 @@ def metadata_args(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """
     if not pairs:
         return ()
-    return ("--scaler-metadata", ",".join(f"{k}={v}" for k, v in pairs))
+    return ("--scaler-metadata", format_overrides(pairs))
 
 
 def main(args: argparse.Namespace) -> int:
