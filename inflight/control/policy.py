@@ -579,9 +579,7 @@ def decide(
         # The gap, the stretch after it and the hold since: a few rebound windows back.
         rebound_memory_s = REBOUND_MEMORY_WINDOWS * spec.rebound_window_s
         series = [
-            Sample(t, min(v, cap))
-            for t in [*(t for t in levels.times if t >= now_s - rebound_memory_s), now_s]
-            if (v := levels.smoothed(t)) is not None
+            Sample(s.t_s, min(s.value, cap)) for s in levels.series(now_s - rebound_memory_s, now_s)
         ]
         rebound = rebound_level(
             series, now_s, max(peak.value, floor_value), down_s, spec.rebound_window_s
@@ -642,6 +640,12 @@ class _Levels:
         if hi > lo:
             return (self.prefix[hi] - self.prefix[lo]) / (hi - lo)
         return self.points[hi - 1].value if hi > 0 else None
+
+    def series(self, since_s: float, now_s: float) -> list[Sample]:
+        """L (the scale-up window's mean) at every sample time from ``since_s`` on, and at
+        now: the levels the floor's flashes, the rebound and the late hold read."""
+        taus = [*(t for t in self.times if t >= since_s), now_s]
+        return [Sample(t, v) for t in taus if (v := self.smoothed(t)) is not None]
 
     def padded(self, tau_s: float) -> float | None:
         """L at tau, plus the growth headroom at tau when that is on: the headroom is
@@ -709,12 +713,7 @@ def _floor(
         if found is not None and due and found.level > floor:
             floor, anticipated = found.level, found
     if spec.floor_filled_flashes > 0 and spec.startup_s > 0:
-        flashes = [
-            Sample(t, v)
-            for t in [*(t for t in levels.times if t >= now_s - window_s), now_s]
-            if (v := levels.smoothed(t)) is not None
-        ]
-        filled = filled_fleet(flashes, ready_series, spec)
+        filled = filled_fleet(levels.series(now_s - window_s, now_s), ready_series, spec)
         if filled * spec.target > floor:
             floor = filled * spec.target
             how += f", the {filled} replicas L filled in {spec.floor_filled_flashes} flashes"
@@ -826,8 +825,7 @@ def _late(
     floor and the ready count stay. (value, the hold's reason or None)."""
     spec = levels.spec
     times = levels.times
-    series = [Sample(t, v) for t in [*times, now_s] if (v := levels.smoothed(t)) is not None]
-    hold = late_scale_up(series, ready_series, ready_replicas, spec, now_s)
+    hold = late_scale_up(levels.series(-math.inf, now_s), ready_series, ready_replicas, spec, now_s)
     if hold is None:
         return value, None
     since_s = min(now_s, hold.excursion.start_s) - spec.scale_down_window_s
