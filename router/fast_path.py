@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any
 from router.dispatch import Admission
 from router.errors import BadPriority, RequestRefused
 from router.headers import error_block, response_block
-from router.metrics import NO_ENDPOINT
 from router.pool import Endpoint
-from router.relay import CLIENT_CLOSED, broke, broken_body, broken_tail, ends_stream, one_shot
+from router.relay import CLIENT_CLOSED, Reply, one_shot
 from router.upstream import (
     HttpToolsUpstream,
     RequestHeaders,
@@ -75,7 +74,7 @@ def _fast_scope(method: bytes) -> Any:
     return scope
 
 
-class FastCycle(Cycle):
+class FastCycle(Cycle, Reply):
     """A work request on the fast path (router.uvicorn_protocol's ``FAST_ROUTES``): its cycle (the
     client side), its watch, and the upstream client's listener, in one object.
 
@@ -87,7 +86,8 @@ class FastCycle(Cycle):
     request counted, all in the upstream client's callback. Anything else (a stream, a
     send that failed before the response headers) continues in a task, through
     :meth:`Proxy._run` as a request of the ASGI way would. Accounting as ``_work``'s:
-    the same metrics, L and slot through the same admission."""
+    the same metrics, L and slot through the same admission, what is recorded of the
+    response through the same :class:`router.relay.Reply`."""
 
     is_fast = True
     message_event = _NO_EVENT
@@ -109,6 +109,8 @@ class FastCycle(Cycle):
     _sse = False  # relaying an SSE stream (its [DONE] is looked for)
     _stall: asyncio.TimerHandle | None = None  # the write-stall timer, while paused
     _payload = b""
+    _proxy: Proxy
+    t0: float
 
     def __init__(
         self,
@@ -176,19 +178,19 @@ class FastCycle(Cycle):
             # counts a client that leaves while its body is read.
             self._state = _OVER
             proxy.metrics.received.inc()
-            proxy.metrics.done(NO_ENDPOINT, CLIENT_CLOSED, proxy.clock() - self.t0)
+            self.ended(None, CLIENT_CLOSED)
             self._drop()
         elif state in (_UPSTREAM, _STREAM):
             # Waiting for the upstream, or relaying its stream: closing its connection is
             # what cancelling the request's task does (the upstream sees the client leave).
             # A stream relayed up to its ``data: [DONE]`` is not a client that left.
             self._state = _OVER
-            resp, adm, ep = self.resp, self.adm, self.ep
-            assert resp is not None and adm is not None and ep is not None
+            resp, adm = self.resp, self.adm
+            assert resp is not None and adm is not None
             resp.listener = None
             resp.close()
             adm.leave()
-            proxy.metrics.done(ep.label, self.finished or CLIENT_CLOSED, proxy.clock() - self.t0)
+            self.ended(self.ep, self.finished or CLIENT_CLOSED)
             self._drop()
 
     # --- the start -----------------------------------------------------------------------
@@ -283,10 +285,10 @@ class FastCycle(Cycle):
         once, the upstream no longer read while the client's buffer is full."""
         chunks = response.drain()
         if self._sse:
+            status = response.status
             for chunk in chunks:
                 self.stream_chunk(chunk)
-                if ends_stream(chunk):  # reached its end, whatever the client does now
-                    self.finished = response.status
+                self.relayed(chunk, status)  # its [DONE]: whole, whatever the client does now
         else:
             for chunk in chunks:
                 self.stream_chunk(chunk)
@@ -320,7 +322,7 @@ class FastCycle(Cycle):
             if block is None:
                 block = response_block(response.raw_headers)
             self.write_stream_head(response.status, block)
-        self._proxy.metrics.ttfb.observe(self._proxy.clock() - self.t0)
+        self.began()
 
     def upstream_done(self, response: _Response) -> None:
         length = response.content_length
@@ -359,10 +361,9 @@ class FastCycle(Cycle):
             ep = self.ep
             assert ep is not None
             self._state = _OVER
-            message = broke(self._proxy.metrics, ep, exc)
-            self.done = True
+            tail = self.broke(ep, exc, True, self._sse)
             if not self.disconnected:
-                self.write_stream_end(broken_tail(message, self._sse))
+                self.write_stream_end(tail)
             self._end(response, False, 502, ttfb=False)
             return
         length = response.content_length
@@ -376,8 +377,7 @@ class FastCycle(Cycle):
         ep = self.ep
         assert ep is not None
         self._state = _OVER
-        body = broken_body(broke(self._proxy.metrics, ep, exc))
-        self.done = True
+        body = self.broke(ep, exc, False, False)
         if not self.disconnected:
             self.write_whole(502, error_block(body), body)
         self._end(response, False, 502)
@@ -386,18 +386,14 @@ class FastCycle(Cycle):
         """After the response was written: the upstream connection back to its pool
         (``clean``) or closed, the slot given back, the request counted (as ``_work``;
         ``ttfb``: its first byte is now), then the connection's next request."""
-        proxy, adm, ep = self._proxy, self.adm, self.ep
-        assert adm is not None and ep is not None
-        metrics = proxy.metrics
-        now = proxy.clock()
-        if ttfb:
-            metrics.ttfb.observe(now - self.t0)
+        adm = self.adm
+        assert adm is not None
         if clean:
             response.release()
         else:
             response.close()
         adm.leave()
-        metrics.done(ep.label, code, now - self.t0)
+        self.ended(self.ep, code, ttfb)
         on_response = self.on_response
         self._drop()
         if not self.disconnected:

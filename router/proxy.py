@@ -57,10 +57,10 @@ from router.headers import (
     response_block,
     response_headers,
 )
-from router.metrics import NO_ENDPOINT, ClientErrors, RouterMetrics
+from router.metrics import ClientErrors, RouterMetrics
 from router.pool import Endpoint
 from router.priority import PrioritySource
-from router.relay import CLIENT_CLOSED, broke, broken_body, broken_tail, ends_stream, one_shot
+from router.relay import CLIENT_CLOSED, Reply, one_shot
 from router.routes import OPENAI_ROUTES, RouteTable
 from router.upstream import (
     BodyError,
@@ -200,8 +200,7 @@ class Proxy:
         size = 0
         while True:
             if message["type"] == "http.disconnect":
-                if t0 is not None:  # received, so counted as finished too
-                    self.metrics.done(NO_ENDPOINT, CLIENT_CLOSED, self.clock() - t0)
+                _Watch(self, t0).ended(None, CLIENT_CLOSED)  # received: counted as finished
                 return None
             chunk = message.get("body", b"")
             if chunk:
@@ -240,7 +239,7 @@ class Proxy:
         # One object a request: the disconnect watch and the admission's opener (a closure
         # over the request would cost a cell per variable, each a tracked object for the
         # garbage collector).
-        request = _Request(task, self, method, path, headers, body)
+        request = _Request(task, self, t0, method, path, headers, body)
         lost = request.lost
         watcher: asyncio.Future[None] | None = None
         if hooks is not None:  # router.uvicorn_protocol's protocol: told of a disconnect, no task
@@ -292,7 +291,7 @@ class Proxy:
         blocks = self.blocks_of(path, body, d.prefix_block_size) if self.blocks_of else ()
         admission = Admission(d, request.open, self.on_not_delivered, cls, tokens, blocks)
         try:
-            await self._run(admission, request, send, t0, cycle, size=size)
+            await self._run(admission, request, send, cycle, size=size)
         finally:
             if hooks is not None:
                 hooks.discard(lost)
@@ -304,7 +303,6 @@ class Proxy:
         admission: Admission[UpstreamResponse],
         request: _Watch | FastCycle,
         send: Send,
-        t0: float,
         cycle: Cycle | None,
         first: BaseException | None = None,
         entered: bool = False,
@@ -331,12 +329,12 @@ class Proxy:
                 admission.leave()
                 code = exc.status
                 await self._reply_error(send, exc.status, exc.kind, str(exc), exc.retry_after_s)
-                self.metrics.ttfb.observe(self.clock() - t0)
+                request.began()
             else:
                 try:
                     ep = admission.ep
                     assert ep is not None
-                    code = await self._relay(ep, admission.response, send, t0, request, cycle)
+                    code = await self._relay(ep, admission.response, send, request, cycle)
                 finally:
                     admission.leave()
         except asyncio.CancelledError:  # the client left, even while told of an error
@@ -354,9 +352,7 @@ class Proxy:
             if admission.retried:
                 self.metrics.retries.inc()
             if code:
-                ep = admission.ep
-                label = ep.label if ep is not None else NO_ENDPOINT
-                self.metrics.done(label, code, self.clock() - t0)
+                request.ended(admission.ep, code)
 
     async def _recover(
         self, admission: Admission[UpstreamResponse], request: FastCycle, first: BaseException
@@ -402,7 +398,7 @@ class Proxy:
         assert admission is not None
         try:
             send: Send = request.send  # type: ignore[assignment]
-            await self._run(admission, request, send, request.t0, request, first, True)
+            await self._run(admission, request, send, request, first, True)
         finally:
             request.over()
 
@@ -454,7 +450,6 @@ class Proxy:
         ep: Endpoint,
         resp: UpstreamResponse,
         send: Send,
-        t0: float | None,
         watch: _Watch | FastCycle,
         cycle: Cycle | None = None,
     ) -> int:
@@ -477,11 +472,8 @@ class Proxy:
                 try:
                     data = await resp.read()
                 except BodyError as exc:
-                    message = broke(self.metrics, ep, exc)
-                    watch.done = True
-                    await self._reply_body(send, 502, broken_body(message))
-                    if t0 is not None:
-                        self.metrics.ttfb.observe(self.clock() - t0)
+                    await self._reply_body(send, 502, watch.broke(ep, exc, False, False))
+                    watch.began()
                     return 502
                 watch.done = True
                 if cycle is None or not cycle.respond(
@@ -496,8 +488,7 @@ class Proxy:
                         }
                     )
                     await send({"type": "http.response.body", "body": data})
-                if t0 is not None:
-                    self.metrics.ttfb.observe(self.clock() - t0)
+                watch.began()
                 clean = True
                 return status
             if (
@@ -505,19 +496,17 @@ class Proxy:
                 and cycle is not None
                 and cycle.stream_start(status, response_block(resp.raw_headers))
             ):
-                code = await self._stream(ep, resp, cycle, t0, watch, status, is_sse)
+                code = await self._stream(ep, resp, cycle, watch, status, is_sse)
                 clean = code == status
                 return code
             headers = response_headers(resp.raw_headers)
             await send({"type": "http.response.start", "status": status, "headers": headers})
-            if t0 is not None:
-                self.metrics.ttfb.observe(self.clock() - t0)
+            watch.began()
             try:
                 if is_sse:
                     async for chunk in resp:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                        if ends_stream(chunk):  # reached its end, whatever the client does now
-                            watch.finished = status
+                        watch.relayed(chunk, status)  # [DONE]: whole, whatever the client does
                 else:
                     async for chunk in resp:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -529,10 +518,9 @@ class Proxy:
                 # (a stream with an SSE error event). A body with a Content-Length cannot
                 # end early: it is left short, and uvicorn closes the connection, so the
                 # client sees it cut off.
-                message = broke(self.metrics, ep, exc)
-                watch.done = True
+                tail = watch.broke(ep, exc, True, is_sse)
                 if length is None:
-                    await send({"type": "http.response.body", "body": broken_tail(message, is_sse)})
+                    await send({"type": "http.response.body", "body": tail})
                 return 502
             return status
         except OSError as exc:
@@ -548,7 +536,6 @@ class Proxy:
         ep: Endpoint,
         resp: UpstreamResponse,
         cycle: Cycle,
-        t0: float | None,
         watch: _Watch | FastCycle,
         status: int,
         is_sse: bool,
@@ -556,8 +543,7 @@ class Proxy:
         """:meth:`_relay`'s streaming without a Content-Length (SSE) through the cycle's
         direct calls, its start already written: a chunk a write, no message dict and no
         ``send`` coroutine an event."""
-        if t0 is not None:
-            self.metrics.ttfb.observe(self.clock() - t0)
+        watch.began()
         flow = cycle.flow
         chunk_out = cycle.stream_chunk
         try:
@@ -567,17 +553,15 @@ class Proxy:
                     # nothing for the write-stall limit is cut off (Cycle.drain).
                     await cycle.drain()
                 chunk_out(chunk)
-                if is_sse and ends_stream(chunk):  # reached its end, whatever the client does
-                    watch.finished = status
+                if is_sse:
+                    watch.relayed(chunk, status)  # [DONE]: whole, whatever the client does
             watch.done = True
             cycle.stream_end(b"")
             return status
         except BodyError as exc:
             # The upstream broke after we sent bytes: end the client's response cleanly
             # (an SSE stream with an error event).
-            message = broke(self.metrics, ep, exc)
-            watch.done = True
-            cycle.stream_end(broken_tail(message, is_sse))
+            cycle.stream_end(watch.broke(ep, exc, True, is_sse))
             return 502
 
     # --- metadata requests (no slot, not in L, not timed) -----------------------------------
@@ -606,7 +590,7 @@ class Proxy:
             await self._reply_error(send, exc.status, exc.kind, str(exc))
             return
         with contextlib.suppress(_ClientGone):
-            await self._relay(ep, resp, send, None, _Watch(), cycle)
+            await self._relay(ep, resp, send, _Watch(self, None), cycle)
 
     # --- errors answered by the router ----------------------------------------------------
     async def _reject(
@@ -623,9 +607,7 @@ class Proxy:
         """Answer an error; for a work request (``t0`` set) also count and time it."""
         await self._reply_error(send, status, kind, message, retry_after_s, allow, param)
         if t0 is not None:
-            now = self.clock()
-            self.metrics.ttfb.observe(now - t0)
-            self.metrics.done(NO_ENDPOINT, status, now - t0)
+            _Watch(self, t0).ended(None, status, first_byte=True)
 
     async def _reply_error(
         self,
@@ -661,12 +643,19 @@ class Proxy:
             pass  # client already gone
 
 
-class _Watch:
-    """Shared between a request and whatever tells it the client left."""
+class _Watch(Reply):
+    """Shared between a request and whatever tells it the client left; what is recorded of
+    its response (:class:`router.relay.Reply`: ``t0`` None for a metadata call, which is
+    neither timed nor counted)."""
 
-    __slots__ = ("done", "finished", "gone", "task")
+    __slots__ = ("_proxy", "done", "finished", "gone", "t0", "task")
+    _proxy: Proxy
 
-    def __init__(self, task: asyncio.Task[Any] | None = None) -> None:
+    def __init__(
+        self, proxy: Proxy, t0: float | None, task: asyncio.Task[Any] | None = None
+    ) -> None:
+        self._proxy = proxy
+        self.t0 = t0
         self.task = task  # None: nothing to cancel (metadata calls)
         self.gone = False  # the client left and the request was cancelled
         self.done = False  # the final body message is being sent: nothing left to cancel
@@ -684,19 +673,19 @@ class _Watch:
 class _Request(_Watch):
     """A work request: its watch, and what the admission's opener sends (``open``)."""
 
-    __slots__ = ("_body", "_headers", "_method", "_path", "_proxy")
+    __slots__ = ("_body", "_headers", "_method", "_path")
 
     def __init__(
         self,
         task: asyncio.Task[Any],
         proxy: Proxy,
+        t0: float,
         method: bytes,
         path: bytes,
         headers: RequestHeaders,
         body: bytes,
     ) -> None:
-        super().__init__(task)
-        self._proxy = proxy
+        super().__init__(proxy, t0, task)
         self._method = method
         self._path = path
         self._headers = headers
