@@ -70,7 +70,7 @@ from router.errors import (
     UpstreamUnavailable,
 )
 from router.pool import READY, Endpoint, Pool
-from router.prefix_index import PrefixIndex, PromptBlocks, prefer
+from router.prefix_index import PrefixIndex, PromptBlocks, prefer, uncached
 from router.tokens import DEFAULT_CHARS_PER_TOKEN, DEFAULT_MAX_PROMPT_ITEMS
 
 R = TypeVar("R")
@@ -315,16 +315,32 @@ class Dispatcher:
             for url in urls:
                 self.prefix.forget(url)
 
-    def cached(self, ep: Endpoint, blocks: Sequence[int]) -> None:
+    def cached(self, ep: Endpoint, blocks: Sequence[int], tokens: int = 0) -> int:
         """A request with the prompt ``blocks`` got a slot on ``ep`` (from any path: at
         once, held, retried): they are counted as found or not there, and as cached there
-        from now on (its owner calls this: :class:`Admission`, the simulator's router)."""
+        from now on (its owner calls this: :class:`Admission`, the simulator's router).
+
+        Returns the tokens the request holds on ``ep``: with token admission, its demand
+        ``tokens`` (charged when the slot was taken) less the prompt blocks ``ep``
+        already caches (:func:`router.prefix_index.uncached`; the difference is given back
+        now), so ``router_endpoint_inflight_tokens``, and the scaler's token dimension
+        with it, count the work a cache has not done. Give the returned tokens back at
+        the request's end."""
         index = self.prefix
         if index is None or not blocks:
-            return
+            return tokens
+        url = ep.url
+        matched = index.matched(url, blocks)
         self.prefix_queries += len(blocks)
-        self.prefix_hits += index.matched(ep.url, blocks)
-        index.record(ep.url, blocks)
+        self.prefix_hits += matched
+        index.record(url, blocks)
+        if not matched or not tokens or not self.token_aware:
+            return tokens
+        left = uncached(tokens, matched, self.prefix_block_size)
+        refund = self.charge_of(url, tokens) - self.charge_of(url, left)
+        if refund > 0 and url in self._tokens:
+            self._tokens[url] = max(0, self._tokens[url] - refund)
+        return left
 
     def _choose_prefix(self, tokens: int, blocks: Sequence[int]) -> Endpoint | None:
         """The endpoint for a request with the prompt ``blocks``: the one holding its
@@ -336,13 +352,16 @@ class Dispatcher:
         assert index is not None
         limit = self.pool.slots if self.hold_when_full else 1 << 62
         token_aware = self.token_aware
-        candidates = [
-            (ep, ep.inflight, index.matched(ep.url, blocks))
-            for ep in self.pool.endpoints()
-            if ep.state == READY
-            and ep.inflight < limit
-            and (not token_aware or self.fits(ep, tokens))
-        ]
+        size = self.prefix_block_size
+        candidates: list[tuple[Endpoint, int, int]] = []
+        for candidate in self.pool.endpoints():
+            if candidate.state != READY or candidate.inflight >= limit:
+                continue
+            matched = index.matched(candidate.url, blocks)
+            # With token admission, what it would add there: its uncached tokens.
+            if token_aware and not self.fits(candidate, uncached(tokens, matched, size)):
+                continue
+            candidates.append((candidate, candidate.inflight, matched))
         ep, _ = prefer(candidates, self.prefix_balance)
         if ep is not None:
             return ep
@@ -646,7 +665,7 @@ class Admission(Generic[R]):
     """
 
     __slots__ = ("_d", "_done", "_held_at", "_holding", "_not_delivered", "_open", "blocks",
-                 "cls", "ep", "response", "retried", "tokens")  # fmt: skip
+                 "cls", "demand", "ep", "response", "retried", "tokens")  # fmt: skip
 
     response: R
 
@@ -663,6 +682,9 @@ class Admission(Generic[R]):
         self._open = open
         self._not_delivered = not_delivered
         self.cls = cls
+        # Its demand in tokens (0 without token admission), and what it holds where it has
+        # a slot: the demand less the endpoint's cached prefix (Dispatcher.cached).
+        self.demand = tokens
         self.tokens = tokens
         self.blocks = blocks
         self.ep: Endpoint | None = None
@@ -683,7 +705,7 @@ class Admission(Generic[R]):
             self.ep = ep
             self._holding = True  # no await since the slot was taken: cannot be lost
             if self.blocks:
-                d.cached(ep, self.blocks)
+                self.tokens = d.cached(ep, self.blocks, self.tokens)
             try:
                 self.response = await self._open(ep)
             except NotDelivered as first:
@@ -701,11 +723,12 @@ class Admission(Generic[R]):
         self.ep = None
         self._d.release(ep, self.tokens)
         self.retried = True
+        self.tokens = self.demand
         # Its place: the hold time it had, or ahead of all held since it took its slot.
         ep = self.ep = await self._d.acquire(self.cls, self._held_at, True, self.tokens)
         self._holding = True
         if self.blocks:
-            self._d.cached(ep, self.blocks)
+            self.tokens = self._d.cached(ep, self.blocks, self.tokens)
         try:
             self.response = await self._open(ep)
         except NotDelivered as second:

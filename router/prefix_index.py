@@ -192,3 +192,22 @@ def prefer(candidates: Sequence[tuple[K, int, int]], balance: int) -> tuple[K | 
     if best_url is None or best_load - least > balance:
         return None, 0
     return best_url, best_hit
+
+
+def uncached(tokens: int, matched: int, block_size: int) -> int:
+    """A request's demand of ``tokens`` less what the endpoint's prefix cache already holds
+    of it (``matched`` leading prompt blocks of ``block_size`` tokens): the tokens it adds
+    to that endpoint's KV cache, and the prompt tokens it must still compute. At least one
+    token stays (vLLM recomputes a prompt's last token even when all of it is cached). The
+    one rule for the router's token accounting, live and simulated, and so for the
+    scaler's token dimension (docs/capacity.md).
+
+    >>> uncached(1600 + 200, 11, 128)  # 11 of a 1,600-token prompt's 12 blocks cached
+    392
+    >>> uncached(256, 2, 128), uncached(500, 0, 128)
+    (1, 500)
+    """
+    cached = matched * block_size
+    if cached <= 0:
+        return tokens
+    return max(1, tokens - cached)

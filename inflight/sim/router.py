@@ -79,6 +79,12 @@ def demand(prompt_tokens: int, max_tokens: int) -> int:
     return demand_of({"prompt": [0] * prompt_tokens, "max_tokens": max_tokens}, chat=False).total
 
 
+# Told a request's slot: the endpoint, and the tokens it holds there (its demand less what
+# the endpoint's prefix cache already holds, with prefix-aware dispatch: give them to
+# :meth:`SimRouter.finish`).
+OnSlot = Callable[[Endpoint, int], None]
+
+
 class Held:
     """A request held in the router's FIFO: the dispatcher's ``Waiter``.
 
@@ -87,29 +93,32 @@ class Held:
     is told, the request already out of L.
     """
 
-    __slots__ = ("_blocks", "_done", "_router", "on_refused", "on_slot")
+    __slots__ = ("_blocks", "_done", "_router", "_tokens", "on_refused", "on_slot")
 
     def __init__(
         self,
-        on_slot: Callable[[Endpoint], None],
+        on_slot: OnSlot,
         on_refused: Callable[[BaseException], None] | None = None,
         router: SimRouter | None = None,
         blocks: Sequence[int] = (),
+        tokens: int = 0,
     ) -> None:
         self._done = False
         self.on_slot = on_slot
         self.on_refused = on_refused
         self._router = router
         self._blocks = blocks
+        self._tokens = tokens
 
     def done(self) -> bool:
         return self._done
 
     def set_result(self, result: Endpoint, /) -> None:
         self._done = True
+        tokens = self._tokens
         if self._blocks and self._router is not None:
-            self._router.dispatcher.cached(result, self._blocks)
-        self.on_slot(result)
+            tokens = self._router.dispatcher.cached(result, self._blocks, tokens)
+        self.on_slot(result, tokens)
 
     def set_exception(self, exception: BaseException, /) -> None:
         self._done = True
@@ -199,7 +208,7 @@ class SimRouter:
 
     def arrive(
         self,
-        on_slot: Callable[[Endpoint], None],
+        on_slot: OnSlot,
         on_refused: Callable[[BaseException], None] | None = None,
         cls: int = 0,
         tokens: int = 0,
@@ -207,6 +216,7 @@ class SimRouter:
     ) -> Held | None:
         """A work request arrives: into L; a slot at once (``on_slot`` called now) or held
         (later a slot, or refused by the lateness bound: ``on_refused``, out of L).
+        ``on_slot`` is told the endpoint and the tokens the request holds there.
 
         ``cls``: its priority class (the plan's index); ``tokens``: its demand
         (:meth:`demand`; give the same to :meth:`finish`); ``blocks``: its prompt's block
@@ -222,13 +232,13 @@ class SimRouter:
         ep = d.try_acquire(tokens, blocks)
         if ep is not None:
             if blocks:
-                d.cached(ep, blocks)
-            on_slot(ep)
+                tokens = d.cached(ep, blocks, tokens)
+            on_slot(ep, tokens)
             return None
         if not d.hold_when_full:
             d.leave()
             raise NoEndpoint("no ready endpoint")
-        held = Held(on_slot, on_refused, self, blocks)
+        held = Held(on_slot, on_refused, self, blocks, tokens)
         try:
             d.hold(held, cls, tokens=tokens)
         except (QueueFull, Shed):

@@ -152,3 +152,70 @@ def test_status_reports_each_endpoints_cached_and_unique_blocks() -> None:
     plain.pool.set_endpoints([A])
     (only,) = router_status(plain).endpoints
     assert only.cached_blocks is None and only.unique_blocks is None
+
+
+def token_dispatcher(urls: list[str], kv_tokens: int, balance: int = 2) -> Dispatcher:
+    """Prefix dispatch with token admission, each endpoint's cache discovered (block 16)."""
+    pool = Pool(4, rng=random.Random(7))
+    pool.set_endpoints(urls)
+    d = Dispatcher(pool, hold_when_full=True, prefix_balance=balance, discover_kv_tokens=True)
+    for url in urls:
+        d.set_kv_capacity(url, kv_tokens, block_size=16)
+    return d
+
+
+def admit_tokens(d: Dispatcher, blocks: list[int], tokens: int) -> Admission[object]:
+    """As the fast path admits with token admission: the slot, then what it holds there."""
+    adm: Admission[object] = Admission(d, _never, lambda ep, exc: None, 0, tokens, blocks)
+    ep = adm.enter_now()
+    assert ep is not None
+    adm.tokens = d.cached(ep, blocks, tokens)
+    return adm
+
+
+def test_with_token_admission_a_request_holds_only_its_uncached_tokens() -> None:
+    # 64-token prompts (4 blocks of 16) + 36 output tokens: a demand of 100.
+    d = token_dispatcher([A, B], kv_tokens=1024)
+    first = admit_tokens(d, GROUP1, 100)
+    assert first.ep is not None
+    url = first.ep.url
+    assert first.tokens == 100 and d.tokens_in_flight(url) == 112  # whole blocks of 16
+    # The same prefix on the same endpoint: its 4 cached blocks are not counted again.
+    second = admit_tokens(d, GROUP1, 100)
+    assert second.ep is first.ep and second.tokens == 100 - 64 and second.demand == 100
+    assert d.tokens_in_flight(url) == 112 + 48
+    # A prompt the cache does not hold is counted whole.
+    other = admit_tokens(d, GROUP2, 100)
+    assert other.tokens == 100
+    second.leave()
+    assert d.tokens_in_flight(url) == 112  # exactly what it added comes back
+    first.leave()
+    other.leave()
+    assert d.tokens_in_flight(A) == 0 and d.tokens_in_flight(B) == 0 and d.inflight == 0
+
+
+def test_a_cached_prefix_fits_where_its_whole_demand_would_not() -> None:
+    d = token_dispatcher([A], kv_tokens=160)
+    first = admit_tokens(d, GROUP1, 100)  # 112 of 160 held
+    # 100 more would pass 160; with its 64 cached tokens it adds 36 (48 in blocks): fits.
+    second = admit_tokens(d, GROUP1, 100)
+    assert second.ep is first.ep and d.tokens_in_flight(A) == 160
+    first.leave()
+    second.leave()
+    assert d.tokens_in_flight(A) == 0
+
+
+def test_the_simulators_router_holds_the_same_uncached_tokens() -> None:
+    from inflight.sim.router import SimRouter
+    from router.kv_discovery import KvCache
+
+    r = SimRouter(4, random.Random(7), prefix_balance=2, kv_tokens=KvCache(1024, 16))
+    r.set_endpoints([A])
+    got: list[tuple[Endpoint, int]] = []
+    for _ in range(2):
+        r.arrive(lambda ep, tokens: got.append((ep, tokens)), tokens=100, blocks=GROUP1)
+    assert [t for _, t in got] == [100, 36]  # the live admission's figures (test above)
+    assert r.dispatcher.tokens_in_flight(A) == 112 + 48
+    for ep, tokens in got:
+        r.finish(ep, tokens)
+    assert r.dispatcher.tokens_in_flight(A) == 0 and r.inflight == 0

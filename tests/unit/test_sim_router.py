@@ -17,8 +17,8 @@ def _router(hold: bool = True, max_queue: int = 8) -> tuple[SimRouter, list[tupl
     return r, []
 
 
-def _record(got: list[tuple[str, str]], name: str) -> Callable[[Endpoint], None]:
-    return lambda ep: got.append((name, ep.url))
+def _record(got: list[tuple[str, str]], name: str) -> Callable[[Endpoint, int], None]:
+    return lambda ep, _tokens: got.append((name, ep.url))
 
 
 def test_slots_first_then_held_in_order_and_handed_over_on_release() -> None:
@@ -26,8 +26,8 @@ def test_slots_first_then_held_in_order_and_handed_over_on_release() -> None:
     r.set_endpoints(["http://a:1"])
     eps: dict[str, Endpoint] = {}
 
-    def slot(name: str) -> Callable[[Endpoint], None]:
-        def on(ep: Endpoint) -> None:
+    def slot(name: str) -> Callable[[Endpoint, int], None]:
+        def on(ep: Endpoint, _tokens: int) -> None:
             got.append((name, ep.url))
             eps[name] = ep
 
@@ -55,10 +55,10 @@ def test_a_new_endpoint_takes_held_requests_at_once() -> None:
 def test_a_full_queue_and_a_timeout_leave_l() -> None:
     r, _ = _router(max_queue=1)
     r.set_endpoints([])
-    held = r.arrive(lambda ep: None)
+    held = r.arrive(lambda ep, tokens: None)
     assert held is not None
     with pytest.raises(QueueFull):
-        r.arrive(lambda ep: None)
+        r.arrive(lambda ep, tokens: None)
     assert (r.inflight, r.queued) == (1, 1)
     assert r.give_up(held)
     assert (r.inflight, r.queued) == (0, 0)
@@ -68,7 +68,7 @@ def test_a_full_queue_and_a_timeout_leave_l() -> None:
 def test_without_holding_a_full_replica_still_gets_it_and_none_ready_is_503() -> None:
     r, got = _router(hold=False)
     with pytest.raises(NoEndpoint):
-        r.arrive(lambda ep: None)
+        r.arrive(lambda ep, tokens: None)
     assert r.inflight == 0
     r.set_endpoints(["http://a:1"])
     for name in "abc":
