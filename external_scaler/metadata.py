@@ -80,8 +80,12 @@ class ScalerSpec:
     capacity_selector: str = ""
 
 
-def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
+def parse_metadata(metadata: Mapping[str, str], experimental: bool = False) -> ScalerSpec:
     """Validate KEDA's ``scalerMetadata``; raise MetadataError naming the key at fault.
+
+    ``experimental``: also take the settings that were tried and not adopted (the table's
+    experimental rows, :func:`_refuse_experimental`): the simulator's option, never the
+    scaler's, which refuses them naming the key.
 
     KEDA sends the same metadata with every call, so a spec once parsed is kept
     (:func:`_parsed`, pure, bounded): a call pays a dict's hash, not the table (41 µs)."""
@@ -89,19 +93,19 @@ def parse_metadata(metadata: Mapping[str, str]) -> ScalerSpec:
         key = tuple(metadata.items())
         hash(key)
     except TypeError:  # a value that is not a string (refused by _resolve, naming its key)
-        return _parse_uncached(metadata)
-    return _parsed(key)
+        return _parse_uncached(metadata, experimental)
+    return _parsed(key, experimental)
 
 
 @functools.lru_cache(maxsize=256)
-def _parsed(items: tuple[tuple[str, str], ...]) -> ScalerSpec:
-    return _parse_uncached(dict(items))
+def _parsed(items: tuple[tuple[str, str], ...], experimental: bool) -> ScalerSpec:
+    return _parse_uncached(dict(items), experimental)
 
 
-def _parse_uncached(metadata: Mapping[str, str]) -> ScalerSpec:
+def _parse_uncached(metadata: Mapping[str, str], experimental: bool) -> ScalerSpec:
     raw, given_as = _resolve(metadata)
     try:
-        return _parse(raw)
+        return _parse(raw, experimental)
     except MetadataError as exc:
         if given_as.get(exc.key, exc.key) != exc.key:
             raise exc.for_key(given_as[exc.key]) from None
@@ -135,6 +139,11 @@ class Row:
     field: str  # the field it sets (PolicySpec's, else ScalerSpec's)
     read: Reader
     seconds: bool = False  # seed seconds: × timeScale in the spec
+    # Tried and not adopted (docs/decisions.md): the simulator takes the key at any value
+    # (``experimental``) or these values of it (``experimental_values``); the scaler
+    # takes only the default, and refuses the rest naming the key.
+    experimental: bool = False
+    experimental_values: tuple[str, ...] = ()
 
 
 def _number(form: str, *, positive: bool = False, low: float = 0.0, high: float = 1e9) -> Reader:
@@ -240,11 +249,13 @@ ROWS: tuple[Row, ...] = (
         _number('seconds from 0 to 86400, e.g. "600"', high=MAX_WINDOW_S), True),
     Row(_M.META_FLOOR_FRACTION, "floor_fraction",
         _number('a fraction from 0 to 1, e.g. "0.5"', high=1.0)),
-    Row(_M.META_FLOOR_DECAY, "floor_decay", _one_of(FLOOR_DECAYS)),
-    Row(_M.META_FLOOR_PEAK, "floor_peak", _one_of(FLOOR_PEAKS)),
-    Row(_M.META_FLOOR_STATISTIC, "floor_statistic", _one_of(FLOOR_STATISTICS)),
+    Row(_M.META_FLOOR_DECAY, "floor_decay", _one_of(FLOOR_DECAYS), experimental=True),
+    Row(_M.META_FLOOR_PEAK, "floor_peak", _one_of(FLOOR_PEAKS), experimental_values=("demand",)),
+    Row(_M.META_FLOOR_STATISTIC, "floor_statistic", _one_of(FLOOR_STATISTICS),
+        experimental_values=("quantile",)),
     Row(_M.META_FLOOR_QUANTILE, "floor_quantile",
-        _open_fraction('a fraction of the floor window above 0 and below 1, e.g. "0.1"')),
+        _open_fraction('a fraction of the floor window above 0 and below 1, e.g. "0.1"'),
+        experimental=True),
     Row(_M.META_FLOOR_RECURRENCES, "floor_recurrences",
         _count('a whole number of peaks from 1 to 100, e.g. "2"', low=1, high=100)),
     Row(_M.META_FLOOR_SINGLE_WINDOW_S, "floor_single_window_s",
@@ -253,14 +264,16 @@ ROWS: tuple[Row, ...] = (
         _number('a fraction from 0 (floorFraction\'s) to 1, e.g. "0.4"', high=1.0)),
     Row(_M.META_FLOOR_SMOOTHING_S, "floor_smoothing_s", _or_unset(_number(
         'seconds from 0 (each sample) to 86400, or "" (the scale-up window), e.g. "0"',
-        high=MAX_WINDOW_S)), True),
+        high=MAX_WINDOW_S)), True, experimental=True),
     Row(_M.META_FLOOR_TOLERANCE, "floor_tolerance",
-        _number('a fraction from 0 (off) to 0.9, e.g. "0.1"', high=MAX_FLOOR_TOLERANCE)),
+        _number('a fraction from 0 (off) to 0.9, e.g. "0.1"', high=MAX_FLOOR_TOLERANCE),
+        experimental=True),
     Row(_M.META_FLOOR_SHORT_FRACTION, "floor_short_fraction",
         _number('a fraction from 0 (off) to 1, above floorFraction to hold more, e.g. "0.8"',
-                high=1.0)),
+                high=1.0), experimental=True),
     Row(_M.META_FLOOR_FILLED_FLASHES, "floor_filled_flashes",
-        _count('a whole number of flashes from 0 (off) to 100, e.g. "2"', high=100)),
+        _count('a whole number of flashes from 0 (off) to 100, e.g. "2"', high=100),
+        experimental=True),
     Row(_M.META_STARTUP_S, "startup_s", _number(
         'a replica\'s start-up in seconds from 0 (unknown: off) to 86400, e.g. "100"',
         high=MAX_WINDOW_S), True),
@@ -273,11 +286,12 @@ ROWS: tuple[Row, ...] = (
         True),
     Row(_M.META_REBOUND_WINDOW_S, "rebound_window_s", _number(
         'seconds from 0 (off) to 86400, e.g. "190" (the scale-down window plus a start-up)',
-        high=MAX_WINDOW_S), True),
+        high=MAX_WINDOW_S), True, experimental=True),
     Row(_M.META_EXCURSION_MARGIN, "excursion_margin", _number(
         'a factor from 1 to 100 on the longest recent excursion, e.g. "1.5"', low=1.0,
         high=100.0)),
-    Row(_M.META_EXCURSION_FLEETS, "excursion_fleets", _one_of(EXCURSION_FLEETS)),
+    Row(_M.META_EXCURSION_FLEETS, "excursion_fleets", _one_of(EXCURSION_FLEETS),
+        experimental_values=("larger",)),
     Row(_M.META_EXCURSION_FLEET_CHANGE, "excursion_fleet_change",
         _one_of(EXCURSION_FLEET_CHANGES)),
     Row(_M.META_MIN_REPLICA_COUNT, "min_replicas", _count(
@@ -292,10 +306,12 @@ ROWS: tuple[Row, ...] = (
 _SCALER_FIELDS = frozenset(f.name for f in fields(ScalerSpec)) - {"policy"}
 
 
-def _parse(raw: Mapping[str, str]) -> ScalerSpec:
+def _parse(raw: Mapping[str, str], experimental: bool = False) -> ScalerSpec:
     """The table read in order, the rules between keys, the spec built."""
     values = {**names.METADATA_DEFAULTS, **raw}
     got = {row.field: row.read(row.key, values[row.key]) for row in ROWS}
+    if not experimental:
+        _refuse_experimental(got, values)
     if names.META_ANTICIPATE_S not in raw:  # follows a long start-up
         got["anticipate_s"] = default_anticipate_s(got["startup_s"])
     _check_across(got, values)
@@ -307,6 +323,36 @@ def _parse(raw: Mapping[str, str]) -> ScalerSpec:
     scaler = {k: v for k, v in got.items() if k in _SCALER_FIELDS}
     policy = {k: v for k, v in got.items() if k not in _SCALER_FIELDS}
     return ScalerSpec(**scaler, policy=PolicySpec(**policy))
+
+
+@functools.cache
+def _experimental() -> tuple[tuple[Row, Any], ...]:
+    """The rows of settings tried and not adopted, and each one's default as read."""
+    return tuple(
+        (row, row.read(row.key, names.METADATA_DEFAULTS[row.key]))
+        for row in ROWS
+        if row.experimental or row.experimental_values
+    )
+
+
+def _refuse_experimental(got: Mapping[str, Any], values: Mapping[str, str]) -> None:
+    """The scaler takes an experimental key only at its default (the simulator takes any
+    value: ``parse_metadata(..., experimental=True)``)."""
+    for row, default in _experimental():
+        value = got[row.field]
+        if row.experimental and value != default:
+            accepted = f"its default {names.METADATA_DEFAULTS[row.key]!r} (or leave it out)"
+        elif value in row.experimental_values:
+            accepted = f"a value other than {value!r}"
+        else:
+            continue
+        raise MetadataError(
+            row.key,
+            accepted,
+            values[row.key],
+            "tried and not adopted (docs/decisions.md): the simulator's experimental option "
+            f"(inflight sim --policies 'saturation[{row.key}=...]'), refused by the scaler",
+        )
 
 
 def _check_across(got: Mapping[str, Any], values: Mapping[str, str]) -> None:

@@ -32,8 +32,23 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+EXPERIMENTAL = """
+## Tried and not adopted: the simulator's only
+
+The scaler takes these keys at their default only (or, where values are named, any value
+but those), and refuses the rest with INVALID_ARGUMENT naming the key; the simulator takes
+them (`inflight sim --policies 'saturation[KEY=VALUE]'`, `inflight sim run
+--scaler-metadata`), so the studies that tried them can be rerun. Each one's record is in
+`docs/decisions.md` and the research log.
+
+| key | default (the scaler's) | simulator only |
+|---|---|---|
+"""
+
+
 def render() -> str:
-    """The reference page, one line per key in the parser's order."""
+    """The reference page, one line per key in the parser's order; the settings tried and
+    not adopted listed again after, with what only the simulator takes."""
     keda = ", ".join(f"`{k}`" for k in sorted(KEDA_KEYS))
     lines = [HEADER.format(keda=keda)]
     for row in ROWS:
@@ -41,6 +56,17 @@ def render() -> str:
         shown = f"`{default}`" if default != "" else "(empty)"
         seconds = "yes" if row.seconds else ""
         lines.append(f"| `{row.key}` | {_cell(shown)} | {_cell(row.read.form)} | {seconds} |\n")
+    lines.append(EXPERIMENTAL)
+    for row in ROWS:
+        if not (row.experimental or row.experimental_values):
+            continue
+        default = names.METADATA_DEFAULTS[row.key]
+        shown = f"`{default}`" if default != "" else "(empty)"
+        if row.experimental:
+            only = "any other value"
+        else:
+            only = ", ".join(f"`{v}`" for v in row.experimental_values)
+        lines.append(f"| `{row.key}` | {_cell(shown)} | {only} |\n")
     return "".join(lines)
 
 

@@ -100,8 +100,9 @@ def _variant_metadata(raw: str, settings: str) -> tuple[tuple[str, str], ...]:
         if key in (k for k, _ in pairs):
             raise ValueError(f"--policies: {raw!r}: {key} given twice")
         pairs.append((key, value))
-    try:  # the scaler's own reading of its metadata judges the values
-        parse_metadata({**METADATA_DEFAULTS, **dict(pairs)})
+    try:  # the scaler's own reading of its metadata judges the values (the settings tried
+        # and not adopted too: a live run's scaler refuses those at its start, naming them)
+        parse_metadata({**METADATA_DEFAULTS, **dict(pairs)}, experimental=True)
     except MetadataError as exc:
         raise ValueError(f"--policies: {raw!r}: {exc}") from None
     return tuple(pairs)

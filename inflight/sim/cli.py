@@ -91,7 +91,7 @@ def parse_scaler_metadata(text: str | None, flag: str = "--scaler-metadata") -> 
             raise UsageError(f"{flag}: key {key!r} given twice")
         out[key] = value.strip()
     try:
-        parse_metadata({**names.METADATA_DEFAULTS, **out})
+        parse_metadata({**names.METADATA_DEFAULTS, **out}, experimental=True)
     except MetadataError as exc:
         raise UsageError(f"{flag}: {exc}") from None
     return out

@@ -50,7 +50,8 @@ class SimScaler:
     def __init__(
         self, metadata: Mapping[str, str], scrapes: Scrapes, clock: Callable[[], float]
     ) -> None:
-        self.spec: ScalerSpec = parse_metadata(metadata)  # MetadataError names the key
+        # The simulator takes the settings tried and not adopted (the scaler refuses them).
+        self.spec: ScalerSpec = parse_metadata(metadata, experimental=True)
         self.query = range_query(self.spec)
         self.scrapes = scrapes
         self.clock = clock

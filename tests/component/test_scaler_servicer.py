@@ -210,6 +210,9 @@ async def test_scaler_metrics_are_exported(router: FakeRouter, direct: Harness) 
         ({"slotsPerReplica": "zero"}, "slotsPerReplica", True),
         ({"selector": 'x"} or vector(1)'}, "selector", True),
         ({"unknownKey": "1"}, "unknownKey", True),
+        # settings tried and not adopted: the simulator's experimental option only
+        ({"floorDecay": "linear"}, "floorDecay", True),
+        ({"floorStatistic": "quantile"}, "refused by the scaler", True),
         # valid metadata the direct source cannot serve: refused when a window is needed
         ({"selector": 'job="router"'}, "selector", False),
         ({"source": "vllm"}, "source", False),

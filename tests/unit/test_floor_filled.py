@@ -93,7 +93,9 @@ def test_once_the_flashes_leave_the_window_nothing_is_kept() -> None:
 def test_metadata_floor_filled_flashes() -> None:
     assert parse_metadata({}).policy.floor_filled_flashes == 0
     given = {names.META_FLOOR_FILLED_FLASHES: "2"}
-    assert parse_metadata(given).policy.floor_filled_flashes == 2
+    assert parse_metadata(given, experimental=True).policy.floor_filled_flashes == 2
+    with pytest.raises(MetadataError, match=r"floorFilledFlashes.*refused by the scaler"):
+        parse_metadata(given)  # the scaler's own reading: tried and not adopted
     for bad in ("1.5", "-1", "101", "two"):
         with pytest.raises(MetadataError, match=names.META_FLOOR_FILLED_FLASHES):
-            parse_metadata({names.META_FLOOR_FILLED_FLASHES: bad})
+            parse_metadata({names.META_FLOOR_FILLED_FLASHES: bad}, experimental=True)

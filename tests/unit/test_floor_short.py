@@ -74,9 +74,12 @@ def test_once_the_peaks_leave_the_window_nothing_is_held() -> None:
 
 
 def test_metadata_floor_short_fraction() -> None:
-    spec = parse_metadata({names.META_FLOOR_SHORT_FRACTION: "0.8"})
+    spec = parse_metadata({names.META_FLOOR_SHORT_FRACTION: "0.8"}, experimental=True)
     assert spec.policy.floor_short_fraction == 0.8
+    with pytest.raises(MetadataError, match=r"floorShortFraction.*refused by the scaler"):
+        parse_metadata({names.META_FLOOR_SHORT_FRACTION: "0.8"})  # tried, not adopted
+    assert parse_metadata({names.META_FLOOR_SHORT_FRACTION: "0"}).policy.floor_short_fraction == 0
     assert parse_metadata({}).policy.floor_short_fraction == 0.0  # off
     for bad in ("-0.1", "1.5", "most"):
         with pytest.raises(MetadataError, match=names.META_FLOOR_SHORT_FRACTION):
-            parse_metadata({names.META_FLOOR_SHORT_FRACTION: bad})
+            parse_metadata({names.META_FLOOR_SHORT_FRACTION: bad}, experimental=True)

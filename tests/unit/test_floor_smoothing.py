@@ -36,10 +36,15 @@ def test_each_scraped_sample_keeps_a_short_bursts_height() -> None:
 
 
 def test_metadata_floor_smoothing_seconds() -> None:
-    spec = parse_metadata({names.META_FLOOR_SMOOTHING_S: "5", names.META_TIME_SCALE: "0.1"})
+    given = {names.META_FLOOR_SMOOTHING_S: "5", names.META_TIME_SCALE: "0.1"}
+    spec = parse_metadata(given, experimental=True)
     assert spec.policy.floor_smoothing_s == pytest.approx(0.5)  # time-scaled as every window
-    assert parse_metadata({names.META_FLOOR_SMOOTHING_S: "0"}).policy.floor_smoothing_s == 0.0
+    zero = {names.META_FLOOR_SMOOTHING_S: "0"}
+    assert parse_metadata(zero, experimental=True).policy.floor_smoothing_s == 0.0
+    for tried in (given, zero):  # the scaler's own reading: tried and not adopted
+        with pytest.raises(MetadataError, match=r"floorSmoothingSeconds.*refused by the scaler"):
+            parse_metadata(tried)
     assert parse_metadata({}).policy.floor_smoothing_s is None  # the scale-up window
     for bad in ("-1", "90000", "short"):
         with pytest.raises(MetadataError, match=names.META_FLOOR_SMOOTHING_S):
-            parse_metadata({names.META_FLOOR_SMOOTHING_S: bad})
+            parse_metadata({names.META_FLOOR_SMOOTHING_S: bad}, experimental=True)

@@ -67,8 +67,11 @@ def test_floor_hold_worked_example() -> None:
 
 
 def test_metadata_floor_tolerance() -> None:
-    assert parse_metadata({names.META_FLOOR_TOLERANCE: "0.1"}).policy.floor_tolerance == 0.1
+    given = {names.META_FLOOR_TOLERANCE: "0.1"}
+    assert parse_metadata(given, experimental=True).policy.floor_tolerance == 0.1
+    with pytest.raises(MetadataError, match=r"floorTolerance.*refused by the scaler"):
+        parse_metadata(given)  # the scaler's own reading: tried and not adopted
     assert parse_metadata({}).policy.floor_tolerance == 0.0  # off
     for bad in ("-0.1", "0.95", "1", "some"):
         with pytest.raises(MetadataError, match=names.META_FLOOR_TOLERANCE):
-            parse_metadata({names.META_FLOOR_TOLERANCE: bad})
+            parse_metadata({names.META_FLOOR_TOLERANCE: bad}, experimental=True)

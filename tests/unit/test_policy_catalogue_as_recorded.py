@@ -31,7 +31,7 @@ EVIDENCE_AS_IT_WAS = (
 def spec_of(text: str, created_at: str | None) -> tuple[Policy, PolicySpec]:
     (policy,) = parse_policies(text, start_replicas=1)
     recorded = as_recorded(policy, created_at)
-    return recorded, parse_metadata(dict(recorded.metadata)).policy
+    return recorded, parse_metadata(dict(recorded.metadata), experimental=True).policy
 
 
 def test_the_switch_times_are_in_order() -> None:

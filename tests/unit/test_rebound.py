@@ -88,9 +88,12 @@ def test_a_lone_surge_is_let_go_after_the_scale_down_window() -> None:
 
 
 def test_metadata_rebound_window_seconds() -> None:
-    spec = parse_metadata({names.META_REBOUND_WINDOW_S: "190", names.META_TIME_SCALE: "0.1"})
+    given = {names.META_REBOUND_WINDOW_S: "190", names.META_TIME_SCALE: "0.1"}
+    spec = parse_metadata(given, experimental=True)
+    with pytest.raises(MetadataError, match=r"reboundWindowSeconds.*refused by the scaler"):
+        parse_metadata(given)  # the scaler's own reading: tried and not adopted
     assert spec.policy.rebound_window_s == pytest.approx(19.0)  # time-scaled as every window
     assert parse_metadata({}).policy.rebound_window_s == names.DEFAULT_REBOUND_WINDOW_S
     for bad in ("-1", "90000", "soon"):
         with pytest.raises(MetadataError, match=names.META_REBOUND_WINDOW_S):
-            parse_metadata({names.META_REBOUND_WINDOW_S: bad})
+            parse_metadata({names.META_REBOUND_WINDOW_S: bad}, experimental=True)

@@ -223,16 +223,20 @@ def test_metadata_keys_are_parsed_defaulted_and_checked() -> None:
         names.DEFAULT_FLOOR_QUANTILE,
         names.DEFAULT_FLOOR_RECURRENCES,
     )
-    spec = parse_metadata(
-        {
-            names.META_FLOOR_STATISTIC: "quantile",
-            names.META_FLOOR_QUANTILE: "0.25",
-            names.META_FLOOR_RECURRENCES: "3",
-            names.META_FLOOR_SINGLE_WINDOW_S: "300",
-            names.META_FLOOR_SINGLE_FRACTION: "0.3",
-            names.META_TIME_SCALE: "0.1",
-        }
-    ).policy
+    given = {
+        names.META_FLOOR_STATISTIC: "quantile",
+        names.META_FLOOR_QUANTILE: "0.25",
+        names.META_FLOOR_RECURRENCES: "3",
+        names.META_FLOOR_SINGLE_WINDOW_S: "300",
+        names.META_FLOOR_SINGLE_FRACTION: "0.3",
+        names.META_TIME_SCALE: "0.1",
+    }
+    spec = parse_metadata(given, experimental=True).policy
+    # The scaler's own reading: the quantile statistic and its key were tried, not adopted.
+    with pytest.raises(MetadataError, match=r"floorStatistic.*refused by the scaler"):
+        parse_metadata(given)
+    with pytest.raises(MetadataError, match=r"floorQuantile.*refused by the scaler"):
+        parse_metadata({names.META_FLOOR_QUANTILE: "0.25"})
     assert (spec.floor_statistic, spec.floor_quantile, spec.floor_recurrences) == (
         "quantile",
         0.25,
@@ -258,4 +262,4 @@ def test_metadata_keys_are_parsed_defaulted_and_checked() -> None:
         (names.META_FLOOR_SINGLE_FRACTION, "half"),
     ):
         with pytest.raises(MetadataError, match=key):
-            parse_metadata({key: bad})
+            parse_metadata({key: bad}, experimental=True)

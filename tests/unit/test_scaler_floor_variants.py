@@ -137,8 +137,14 @@ def test_the_demand_cap_never_raises_the_floor() -> None:
 def test_metadata_keys_are_parsed_defaulted_and_checked() -> None:
     default = parse_metadata({}).policy
     assert (default.floor_decay, default.floor_peak) == ("none", "inflight")
-    spec = parse_metadata({names.META_FLOOR_DECAY: "linear", names.META_FLOOR_PEAK: "demand"})
+    given = {names.META_FLOOR_DECAY: "linear", names.META_FLOOR_PEAK: "demand"}
+    spec = parse_metadata(given, experimental=True)
     assert (spec.policy.floor_decay, spec.policy.floor_peak) == ("linear", "demand")
+    # The scaler's own reading: both were tried and not adopted; their defaults stay.
+    for key, value in given.items():
+        with pytest.raises(MetadataError, match=rf"{key}.*refused by the scaler"):
+            parse_metadata({key: value})
+    assert parse_metadata({names.META_FLOOR_DECAY: "none"}).policy.floor_decay == "none"
     for key, bad in ((names.META_FLOOR_DECAY, "exp"), (names.META_FLOOR_PEAK, "queue")):
         with pytest.raises(MetadataError, match=key):
-            parse_metadata({key: bad})
+            parse_metadata({key: bad}, experimental=True)

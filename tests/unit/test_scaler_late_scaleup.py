@@ -263,7 +263,9 @@ def test_metadata_excursion_fleets() -> None:
     same = {names.META_EXCURSION_FLEETS: "same"}
     assert parse_metadata(same).policy.excursion_fleets == "same"
     larger = {names.META_EXCURSION_FLEETS: "larger"}
-    assert parse_metadata(larger).policy.excursion_fleets == "larger"
+    assert parse_metadata(larger, experimental=True).policy.excursion_fleets == "larger"
+    with pytest.raises(MetadataError, match=r"excursionFleets.*refused by the scaler"):
+        parse_metadata(larger)  # the scaler's own reading: tried and not adopted
     with pytest.raises(MetadataError, match=names.META_EXCURSION_FLEETS):
         parse_metadata({names.META_EXCURSION_FLEETS: "bigger"})
 
