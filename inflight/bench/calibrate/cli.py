@@ -9,7 +9,7 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-from inflight.bench.calibrate.model import KV_CASES
+from inflight.bench.calibrate.model import KV_CASES, PREFIX_HIT_TOLERANCE, PREFIX_TTFT_TOLERANCE
 from inflight.bench.components.cli import at_least, choice_list
 from inflight.engines import vllm_cpu
 from inflight.workload.flags import positive_float, positive_int_list
@@ -29,7 +29,9 @@ def register(sub: Any) -> None:
             "drift beyond --tolerance is run again (--max-repeats). Each phase is replayed on "
             "the emulator with a profile fitted to the probes around it (a closed-loop level at "
             "the speed the engine itself measured over it); check throughput and "
-            "mean latency within --tolerance and the KV-bound traces. Writes a new --out-dir. "
+            "mean latency within --tolerance and the KV-bound traces; last, the prefix check: "
+            "--prefix-groups shared prefixes sent one request after another to both, their "
+            "prefix-cache hit rates and TTFTs compared. Writes a new --out-dir. "
             "~6 min on a quiet 2-core machine."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -63,6 +65,18 @@ def register(sub: Any) -> None:
     add("--tpot-tokens", type=at_least(2), default=96, help="time per token: output of each stream")
     add("--kv-cases", type=choice_list(tuple(KV_CASES)), default=list(KV_CASES))
     add("--sample-s", type=positive_float, default=0.25, help="KV cases: scrape period")
+    add("--prefix-groups", type=at_least(0), default=3, help="prefix check: groups sharing "
+        "a prefix (0: none); every group's prefix must fit the KV cache at once")  # fmt: skip
+    add("--prefix-rounds", type=at_least(2), default=4, help="prefix check: requests a group "
+        "sends, one after another, each round one of every group")  # fmt: skip
+    add("--prefix-tokens", type=at_least(1), default=1024, help="prefix check: the shared "
+        "prefix (8 blocks of 128)")  # fmt: skip
+    add("--prefix-suffix-tokens", type=at_least(1), default=128, help="prefix check: each "
+        "request's own tokens after the prefix")  # fmt: skip
+    add("--prefix-hit-tolerance", type=positive_float, default=PREFIX_HIT_TOLERANCE,
+        help="prefix check: allowed difference of the hit rates (absolute)")  # fmt: skip
+    add("--prefix-ttft-tolerance", type=positive_float, default=PREFIX_TTFT_TOLERANCE,
+        help="prefix check: allowed relative error of the mean TTFTs")  # fmt: skip
     add("--tolerance", type=positive_float, default=0.10, help="allowed relative error, and "
         "drift between the probes around a phase")  # fmt: skip
     add("--max-repeats", type=at_least(0), default=2, help="times a phase whose probes drifted "

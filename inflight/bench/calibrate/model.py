@@ -6,7 +6,9 @@ module fits the emulator's timing model to it (:func:`fit_profile`), replays the
 requests on the emulator's engine (``inflight.emulator.engine.Engine``, the one the
 emulator server and the simulator run) with that profile, closed loop
 (:func:`replay_closed_loop`) and all at once for the KV-bound cases (:func:`replay_burst`),
-and compares (:func:`compare`).
+and compares (:func:`compare`); the prefix check's requests share their group's leading token
+ids (:func:`prompt_ids`, :func:`prefix_requests`), replayed with the emulator's prefix cache
+(:func:`replay_prefix`) and judged on the hit rate and the TTFTs (:func:`prefix_checks`).
 
 The fits, with the emulator's step model (``inflight/emulator/profile.py``):
 
@@ -25,12 +27,15 @@ Worked example: batches 1, 2, 4 at 17, 20, 26 ms → b = 3.0 ms, a = 14.0 ms, st
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, replace
 
 from inflight.emulator.engine import Engine, Sequence
 from inflight.emulator.profile import Profile
+from inflight.prefix_blocks import token_blocks
 
 #: vLLM's CPU build: ``max_num_batched_tokens`` for the OpenAI server (2,048 × world size,
 #: ``vllm/engine/arg_utils.py``), chunked prefill on.
@@ -43,13 +48,63 @@ KV_CASES: dict[str, tuple[int, int, int]] = {
 }
 
 
+#: The prefix check's output a request (its TTFT is what is judged; a few tokens keep it short).
+PREFIX_OUTPUT_TOKENS = 8
+
+#: The prefix check's tolerances (docs/vllm-cpu.md: measured): hit rates (absolute) and the
+#: mean TTFTs (relative). Placeholders until measured.
+PREFIX_HIT_TOLERANCE = 0.01
+PREFIX_TTFT_TOLERANCE = 0.25
+
+#: Prompts are random token ids below this (the models ``make vllm-cpu`` builds have ~8k).
+VOCAB = 8000
+
+
 @dataclass(frozen=True)
 class Request:
-    """One request as sent: its prompt and output lengths, the client that sent it."""
+    """One request as sent: its prompt and output lengths, the client that sent it; in the
+    prefix check, the group whose first ``prefix_tokens`` token ids it shares (-1: none)."""
 
     prompt_tokens: int
     output_tokens: int
     client: int = 0
+    prefix_group: int = -1
+    prefix_tokens: int = 0
+
+
+def prompt_ids(req: Request, seed: int | str, first_id: int) -> list[int]:
+    """``req``'s prompt as token ids in ``[first_id, VOCAB)``: its group's shared prefix
+    (the same ids for every request of the group), then its own ids drawn from ``seed``
+    (every id its own without a group: what the real engine's other requests send).
+
+    >>> a = prompt_ids(Request(6, 1, prefix_group=0, prefix_tokens=4), 1, 3)
+    >>> b = prompt_ids(Request(6, 1, prefix_group=0, prefix_tokens=4), 2, 3)
+    >>> a[:4] == b[:4], a[4:] == b[4:], len(a)
+    (True, False, 6)
+    """
+    shared = req.prefix_tokens if req.prefix_group >= 0 else 0
+    head = random.Random(f"calibrate-prefix:{req.prefix_group}")
+    own = random.Random(seed)
+    return [head.randrange(first_id, VOCAB) for _ in range(shared)] + [
+        own.randrange(first_id, VOCAB) for _ in range(req.prompt_tokens - shared)
+    ]
+
+
+def prefix_requests(
+    groups: int, rounds: int, prefix_tokens: int, suffix_tokens: int
+) -> list[Request]:
+    """The prefix check's requests, one client (one after another): ``rounds`` rounds, each
+    one request of every group (a shared ``prefix_tokens`` prefix, its own ``suffix_tokens``),
+    so a group's first request finds nothing cached and its later ones find its prefix.
+
+    >>> [(r.prefix_group, r.prompt_tokens) for r in prefix_requests(2, 2, 256, 64)]
+    [(0, 320), (1, 320), (0, 320), (1, 320)]
+    """
+    return [
+        Request(prefix_tokens + suffix_tokens, PREFIX_OUTPUT_TOKENS, 0, g, prefix_tokens)
+        for _ in range(rounds)
+        for g in range(groups)
+    ]
 
 
 @dataclass(frozen=True)
@@ -216,8 +271,10 @@ def fit_profile(
     max_model_len: int,
     reference_prompt_tokens: int,
     reference_output_tokens: int,
+    prefix_caching: bool = False,
 ) -> Profile:
-    """The emulator profile of the fitted engine (time-scale 1, no start-up, no cold start)."""
+    """The emulator profile of the fitted engine (time-scale 1, no start-up, no cold start;
+    its prefix cache on as the engine's, ``prefix_caching``)."""
     step_full_s = f.step_s(slots)
     base = min(1.0, max(1e-3, f.step_base_s / step_full_s))
     fixed_s = max(0.0, f.ttft_intercept_s - f.step_s(1))  # a 0-token prompt's TTFT, less a step
@@ -244,6 +301,7 @@ def fit_profile(
         service_s=service_s,
         step_base_fraction=base,
         default_max_tokens=reference_output_tokens,
+        enable_prefix_caching=prefix_caching,
     )
 
 
@@ -280,26 +338,60 @@ def _run(
             queue = closed.get(req.client)
             if queue:
                 nxt = queue.pop(0)
-                pending.append(
-                    (
-                        seq.finished_s,
-                        Sequence(nxt.prompt_tokens, nxt.output_tokens, seq.finished_s),
-                        nxt,
-                    )
-                )
+                at = seq.finished_s
+                pending.append((at, _sequence(nxt, at, engine.profile.block_size), nxt))
     return out
 
 
-def replay_closed_loop(profile: Profile, requests: Seq[Request]) -> list[Done]:
-    """``requests`` closed loop: each client sends its next one when its last one finishes."""
+#: Seeds of the emulated requests' own token ids: every one its own, so only a group's
+#: prefix is shared (the hashes' values never matter, only which are equal).
+_OWN_IDS = itertools.count()
+
+
+def _sequence(req: Request, arrival_s: float, block_size: int) -> Sequence:
+    """``req`` in the emulator's engine; with a prefix group, its prompt's block hashes
+    (:func:`prompt_ids` chained as vLLM keys its blocks, ``inflight.prefix_blocks``)."""
+    hashes: tuple[int, ...] = ()
+    if req.prefix_group >= 0:
+        ids = prompt_ids(req, f"emulated:{next(_OWN_IDS)}", 0)
+        hashes = tuple(token_blocks(ids, block_size))
+    return Sequence(req.prompt_tokens, req.output_tokens, arrival_s, block_hashes=hashes)
+
+
+def _closed_loop(engine: Engine, requests: Seq[Request]) -> list[Done]:
     clients: dict[int, list[Request]] = {}
     for r in requests:
         clients.setdefault(r.client, []).append(r)
     pending = []
     for queue in clients.values():
         first = queue.pop(0)
-        pending.append((0.0, Sequence(first.prompt_tokens, first.output_tokens, 0.0), first))
-    return _run(Engine(profile), pending, clients)
+        pending.append((0.0, _sequence(first, 0.0, engine.profile.block_size), first))
+    return _run(engine, pending, clients)
+
+
+def replay_closed_loop(profile: Profile, requests: Seq[Request]) -> list[Done]:
+    """``requests`` closed loop: each client sends its next one when its last one finishes."""
+    return _closed_loop(Engine(profile), requests)
+
+
+@dataclass(frozen=True)
+class PrefixPhase:
+    """The prefix check's requests as an engine answered them, and its prefix-cache
+    counters over them, in tokens (vLLM's ``vllm:prefix_cache_hits`` and ``_queries``)."""
+
+    done: list[Done]
+    hits: float
+    queries: float
+    #: the real engine's counters before the phase (hits, queries): what the probes and the
+    #: other phases found cached (their prompts are random: ~0 expected); None: emulated
+    earlier: tuple[float, float] | None = None
+
+
+def replay_prefix(profile: Profile, requests: Seq[Request]) -> PrefixPhase:
+    """``requests`` closed loop on the emulator, its prefix cache on as ``profile`` says."""
+    engine = Engine(profile)
+    done = _closed_loop(engine, requests)
+    return PrefixPhase(done, engine.prefix_hits_total, engine.prefix_queries_total)
 
 
 @dataclass(frozen=True)
@@ -447,4 +539,78 @@ def running_levels(points: Seq[TracePoint]) -> list[int]:
     for p in points:
         if p.running and (not out or out[-1] != p.running):
             out.append(p.running)
+    return out
+
+
+@dataclass(frozen=True)
+class PrefixFigures:
+    """The prefix check's figures on one side: the prefix-cache hit rate (hits ÷ queries,
+    tokens) and the mean TTFT of each group's first request (nothing of it cached) and of
+    its later ones (its group's prefix cached)."""
+
+    requests: int
+    hit_rate: float
+    ttft_first_s: float
+    ttft_cached_s: float
+
+
+def prefix_figures(phase: PrefixPhase) -> PrefixFigures:
+    """:class:`PrefixFigures` of ``phase`` (requests in the order they were sent)."""
+    seen: set[int] = set()
+    first: list[float] = []
+    later: list[float] = []
+    for d in sorted(phase.done, key=lambda d: d.sent_s):
+        group = d.request.prefix_group
+        (later if group in seen else first).append(d.ttft_s)
+        seen.add(group)
+    if not first or not later:
+        raise ValueError("the prefix check needs a group sent at least twice")
+    return PrefixFigures(
+        requests=len(phase.done),
+        hit_rate=phase.hits / phase.queries if phase.queries else 0.0,
+        ttft_first_s=sum(first) / len(first),
+        ttft_cached_s=sum(later) / len(later),
+    )
+
+
+def expected_hit_rate(requests: Seq[Request], block_size: int) -> float:
+    """The hit rate of ``requests`` sent one after another when nothing is evicted: every
+    request after its group's first finds the prefix's full blocks, never its prompt's last
+    token (vLLM's ``num_tokens − 1``).
+
+    >>> round(expected_hit_rate(prefix_requests(3, 4, 1024, 128), 128), 4)
+    0.6667
+    """
+    seen: set[int] = set()
+    hits = 0
+    for r in requests:
+        if r.prefix_group in seen:
+            hits += min(r.prefix_tokens, r.prompt_tokens - 1) // block_size * block_size
+        seen.add(r.prefix_group)
+    return hits / sum(r.prompt_tokens for r in requests)
+
+
+def prefix_checks(
+    real: PrefixFigures, emulated: PrefixFigures, hit_tolerance: float, ttft_tolerance: float
+) -> list[Check]:
+    """The prefix check: both sides found prefixes cached at all; the hit rates within
+    ``hit_tolerance`` of each other (absolute: a fraction of the tokens); each TTFT within
+    ``ttft_tolerance`` (relative) of the real engine's."""
+    hit_err = emulated.hit_rate - real.hit_rate
+    out = [
+        Check(
+            "prefix cached at all (real, emulated)",
+            real.hit_rate,
+            emulated.hit_rate,
+            real.hit_rate > 0 and emulated.hit_rate > 0,
+        ),
+        Check("prefix hit_rate", real.hit_rate, emulated.hit_rate,
+              abs(hit_err) <= hit_tolerance, f"{hit_err:+.3f}"),
+    ]  # fmt: skip
+    for what, r, e in (
+        ("prefix ttft_first_s", real.ttft_first_s, emulated.ttft_first_s),
+        ("prefix ttft_cached_s", real.ttft_cached_s, emulated.ttft_cached_s),
+    ):
+        err = ratio(e, r) - 1.0
+        out.append(Check(what, r, e, abs(err) <= ttft_tolerance, f"{err:+.1%}"))
     return out

@@ -111,13 +111,14 @@ def interleave(
     return out
 
 
-def phase_names(levels: Sequence[int], kv_cases: Sequence[str]) -> list[str]:
-    """The phases of a run: each closed-loop level, then each KV-bound case.
+def phase_names(levels: Sequence[int], kv_cases: Sequence[str], prefix: bool = False) -> list[str]:
+    """The phases of a run: each closed-loop level, then each KV-bound case, then the
+    prefix check (``prefix``).
 
-    >>> phase_names([1, 4], ["preemption"])
-    ['c=1', 'c=4', 'kv preemption']
+    >>> phase_names([1, 4], ["preemption"], prefix=True)
+    ['c=1', 'c=4', 'kv preemption', 'prefix']
     """
-    return [f"c={c}" for c in levels] + [f"kv {k}" for k in kv_cases]
+    return [f"c={c}" for c in levels] + [f"kv {k}" for k in kv_cases] + ["prefix"] * prefix
 
 
 def judged(runs: Sequence[PhaseRun[T]]) -> dict[str, PhaseRun[T]]:

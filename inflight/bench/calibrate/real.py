@@ -1,6 +1,7 @@
 """The measuring half of ``inflight bench calibrate-emulator``: one real engine, its scrape,
 and streamed requests whose lengths are fixed (a prompt of random token ids, no prefix-cache
-hit; ``ignore_eos`` so every answer has its ``max_tokens``).
+hit, except the prefix check's shared prefixes: ``model.prompt_ids``; ``ignore_eos`` so every
+answer has its ``max_tokens``).
 
 Times are ``time.monotonic()`` seconds from the start of each measurement. The engine runs
 in its own process group (``inflight.procs.ManagedProcess``) and is stopped as a group.
@@ -9,7 +10,6 @@ in its own process group (``inflight.procs.ManagedProcess``) and is stopped as a
 from __future__ import annotations
 
 import asyncio
-import random
 import statistics
 import time
 import urllib.request
@@ -21,7 +21,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from inflight import names
-from inflight.bench.calibrate.model import Done, Request, TracePoint
+from inflight.bench.calibrate.model import Done, Request, TracePoint, prompt_ids
 from inflight.engines import vllm_cpu
 from inflight.ports import listening_ports
 from inflight.procs import ManagedProcess, free_port
@@ -108,17 +108,25 @@ def cache_config(url: str) -> dict[str, str]:
     return labels
 
 
+def prefix_totals(url: str) -> tuple[float, float]:
+    """The engine's prefix-cache counters, in tokens: (hits, queries)."""
+    samples = scrape(
+        url, frozenset({names.VLLM_PREFIX_CACHE_HITS, names.VLLM_PREFIX_CACHE_QUERIES})
+    )
+    return (
+        total(samples, names.VLLM_PREFIX_CACHE_HITS),
+        total(samples, names.VLLM_PREFIX_CACHE_QUERIES),
+    )
+
+
 # --- requests ----------------------------------------------------------------------------
 
 
-def body(model: str, prompt_tokens: int, output_tokens: int, seed: int) -> dict[str, Any]:
-    rng = random.Random(seed)
-    first = len(vllm_cpu.SPECIAL_TOKENS)
-    ids = [rng.randrange(first, 8000) for _ in range(prompt_tokens)]
+def body(model: str, req: Request, seed: int) -> dict[str, Any]:
     return {
         "model": model,
-        "prompt": ids,
-        "max_tokens": output_tokens,
+        "prompt": prompt_ids(req, seed, len(vllm_cpu.SPECIAL_TOKENS)),
+        "max_tokens": req.output_tokens,
         "ignore_eos": True,
         "stream": True,
     }
@@ -131,9 +139,7 @@ async def one(
     sent = time.monotonic() - t0
     first: float | None = None
     tokens = 0
-    async with session.post(
-        url + "/v1/completions", json=body(model, req.prompt_tokens, req.output_tokens, seed)
-    ) as resp:
+    async with session.post(url + "/v1/completions", json=body(model, req, seed)) as resp:
         if resp.status != 200:
             raise EngineFailed(f"{resp.status} from the engine: {(await resp.text())[:300]}")
         async for line in resp.content:

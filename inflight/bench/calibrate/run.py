@@ -24,7 +24,14 @@ at the speed the engine itself measured over the level (its time per output toke
 level must be within ``--tolerance`` of the real engine's (the figures at the probes' speed
 are reported beside, with each phase's speed ÷ the probes'), and the KV-bound cases must
 show what the real engine showed (two at a time without preemption; four falling by
-preemption while requests wait, before any finishes). The report gives the spread across
+preemption while requests wait, before any finishes). The last phase is the prefix check
+(``--prefix-groups``, 0: none): ``--prefix-rounds`` rounds, one request of every group a
+round, one after another, of a ``--prefix-tokens`` prefix shared within a group (the same
+leading token ids) + ``--prefix-suffix-tokens`` of its own; the engine's prefix-cache hit rate
+(``vllm:prefix_cache_hits`` ÷ ``_queries``, tokens) must be the emulator's within
+``--prefix-hit-tolerance`` (absolute) and the mean TTFT of a group's first request and of its
+cached ones within ``--prefix-ttft-tolerance`` (the emulator's prefix cache on as the
+engine's ``vllm:cache_config_info`` says). The report gives the spread across
 the phases (the probes' speed, each figure's emulated ÷ real ratio) and the repeats;
 profile.json is fitted to every probe. Everything goes to a new ``--out-dir`` (refused if
 it exists): calibration.json (measures, fits, replays, checks), profile.json (the fitted
@@ -165,15 +172,39 @@ def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
                                  args.output_tokens),
                 real.mean_between(before[real.E2E], after[real.E2E], len(done)),
             )  # fmt: skip
+        if name == "prefix":
+            return _prefix_phase(args, url)
         case = name.removeprefix("kv ")
         n, prompt, output = m.KV_CASES[case]
         print(f"calibrate-emulator: KV-bound case {case}: {n} x ({prompt} + {output})", flush=True)
         reqs = [m.Request(prompt, output, i) for i in range(n)]
         return asyncio.run(real.burst(url, model, reqs, args.sample_s, 7_000_000))
 
-    names = ph.phase_names(args.levels, args.kv_cases)
+    names = ph.phase_names(args.levels, args.kv_cases, prefix=args.prefix_groups > 0)
     runs = ph.interleave(names, probe, run, args.tolerance, args.max_repeats, _off_engine)
     return {"cache": cache, "runs": runs}
+
+
+def prefix_requests(args: argparse.Namespace) -> list[m.Request]:
+    return m.prefix_requests(
+        args.prefix_groups, args.prefix_rounds, args.prefix_tokens, args.prefix_suffix_tokens
+    )
+
+
+def _prefix_phase(args: argparse.Namespace, url: str) -> m.PrefixPhase:
+    """The prefix check on the real engine: its requests one after another, and the
+    engine's prefix-cache counters (``vllm:prefix_cache_hits``, ``_queries``) over them."""
+    reqs = prefix_requests(args)
+    print(
+        f"calibrate-emulator: prefix check: {args.prefix_groups} groups x "
+        f"{args.prefix_rounds} rounds of ({args.prefix_tokens} shared + "
+        f"{args.prefix_suffix_tokens} own + {m.PREFIX_OUTPUT_TOKENS})",
+        flush=True,
+    )
+    hits0, queries0 = real.prefix_totals(url)
+    done = asyncio.run(real.closed_loop(url, args.engine_model, reqs, 9_000_000))
+    hits1, queries1 = real.prefix_totals(url)
+    return m.PrefixPhase(done, hits1 - hits0, queries1 - queries0, (hits0, queries0))
 
 
 def _off_engine(measured: Any) -> float:
@@ -190,6 +221,7 @@ def _profile(args: argparse.Namespace, cache: dict[str, str], probe: ph.Probe) -
         max_model_len=args.max_model_len,
         reference_prompt_tokens=args.prompt_tokens,
         reference_output_tokens=args.output_tokens,
+        prefix_caching=cache.get("enable_prefix_caching") == "True",
     )
 
 
@@ -206,6 +238,7 @@ def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
     checks: list[m.Check] = []
     levels = []
     kv = {}
+    prefix = None
     ratios: dict[str, list[float]] = {k: [] for k in RATIOS}
     for name, attempt in ph.judged(runs).items():
         period = _profile(args, cache, ph.bracket(attempt.before, attempt.after))
@@ -217,6 +250,10 @@ def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
             for k, (figure, side) in RATIOS.items():
                 ratios[k].append(m.ratio(level[side][figure], level["real"][figure]))
             levels.append(level)
+            continue
+        if name == "prefix":
+            checks_p, prefix = _prefix_case(args, attempt.measured, period)
+            checks += checks_p
             continue
         case = name.removeprefix("kv ")
         done, points = attempt.measured
@@ -255,20 +292,22 @@ def _evaluate(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, A
             "repeats": spread.repeats,
             "unsteady": list(spread.unsteady),
         },
-        "cache_config": {
-            k: cache[k] for k in ("block_size", "num_gpu_blocks", "kv_cache_size_tokens")
-        },
+        "cache_config": {k: cache[k] for k in CACHE_LABELS if k in cache},
         "ttft_by_prompt_s": overall.ttft,
         "tpot_by_batch_s": overall.tpot,
         "fit": asdict(fitted),
         "profile": {f.name: getattr(profile, f.name) for f in fields(Profile)},
         "levels": levels,
         "kv_cases": kv,
+        "prefix": prefix,
         "checks": [asdict(c) for c in checks],
         "tolerance": args.tolerance,
         "max_repeats": args.max_repeats,
     }
 
+
+#: ``vllm:cache_config_info``'s labels recorded.
+CACHE_LABELS = ("block_size", "num_gpu_blocks", "kv_cache_size_tokens", "enable_prefix_caching")
 
 #: The spread's ratios (emulated ÷ real): name → (figure, emulated side). "emulated" is
 #: judged (the phase's own engine speed), "from_probes" is reported (the probes' speed).
@@ -360,6 +399,80 @@ def _kv_case(
     return checks, record
 
 
+def _prefix_case(
+    args: argparse.Namespace, phase: m.PrefixPhase, profile: Profile
+) -> tuple[list[m.Check], dict[str, Any]]:
+    """The prefix check's checks and record: the same requests replayed on the emulator
+    (its prefix cache on as the engine's ``vllm:cache_config_info`` says), the hit rates
+    and mean TTFTs side by side."""
+    reqs = [d.request for d in sorted(phase.done, key=lambda d: d.sent_s)]
+    emulated = m.replay_prefix(profile, reqs)
+    got = {"real": m.prefix_figures(phase), "emulated": m.prefix_figures(emulated)}
+    checks = m.prefix_checks(
+        got["real"], got["emulated"], args.prefix_hit_tolerance, args.prefix_ttft_tolerance
+    )
+    record = {
+        "workload": {
+            "groups": args.prefix_groups,
+            "rounds": args.prefix_rounds,
+            "prefix_tokens": args.prefix_tokens,
+            "suffix_tokens": args.prefix_suffix_tokens,
+            "output_tokens": m.PREFIX_OUTPUT_TOKENS,
+        },
+        "expected_hit_rate": m.expected_hit_rate(reqs, profile.block_size),
+        "real": asdict(got["real"]),
+        "emulated": asdict(got["emulated"]),
+        # what the cache saves, whatever the machine's speed (reported, not judged)
+        "cached_over_first": {side: f.ttft_cached_s / f.ttft_first_s for side, f in got.items()},
+        "tokens": {
+            "real": {"hits": phase.hits, "queries": phase.queries},
+            "emulated": {"hits": emulated.hits, "queries": emulated.queries},
+        },
+        # the real engine's counters before the phase: what the probes and other phases hit
+        "engine_before": phase.earlier,
+        "ttft_s": {
+            "real": [d.ttft_s for d in sorted(phase.done, key=lambda d: d.sent_s)],
+            "emulated": [d.ttft_s for d in emulated.done],
+        },
+        "hit_tolerance": args.prefix_hit_tolerance,
+        "ttft_tolerance": args.prefix_ttft_tolerance,
+    }
+    return checks, record
+
+
+def _prefix_lines(p: dict[str, Any] | None) -> list[str]:
+    """The report's prefix-check table (none without the check)."""
+    if not p:
+        return []
+    w = p["workload"]
+    re_, em = p["real"], p["emulated"]
+    lines = [
+        "",
+        f"Prefix check: {w['groups']} groups × {w['rounds']} rounds, one request after "
+        f"another, of {w['prefix_tokens']} shared + {w['suffix_tokens']} own prompt tokens + "
+        f"{w['output_tokens']} output; hit rate (tokens, vLLM's prefix_cache_hits ÷ "
+        f"queries) within ±{p['hit_tolerance']} absolute, mean TTFTs within "
+        f"±{p['ttft_tolerance']:.0%}; the workload's own hit rate, nothing evicted: "
+        f"{p['expected_hit_rate']:.3f}.",
+        "",
+        "| prefix check | real | emulated | error |",
+        "|---|---:|---:|---:|",
+        f"| hit rate | {re_['hit_rate']:.3f} | {em['hit_rate']:.3f} "
+        f"| {em['hit_rate'] - re_['hit_rate']:+.3f} |",
+    ]
+    for key, label in (("ttft_first_s", "a group's first"), ("ttft_cached_s", "prefix cached")):
+        lines.append(
+            f"| TTFT ms, {label} | {re_[key] * 1e3:.1f} | {em[key] * 1e3:.1f} "
+            f"| {_pct(em[key], re_[key])} |"
+        )
+    saved = p["cached_over_first"]
+    lines.append(
+        f"| TTFT prefix cached ÷ a group's first (reported) | {saved['real']:.3f} "
+        f"| {saved['emulated']:.3f} | {_pct(saved['emulated'], saved['real'])} |"
+    )
+    return lines
+
+
 def _pct(emulated: float, real: float) -> str:
     return f"{emulated / real - 1:+.1%}"
 
@@ -410,6 +523,7 @@ def _report(r: dict[str, Any]) -> str:
         lines.append(f"| {name}: running levels | {levels['real']} | {levels['emulated']} |")
         span = case["makespan_s"]
         lines.append(f"| {name}: makespan s | {span['real']:.1f} | {span['emulated']:.1f} |")
+    lines += _prefix_lines(r.get("prefix"))
     sp = r["spread"]
     low, high = sp["lone_tpot_s"]
     ratio_text = "; ".join(f"{k} {a:.3f}–{b:.3f}" for k, (a, b) in sp["ratios"].items())
