@@ -324,6 +324,9 @@ META_EXCURSION_WINDOW_S: Final = "excursionWindowSeconds"
 # longer than the scale-down window but at most this many seconds, and then reached again,
 # is held this many seconds after L last reached it (inflight.control.recurrence.rebound_level).
 META_REBOUND_WINDOW_S: Final = "reboundWindowSeconds"
+# A backlog that grows because the arrivals outrun the fleet is sized by the arrivals plus
+# what drains it in this many seconds, not by its whole size (0: off; experimental).
+META_BACKLOG_DRAIN_S: Final = "backlogDrainSeconds"
 META_EXCURSION_MARGIN: Final = "excursionMargin"
 # Whose excursions are that evidence: "same" (the fleet ready now) or "larger" (a larger
 # fleet's too: L above the ready fleet's capacity while more replicas were ready).
@@ -397,6 +400,7 @@ DEFAULT_ANTICIPATE_S: Final = 130
 ANTICIPATE_LOOP_LAG_S: Final = 30
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_REBOUND_WINDOW_S: Final = 0  # off
+DEFAULT_BACKLOG_DRAIN_S: Final = 0  # off
 # A late scale-up's evidence: every fleet's excursions, an excursion a change of the fleet
 # ended sooner than startupSeconds after it began is none (adopted on 27 held-out row-runs
 # by a rule written before them, results/2026-12-03-fleet-change; before it "same", "any"),
@@ -447,6 +451,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_ANTICIPATE_S: str(DEFAULT_ANTICIPATE_S),
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),
     META_REBOUND_WINDOW_S: str(DEFAULT_REBOUND_WINDOW_S),
+    META_BACKLOG_DRAIN_S: str(DEFAULT_BACKLOG_DRAIN_S),
     META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),
     META_EXCURSION_FLEETS: DEFAULT_EXCURSION_FLEETS,
     META_EXCURSION_FLEET_CHANGE: DEFAULT_EXCURSION_FLEET_CHANGE,

@@ -269,6 +269,10 @@ class PolicySpec:
     # Levels L came back to sooner than a replica could, held this long (wall s) after L
     # last reached them (``reboundWindowSeconds``; 0: off): :func:`rebound_level`.
     rebound_window_s: float = float(names.DEFAULT_REBOUND_WINDOW_S)
+    # A backlog that grows because the arrivals outrun the fleet is asked for as the
+    # arrivals' offered load plus what drains it in this long, not as its whole size
+    # (``backlogDrainSeconds``; 0: off): :func:`drain_level`.
+    backlog_drain_s: float = float(names.DEFAULT_BACKLOG_DRAIN_S)
 
     @property
     def late_scale_up_on(self) -> bool:
@@ -586,6 +590,13 @@ def decide(
         )
         floor_value = max(floor_value, rebound)
     value = round(max(peak.value, floor_value, 0.0), _DECIMALS)
+    drained = None
+    if spec.backlog_drain_s > 0 and ready_replicas:
+        drained = drain_level(points, arrivals, ready_series, ready_replicas, spec, now_s)
+        if drained is not None and drained[0] < value:
+            value = round(max(drained[0], floor_value), _DECIMALS)
+        else:
+            drained = None
     late = None
     if spec.late_scale_up_on and ready_replicas:
         value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series)
@@ -596,6 +607,8 @@ def decide(
     reason = _reason(
         spec, value, desired, active, ready_replicas, peak, floor, floor_value, rebound, late
     )
+    if drained is not None and late is None:
+        reason = f"{drained[1]} = {desired} x {spec.target:g}"
     partial = (*partial, *_gaps(levels.times, spec, now_s))
     inflight = points[-1].value
     decision = Decision(
@@ -1190,6 +1203,55 @@ class _StepSeries:
     def at(self, t_s: float) -> float | None:
         i = bisect.bisect_right(self._times, t_s)
         return self._values[i - 1] if i > 0 else None
+
+
+def drain_level(
+    points: Sequence[Sample],
+    arrivals_total: Sequence[Sample],
+    ready_series: Sequence[Sample],
+    ready: int,
+    spec: PolicySpec,
+    now_s: float,
+) -> tuple[float, str] | None:
+    """What a backlog that grows because the arrivals outrun the fleet asks for: the
+    arrivals' offered load with square-root headroom, plus the slots that drain the
+    queue in ``backlog_drain_s``; None when no such backlog (then L stands).
+
+    Over the scale-down window (from its first samples when the window is younger): the
+    arrival rate λ, the served requests' mean service time S (:func:`service_time`), and
+    ``a = λ × S`` busy slots (Little's Law on the arrivals). The backlog grows when L is
+    above the ready fleet's slots and rose over the scale-up window; it is then asked for
+    as ``a + √a + queued × S ÷ backlog_drain_s``, not as its whole size (a queue the
+    fleet clears buys no replica). A closed loop, whose L steps once and then stays, is
+    left to L. Worked example: 1 ready replica of 4 slots, L rose 20 → 40 over the
+    scale-up window, 156 arrivals over 60 s (λ 2.6/s), S 5 s, drained in 60 s:
+    ``a = 13``, ``13 + 3.6 + 36 × 5 ÷ 60 = 19.6`` (L would ask 40).
+    """
+    span = _in_span(points, now_s - spec.scale_down_window_s, now_s)
+    counts = _in_span(arrivals_total, now_s - spec.scale_down_window_s, now_s)
+    if len(span) < 2 or len(counts) < 2:
+        return None
+    slots = spec.slots_per_replica
+    current = span[-1].value
+    queued = current - ready * slots
+    before = latest(span, now_s - spec.scale_up_window_s)
+    if queued <= 0 or before is None or current <= before:
+        return None
+    elapsed_s = counts[-1].t_s - counts[0].t_s
+    arrived = counts[-1].value - counts[0].value
+    if elapsed_s < spec.scale_up_window_s or arrived <= 0:
+        return None
+    service_s = service_time(span, arrivals_total, ready_series, slots, now_s)
+    if service_s is None:
+        return None
+    offered = arrived / elapsed_s * service_s
+    need = offered + math.sqrt(offered) + queued * service_s / spec.backlog_drain_s
+    why = (
+        f"backlog drain: {queued:g} queued and growing; arrivals {arrived / elapsed_s:.3g}/s "
+        f"x service {service_s:.3g} s = {offered:.3g} busy slots, + sqrt + the queue in "
+        f"{spec.backlog_drain_s:g} s = {need:.3g}"
+    )
+    return round(need, _DECIMALS), why
 
 
 def decide_qps(
