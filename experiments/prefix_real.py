@@ -61,6 +61,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--prompts", type=int, default=160)
     p.add_argument("--rate", type=float, default=3.0, help="requests/s (Poisson)")
+    p.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=None,
+        help="a closed loop instead: this many requests in flight, each sent when one "
+        "ends (vllm bench serve's --max-concurrency, --request-rate inf): its requests/s "
+        "is the stack's throughput",
+    )
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--seed", type=int, default=0, help="vllm bench serve's --seed")
     return p.parse_args(argv)
@@ -89,7 +97,7 @@ def client_argv(args: argparse.Namespace, workload: str, base_url: str, out: Pat
         str(install.vllm_bin), "bench", "serve", "--backend", "openai",
         "--base-url", base_url, "--endpoint", "/v1/completions",
         "--model", args.engine_model, "--tokenizer", str(model_dir),
-        "--num-prompts", str(args.prompts), "--request-rate", str(args.rate),
+        "--num-prompts", str(args.prompts), *_pace(args),
         "--seed", str(args.seed), "--ignore-eos",
         "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name,
         "--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,90",
@@ -105,6 +113,13 @@ def client_argv(args: argparse.Namespace, workload: str, base_url: str, out: Pat
             "--prefix-repetition-suffix-len", str(args.suffix_tokens),
             "--prefix-repetition-num-prefixes", str(groups),
             "--prefix-repetition-output-len", str(args.output_tokens)]  # fmt: skip
+
+
+def _pace(args: argparse.Namespace) -> list[str]:
+    """Open loop at ``--rate`` (Poisson), or a closed loop of ``--max-concurrency``."""
+    if args.max_concurrency is not None:
+        return ["--request-rate", "inf", "--max-concurrency", str(args.max_concurrency)]
+    return ["--request-rate", str(args.rate)]
 
 
 def one_run(args: argparse.Namespace, workload: str, dispatch: str, n: int) -> dict[str, Any]:

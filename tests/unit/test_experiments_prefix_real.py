@@ -34,6 +34,11 @@ def test_the_client_is_vllms_own_with_each_workload(monkeypatch: pytest.MonkeyPa
     none = prefix_real.client_argv(args, "none", "http://127.0.0.1:1", out)
     assert none[none.index("--dataset-name") + 1] == "random"
     assert none[none.index("--random-input-len") + 1] == "1600"
+    assert shared[at("--request-rate") + 1] == "3.0" and "--max-concurrency" not in shared
+    closed = prefix_real.parse_args(["--out-dir", "/tmp/x", "--max-concurrency", "8"])
+    loop = prefix_real.client_argv(closed, "shared", "http://127.0.0.1:1", out)
+    assert loop[loop.index("--request-rate") + 1] == "inf"
+    assert loop[loop.index("--max-concurrency") + 1] == "8"
 
 
 def test_the_summary_gives_each_pair_its_medians() -> None:
