@@ -177,6 +177,8 @@ DECODE_SUM = DECODE + "_sum"
 DECODE_COUNT = DECODE + "_count"
 #: vLLM's latency a request, from its arrival at the API server to its last token.
 E2E = "vllm:e2e_request_latency_seconds"
+#: vLLM's TTFT a request, from its arrival at the API server to its first token.
+TTFT = names.VLLM_TTFT
 
 
 def histogram_totals(url: str, *families: str) -> dict[str, tuple[float, float] | None]:

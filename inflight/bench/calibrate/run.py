@@ -31,7 +31,9 @@ leading token ids) + ``--prefix-suffix-tokens`` of its own; the engine's prefix-
 (``vllm:prefix_cache_hits`` ÷ ``_queries``, tokens) must be the emulator's within
 ``--prefix-hit-tolerance`` (absolute) and the mean TTFT of a group's first request and of its
 cached ones within ``--prefix-ttft-tolerance`` (the emulator's prefix cache on as the
-engine's ``vllm:cache_config_info`` says). The report gives the spread across
+engine's ``vllm:cache_config_info`` says); the phase is run again when its clients' mean
+TTFT exceeds the engine's own (``vllm:time_to_first_token_seconds``) by more than
+``--tolerance``. The report gives the spread across
 the phases (the probes' speed, each figure's emulated ÷ real ratio) and the repeats;
 profile.json is fitted to every probe. Everything goes to a new ``--out-dir`` (refused if
 it exists): calibration.json (measures, fits, replays, checks), profile.json (the fitted
@@ -193,7 +195,8 @@ def prefix_requests(args: argparse.Namespace) -> list[m.Request]:
 
 def _prefix_phase(args: argparse.Namespace, url: str) -> m.PrefixPhase:
     """The prefix check on the real engine: its requests one after another, and the
-    engine's prefix-cache counters (``vllm:prefix_cache_hits``, ``_queries``) over them."""
+    engine's prefix-cache counters (``vllm:prefix_cache_hits``, ``_queries``) and its own
+    mean TTFT over them."""
     reqs = prefix_requests(args)
     print(
         f"calibrate-emulator: prefix check: {args.prefix_groups} groups x "
@@ -202,14 +205,20 @@ def _prefix_phase(args: argparse.Namespace, url: str) -> m.PrefixPhase:
         flush=True,
     )
     hits0, queries0 = real.prefix_totals(url)
+    before = real.histogram_totals(url, real.TTFT)[real.TTFT]
     done = asyncio.run(real.closed_loop(url, args.engine_model, reqs, 9_000_000))
+    after = real.histogram_totals(url, real.TTFT)[real.TTFT]
     hits1, queries1 = real.prefix_totals(url)
-    return m.PrefixPhase(done, hits1 - hits0, queries1 - queries0, (hits0, queries0))
+    engine_ttft = real.mean_between(before, after, len(done))
+    return m.PrefixPhase(done, hits1 - hits0, queries1 - queries0, (hits0, queries0), engine_ttft)
 
 
 def _off_engine(measured: Any) -> float:
-    """A closed-loop level's time off the engine (0 for a KV-bound case)."""
-    return measured.off_engine if isinstance(measured, m.ClosedPhase) else 0.0
+    """A closed-loop level's time off the engine, or the prefix check's first tokens' (0 for
+    a KV-bound case)."""
+    if isinstance(measured, (m.ClosedPhase, m.PrefixPhase)):
+        return measured.off_engine
+    return 0.0
 
 
 def _profile(args: argparse.Namespace, cache: dict[str, str], probe: ph.Probe) -> Profile:
@@ -430,6 +439,9 @@ def _prefix_case(
         },
         # the real engine's counters before the phase: what the probes and other phases hit
         "engine_before": phase.earlier,
+        # the engine's own mean TTFT, and the clients' beyond it (a repeat beyond --tolerance)
+        "engine_ttft_s": phase.engine_ttft_s,
+        "off_engine": phase.off_engine,
         "ttft_s": {
             "real": [d.ttft_s for d in sorted(phase.done, key=lambda d: d.sent_s)],
             "emulated": [d.ttft_s for d in emulated.done],
@@ -453,7 +465,8 @@ def _prefix_lines(p: dict[str, Any] | None) -> list[str]:
         f"{w['output_tokens']} output; hit rate (tokens, vLLM's prefix_cache_hits ÷ "
         f"queries) within ±{p['hit_tolerance']} absolute, mean TTFTs within "
         f"±{p['ttft_tolerance']:.0%}; the workload's own hit rate, nothing evicted: "
-        f"{p['expected_hit_rate']:.3f}.",
+        f"{p['expected_hit_rate']:.3f}; the clients' mean TTFT over the engine's own: "
+        f"{p.get('off_engine', 0.0):+.1%}.",
         "",
         "| prefix check | real | emulated | error |",
         "|---|---:|---:|---:|",
