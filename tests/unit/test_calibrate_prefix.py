@@ -134,6 +134,22 @@ def test_the_profile_keeps_the_prefix_cache_the_engine_reports() -> None:
     )
 
 
+def test_a_repeat_of_the_phase_sends_prefixes_of_its_own() -> None:
+    """A repeat follows the attempt before within seconds: its prefixes may still be cached,
+    and a group's first request would then hit. Each attempt takes groups of its own."""
+    from inflight.bench.calibrate.run import prefix_requests
+
+    args = parse()
+    first, second = prefix_requests(args, 0), prefix_requests(args, 1)
+    assert {r.prefix_group for r in first} == {0, 1, 2}
+    assert {r.prefix_group for r in second} == {3, 4, 5}
+    ids = {tuple(m.prompt_ids(r, 1, 3)[:128]) for r in first + second}
+    assert len(ids) == 6  # no two groups share even their first block
+    # both attempts on one emulator, back to back: the second finds only its own prefixes
+    engine_hits = m.replay_prefix(fitted(), first + second).hits
+    assert engine_hits == 2 * m.replay_prefix(fitted(), first).hits
+
+
 def test_the_flags_schedule_the_prefix_check_last_and_refuse_one_round() -> None:
     args = parse()
     assert (args.prefix_groups, args.prefix_rounds, args.prefix_tokens) == (3, 4, 1024)

@@ -91,11 +91,13 @@ def prompt_ids(req: Request, seed: int | str, first_id: int) -> list[int]:
 
 
 def prefix_requests(
-    groups: int, rounds: int, prefix_tokens: int, suffix_tokens: int
+    groups: int, rounds: int, prefix_tokens: int, suffix_tokens: int, first_group: int = 0
 ) -> list[Request]:
     """The prefix check's requests, one client (one after another): ``rounds`` rounds, each
     one request of every group (a shared ``prefix_tokens`` prefix, its own ``suffix_tokens``),
     so a group's first request finds nothing cached and its later ones find its prefix.
+    Groups are numbered from ``first_group`` (a repeat of the phase takes new ones: the
+    prefixes of the attempt before may still be cached).
 
     >>> [(r.prefix_group, r.prompt_tokens) for r in prefix_requests(2, 2, 256, 64)]
     [(0, 320), (1, 320), (0, 320), (1, 320)]
@@ -103,7 +105,7 @@ def prefix_requests(
     return [
         Request(prefix_tokens + suffix_tokens, PREFIX_OUTPUT_TOKENS, 0, g, prefix_tokens)
         for _ in range(rounds)
-        for g in range(groups)
+        for g in range(first_group, first_group + groups)
     ]
 
 

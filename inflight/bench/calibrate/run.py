@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -149,6 +150,7 @@ def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
     beyond ``--tolerance`` is run again, at most ``--max-repeats`` times."""
     model = args.engine_model
     cache = real.cache_config(url)
+    prefix_attempts = itertools.count()
 
     def probe() -> ph.Probe:
         print("calibrate-emulator: probe: TTFT against the prompt, time per token", flush=True)
@@ -175,7 +177,7 @@ def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
                 real.mean_between(before[real.E2E], after[real.E2E], len(done)),
             )  # fmt: skip
         if name == "prefix":
-            return _prefix_phase(args, url)
+            return _prefix_phase(args, url, next(prefix_attempts))
         case = name.removeprefix("kv ")
         n, prompt, output = m.KV_CASES[case]
         print(f"calibrate-emulator: KV-bound case {case}: {n} x ({prompt} + {output})", flush=True)
@@ -187,17 +189,23 @@ def _measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
     return {"cache": cache, "runs": runs}
 
 
-def prefix_requests(args: argparse.Namespace) -> list[m.Request]:
+def prefix_requests(args: argparse.Namespace, attempt: int = 0) -> list[m.Request]:
+    """The prefix check's requests for its ``attempt``-th run (from 0): groups of their own."""
+    groups = args.prefix_groups
     return m.prefix_requests(
-        args.prefix_groups, args.prefix_rounds, args.prefix_tokens, args.prefix_suffix_tokens
+        groups,
+        args.prefix_rounds,
+        args.prefix_tokens,
+        args.prefix_suffix_tokens,
+        first_group=attempt * groups,
     )
 
 
-def _prefix_phase(args: argparse.Namespace, url: str) -> m.PrefixPhase:
+def _prefix_phase(args: argparse.Namespace, url: str, attempt: int) -> m.PrefixPhase:
     """The prefix check on the real engine: its requests one after another, and the
     engine's prefix-cache counters (``vllm:prefix_cache_hits``, ``_queries``) and its own
     mean TTFT over them."""
-    reqs = prefix_requests(args)
+    reqs = prefix_requests(args, attempt)
     print(
         f"calibrate-emulator: prefix check: {args.prefix_groups} groups x "
         f"{args.prefix_rounds} rounds of ({args.prefix_tokens} shared + "
