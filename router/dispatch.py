@@ -56,7 +56,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from inflight.control.hold_order import LATE, SERVE, HoldPlan, next_step, single_plan
 from inflight.kv_blocks import blocks_for
@@ -70,10 +70,21 @@ from router.errors import (
     UpstreamUnavailable,
 )
 from router.pool import READY, Endpoint, Pool
-from router.prefix_index import PrefixIndex, PromptBlocks, prefer, uncached
+from router.prefix_index import PrefixIndex, PromptBlocks, SharedBlocks, prefer, uncached
 from router.tokens import DEFAULT_CHARS_PER_TOKEN, DEFAULT_MAX_PROMPT_ITEMS
 
 R = TypeVar("R")
+
+
+class Charge(NamedTuple):
+    """What a request holds on its endpoint under token admission (:meth:`Dispatcher.cached`):
+    ``tokens``, and the prompt ``blocks`` it references there (counted once for all the
+    requests in flight that share them); give both back at its end."""
+
+    tokens: int
+    blocks: Sequence[int] = ()
+
+
 # The block size a prompt is hashed in until an endpoint says its own (vLLM's default on GPUs).
 DEFAULT_PREFIX_BLOCK_SIZE = 16
 # Sends the request to an endpoint; returns once its response has begun (the proxy's
@@ -211,6 +222,9 @@ class Dispatcher:
         # up); how far over the least loaded the cache's endpoint may be; the block size a
         # request's prompt is hashed in (an endpoint's discovered one, else the flag's).
         self.prefix = PrefixIndex() if prefix_balance is not None else None
+        # The prompt blocks the requests in flight reference on each endpoint (with the
+        # index and token admission: a block shared in flight is counted once).
+        self.shared = SharedBlocks()
         # A raw request's prompt blocks (the proxy's, with the feature on; None when off).
         self.prompt_blocks = (
             PromptBlocks(chars_per_token, max_prompt_items) if self.prefix is not None else None
@@ -234,12 +248,15 @@ class Dispatcher:
         """A work request was accepted: it is in L from now until :meth:`leave`."""
         self._inflight += 1
 
-    def leave(self, ep: Endpoint | None = None, tokens: int = 0) -> None:
+    def leave(
+        self, ep: Endpoint | None = None, tokens: int = 0, blocks: Sequence[int] = ()
+    ) -> None:
         """A work request is done (call once for each :meth:`enter`): the slot it holds on
-        ``ep`` (None: it holds none: never dispatched, refused, or given back already) and
-        its ``tokens`` go back (:meth:`release`), and it leaves L."""
+        ``ep`` (None: it holds none: never dispatched, refused, or given back already), its
+        ``tokens`` and the prompt ``blocks`` it references go back (:meth:`release`; both
+        as :meth:`cached` returned them), and it leaves L."""
         if ep is not None:
-            self.release(ep, tokens)
+            self.release(ep, tokens, blocks)
         self._inflight -= 1
 
     @property
@@ -314,33 +331,36 @@ class Dispatcher:
         if self.prefix is not None:
             for url in urls:
                 self.prefix.forget(url)
+                self.shared.forget(url)
 
-    def cached(self, ep: Endpoint, blocks: Sequence[int], tokens: int = 0) -> int:
+    def cached(self, ep: Endpoint, blocks: Sequence[int], tokens: int = 0) -> Charge:
         """A request with the prompt ``blocks`` got a slot on ``ep`` (from any path: at
         once, held, retried): they are counted as found or not there, and as cached there
         from now on (its owner calls this: :class:`Admission`, the simulator's router).
 
-        Returns the tokens the request holds on ``ep``: with token admission, its demand
-        ``tokens`` (charged when the slot was taken) less the prompt blocks ``ep``
-        already caches (:func:`router.prefix_index.uncached`; the difference is given back
-        now), so ``router_endpoint_inflight_tokens``, and the scaler's token dimension
-        with it, count the work a cache has not done. Give the returned tokens back at
-        the request's end."""
+        With token admission, what it holds on ``ep`` changes from its whole demand
+        ``tokens`` (charged when the slot was taken) to its part outside its prompt's
+        blocks, and each of its blocks that no other request in flight there references
+        (:class:`router.prefix_index.SharedBlocks`): a prefix that requests in flight
+        share is one prefix of KV cache, as vLLM holds it. So
+        ``router_endpoint_inflight_tokens``, and the scaler's token dimension with it, count
+        the cache in use, not each request's whole prompt. Returns the :class:`Charge` to
+        give back at the request's end (:meth:`leave`)."""
         index = self.prefix
         if index is None or not blocks:
-            return tokens
+            return Charge(tokens)
         url = ep.url
-        matched = index.matched(url, blocks)
         self.prefix_queries += len(blocks)
-        self.prefix_hits += matched
+        self.prefix_hits += index.matched(url, blocks)
         index.record(url, blocks)
-        if not matched or not tokens or not self.token_aware:
-            return tokens
-        left = uncached(tokens, matched, self.prefix_block_size)
-        refund = self.charge_of(url, tokens) - self.charge_of(url, left)
-        if refund > 0 and url in self._tokens:
-            self._tokens[url] = max(0, self._tokens[url] - refund)
-        return left
+        if not tokens or not self.token_aware:
+            return Charge(tokens)
+        size = self.prefix_block_size
+        rest = uncached(tokens, len(blocks), size)
+        new = self.shared.hold(url, blocks)
+        held = self._tokens.get(url, 0) - self.charge_of(url, tokens)
+        self._tokens[url] = max(0, held + self.charge_of(url, rest) + new * size)
+        return Charge(rest, blocks)
 
     def _choose_prefix(self, tokens: int, blocks: Sequence[int]) -> Endpoint | None:
         """The endpoint for a request with the prompt ``blocks``: the one holding its
@@ -357,11 +377,14 @@ class Dispatcher:
         for candidate in self.pool.endpoints():
             if candidate.state != READY or candidate.inflight >= limit:
                 continue
-            matched = index.matched(candidate.url, blocks)
-            # With token admission, what it would add there: its uncached tokens.
-            if token_aware and not self.fits(candidate, uncached(tokens, matched, size)):
+            url = candidate.url
+            # With token admission, what it would add there: its demand less the blocks
+            # requests in flight there already reference.
+            if token_aware and not self.fits(
+                candidate, uncached(tokens, self.shared.held(url, blocks), size)
+            ):
                 continue
-            candidates.append((candidate, candidate.inflight, matched))
+            candidates.append((candidate, candidate.inflight, index.matched(url, blocks)))
         ep, _ = prefer(candidates, self.prefix_balance)
         if ep is not None:
             return ep
@@ -561,16 +584,22 @@ class Dispatcher:
                     )
                 )
 
-    def release(self, ep: Endpoint, tokens: int = 0) -> None:
+    def release(self, ep: Endpoint, tokens: int = 0, blocks: Sequence[int] = ()) -> None:
         """Give back a slot taken by ``acquire`` (call exactly once, in a ``finally``), and
-        the ``tokens`` it was taken with."""
+        the ``tokens`` it holds (and the prompt ``blocks`` it references: :meth:`cached`)."""
         self.pool.release(ep)
         if tokens and self.token_aware:
             # An endpoint with nothing in flight holds no tokens (a block size discovered
             # anew under requests in flight cannot leave a remainder behind).
             left = 0
+            url = ep.url
             if ep.inflight:
-                left = max(0, self._tokens[ep.url] - self.charge_of(ep.url, tokens))
+                freed = self.charge_of(url, tokens)
+                if blocks:
+                    freed += self.shared.drop(url, blocks) * self.prefix_block_size
+                left = max(0, self._tokens[url] - freed)
+            else:
+                self.shared.forget(url)
             if left or not ep.removed:
                 self._tokens[ep.url] = left
             else:  # drained and forgotten: no series left behind
@@ -664,8 +693,8 @@ class Admission(Generic[R]):
     class held since), not as a newcomer.
     """
 
-    __slots__ = ("_d", "_done", "_held_at", "_holding", "_not_delivered", "_open", "blocks",
-                 "cls", "demand", "ep", "response", "retried", "tokens")  # fmt: skip
+    __slots__ = ("_d", "_done", "_held_at", "_holding", "_not_delivered", "_open", "_refs",
+                 "blocks", "cls", "demand", "ep", "response", "retried", "tokens")  # fmt: skip
 
     response: R
 
@@ -686,6 +715,7 @@ class Admission(Generic[R]):
         # a slot: the demand less the endpoint's cached prefix (Dispatcher.cached).
         self.demand = tokens
         self.tokens = tokens
+        self._refs: Sequence[int] = ()  # the prompt blocks it references (Dispatcher.cached)
         self.blocks = blocks
         self.ep: Endpoint | None = None
         self.retried = False
@@ -705,7 +735,7 @@ class Admission(Generic[R]):
             self.ep = ep
             self._holding = True  # no await since the slot was taken: cannot be lost
             if self.blocks:
-                self.tokens = d.cached(ep, self.blocks, self.tokens)
+                self.tokens, self._refs = d.cached(ep, self.blocks, self.tokens)
             try:
                 self.response = await self._open(ep)
             except NotDelivered as first:
@@ -721,14 +751,14 @@ class Admission(Generic[R]):
         self._not_delivered(ep, first)
         self._holding = False
         self.ep = None
-        self._d.release(ep, self.tokens)
+        self._d.release(ep, self.tokens, self._refs)
         self.retried = True
-        self.tokens = self.demand
+        self.tokens, self._refs = self.demand, ()
         # Its place: the hold time it had, or ahead of all held since it took its slot.
         ep = self.ep = await self._d.acquire(self.cls, self._held_at, True, self.tokens)
         self._holding = True
         if self.blocks:
-            self.tokens = self._d.cached(ep, self.blocks, self.tokens)
+            self.tokens, self._refs = self._d.cached(ep, self.blocks, self.tokens)
         try:
             self.response = await self._open(ep)
         except NotDelivered as second:
@@ -753,6 +783,11 @@ class Admission(Generic[R]):
         self._holding = True
         return ep
 
+    def hold(self, charge: Charge) -> None:
+        """What it holds where it was sent (:meth:`Dispatcher.cached`; the fast path's call,
+        made once the request is sent)."""
+        self.tokens, self._refs = charge
+
     async def retry(self, first: NotDelivered) -> None:
         """What :meth:`enter` does when its opener raised ``first`` for the endpoint it
         holds (the fast path's failed send): once more elsewhere."""
@@ -775,6 +810,6 @@ class Admission(Generic[R]):
         self._done = True
         if self._holding:
             self._holding = False
-            self._d.leave(self.ep, self.tokens)
+            self._d.leave(self.ep, self.tokens, self._refs)
         else:
             self._d.leave()

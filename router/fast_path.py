@@ -233,7 +233,7 @@ class FastCycle(Cycle, Reply):
             self._asgi()
             return
         if blocks:
-            adm.tokens = d.cached(ep, blocks, tokens)
+            adm.hold(d.cached(ep, blocks, tokens))
         proxy.metrics.received.inc()
         if class_of is not None:
             proxy.dispatcher.classes[cls].received += 1

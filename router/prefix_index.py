@@ -194,13 +194,71 @@ def prefer(candidates: Sequence[tuple[K, int, int]], balance: int) -> tuple[K | 
     return best_url, best_hit
 
 
+class SharedBlocks:
+    """The prompt blocks each endpoint's requests in flight reference, counted: a block
+    that several requests in flight share is one block of the endpoint's KV cache (vLLM
+    shares a cached prefix's blocks by reference), and it stays in use until the last of
+    them ends. Exact for the requests the router sent; blocks cached but referenced by no
+    request in flight are free to the engine (evictable) and not counted.
+
+    >>> shared = SharedBlocks()
+    >>> shared.hold("a", [1, 2, 3]), shared.hold("a", [1, 2, 9]), shared.held("a", [1, 2, 5])
+    (3, 1, 2)
+    >>> shared.drop("a", [1, 2, 3]), shared.drop("a", [1, 2, 9])  # the last holder frees
+    (1, 3)
+    """
+
+    __slots__ = ("_refs",)
+
+    def __init__(self) -> None:
+        self._refs: dict[str, dict[int, int]] = {}
+
+    def held(self, url: str, blocks: Sequence[int]) -> int:
+        """How many of ``blocks`` requests in flight on ``url`` reference now."""
+        refs = self._refs.get(url)
+        return sum(1 for block in blocks if block in refs) if refs else 0
+
+    def hold(self, url: str, blocks: Sequence[int]) -> int:
+        """A request in flight on ``url`` references ``blocks``; returns how many were
+        referenced by none before (the blocks it adds to the cache in use)."""
+        refs = self._refs.setdefault(url, {})
+        new = 0
+        for block in blocks:
+            count = refs.get(block, 0)
+            new += count == 0
+            refs[block] = count + 1
+        return new
+
+    def drop(self, url: str, blocks: Sequence[int]) -> int:
+        """That request ended; returns how many of its blocks no request references now."""
+        refs = self._refs.get(url)
+        if not refs:
+            return 0
+        gone = 0
+        for block in blocks:
+            count = refs.get(block, 0)
+            if count <= 1:
+                gone += count == 1
+                refs.pop(block, None)
+            else:
+                refs[block] = count - 1
+        if not refs:
+            del self._refs[url]
+        return gone
+
+    def forget(self, url: str) -> None:
+        """Nothing in flight on ``url`` any more (or it was removed)."""
+        self._refs.pop(url, None)
+
+
 def uncached(tokens: int, matched: int, block_size: int) -> int:
-    """A request's demand of ``tokens`` less what the endpoint's prefix cache already holds
-    of it (``matched`` leading prompt blocks of ``block_size`` tokens): the tokens it adds
-    to that endpoint's KV cache, and the prompt tokens it must still compute. At least one
-    token stays (vLLM recomputes a prompt's last token even when all of it is cached). The
-    one rule for the router's token accounting, live and simulated, and so for the
-    scaler's token dimension (docs/capacity.md).
+    """A request's demand of ``tokens`` less ``matched`` prompt blocks of ``block_size``
+    tokens it need not add: the blocks it shares with requests in flight
+    (:class:`SharedBlocks`), or, for its prompt's own blocks, all of them (counted once
+    each by :class:`SharedBlocks`). At least one token stays (vLLM recomputes a prompt's
+    last token even when all of it is cached). The one rule for the router's token
+    accounting, live and simulated, and so for the scaler's token dimension
+    (docs/capacity.md).
 
     >>> uncached(1600 + 200, 11, 128)  # 11 of a 1,600-token prompt's 12 blocks cached
     392

@@ -54,6 +54,7 @@ from inflight.sim.fleet import Fleet, SimReplica
 from inflight.sim.router import MAX_QUEUE, QUEUE_TIMEOUT_S, Held, SimRouter, discovered_capacity
 from inflight.sim.scaler import ScalerAnswer, SimScaler
 from inflight.statedir import DecisionRecord
+from router.dispatch import Charge
 from router.errors import NoEndpoint, QueueFull, QueueTimeout, Shed
 from router.pool import Endpoint
 
@@ -320,7 +321,7 @@ class Simulation:
                     self._prefix[id(res)] = tuple(rechunk(ids, id_tokens, size, res.prompt_tokens))
         self._open = 0  # requests arrived and not ended
         self._pending = len(self.results) + len(self.warmup)  # not ended (arrived or not)
-        self._by_seq: dict[EngineSeq, tuple[RequestResult, Endpoint, int]] = {}
+        self._by_seq: dict[EngineSeq, tuple[RequestResult, Endpoint, Charge]] = {}
         self._l_integral = 0.0
         self._l_last_s = 0.0
         self.autoscaler: Autoscaler | None = None
@@ -468,8 +469,8 @@ class Simulation:
         self._account_l()
         self._open += 1
 
-        def on_slot(ep: Endpoint, tokens: int) -> None:
-            self._dispatch(res, ep, tokens)
+        def on_slot(ep: Endpoint, charge: Charge) -> None:
+            self._dispatch(res, ep, charge)
 
         def on_refused(exc: BaseException) -> None:  # the lateness bound's 503
             self._account_l()
@@ -497,22 +498,22 @@ class Simulation:
         if self.router.give_up(held):
             self._end(res, ok=False, cause=f"http_{QueueTimeout.status}")
 
-    def _dispatch(self, res: RequestResult, ep: Endpoint, tokens: int) -> None:
-        """``res`` has a slot on ``ep``, holding ``tokens`` there (given back at its end)."""
+    def _dispatch(self, res: RequestResult, ep: Endpoint, charge: Charge) -> None:
+        """``res`` has a slot on ``ep``, holding ``charge`` there (given back at its end)."""
         now = self.events.now_s
         res.dispatched_s = now
         replica = self.fleet.replica_of(ep)
         if res.prompt_tokens + res.max_tokens > self.config.profile.max_model_len:
             # Longer than the replica's context: vLLM (and the emulator's server) answer
             # HTTP 400 at once; the slot comes back (an event: not inside the router's call).
-            self.events.at(now, partial(self._too_long, res, ep, tokens), _P_WORK)
+            self.events.at(now, partial(self._too_long, res, ep, charge), _P_WORK)
             return
         # Bring the replica to now first (its finished requests end, as the emulator's
         # server advances before it submits): submit's own advance would drop them.
         self._wake(replica, now)
         hashes = self._hashes(res)
         seq = EngineSeq(res.prompt_tokens, res.max_tokens, arrival_s=now, block_hashes=hashes)
-        self._by_seq[seq] = (res, ep, tokens)
+        self._by_seq[seq] = (res, ep, charge)
         replica.engine.submit(seq, now)
         self._schedule_wake(replica)
 
@@ -521,10 +522,10 @@ class Simulation:
         prefix cache)."""
         return self._prefix.get(id(res), ())
 
-    def _too_long(self, res: RequestResult, ep: Endpoint, tokens: int) -> None:
+    def _too_long(self, res: RequestResult, ep: Endpoint, charge: Charge) -> None:
         replica = self.fleet.replica_of(ep)
         self._account_l()
-        self.router.finish(ep, tokens)
+        self.router.finish(ep, charge)
         self._end(res, ok=False, cause="http_400")
         self.fleet.released(replica)
 
@@ -548,10 +549,10 @@ class Simulation:
         if finished:
             self._account_l()
         for seq in finished:
-            res, ep, tokens = self._by_seq.pop(seq)
+            res, ep, charge = self._by_seq.pop(seq)
             res.first_s = seq.first_token_s
             res.output_tokens = seq.tokens
-            self.router.finish(ep, tokens)
+            self.router.finish(ep, charge)
             self._end(res, ok=True, cause=None, end_s=seq.finished_s)
             self.fleet.released(r)
         self._schedule_wake(r)

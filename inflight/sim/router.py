@@ -30,12 +30,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Final
 
 from inflight import names
 from inflight.control.hold_order import HoldPlan, single_plan
 from inflight.emulator.metrics import cache_config_info
 from inflight.emulator.profile import Profile
-from router.dispatch import Dispatcher
+from router.dispatch import Charge, Dispatcher
 from router.endpoint_lists import apply
 from router.errors import NoEndpoint, QueueFull, Shed
 from router.kv_discovery import KvCache, cache_from_metrics
@@ -79,10 +80,11 @@ def demand(prompt_tokens: int, max_tokens: int) -> int:
     return demand_of({"prompt": [0] * prompt_tokens, "max_tokens": max_tokens}, chat=False).total
 
 
-# Told a request's slot: the endpoint, and the tokens it holds there (its demand less what
-# the endpoint's prefix cache already holds, with prefix-aware dispatch: give them to
+# Told a request's slot: the endpoint, and what it holds there (its tokens, and with
+# prefix-aware dispatch the prompt blocks it references: router.dispatch.Charge; give it to
 # :meth:`SimRouter.finish`).
-OnSlot = Callable[[Endpoint, int], None]
+OnSlot = Callable[[Endpoint, Charge], None]
+NO_CHARGE: Final = Charge(0)
 
 
 class Held:
@@ -115,10 +117,10 @@ class Held:
 
     def set_result(self, result: Endpoint, /) -> None:
         self._done = True
-        tokens = self._tokens
+        charge = Charge(self._tokens)
         if self._blocks and self._router is not None:
-            tokens = self._router.dispatcher.cached(result, self._blocks, tokens)
-        self.on_slot(result, tokens)
+            charge = self._router.dispatcher.cached(result, self._blocks, self._tokens)
+        self.on_slot(result, charge)
 
     def set_exception(self, exception: BaseException, /) -> None:
         self._done = True
@@ -231,9 +233,7 @@ class SimRouter:
         d.enter()
         ep = d.try_acquire(tokens, blocks)
         if ep is not None:
-            if blocks:
-                tokens = d.cached(ep, blocks, tokens)
-            on_slot(ep, tokens)
+            on_slot(ep, d.cached(ep, blocks, tokens) if blocks else Charge(tokens))
             return None
         if not d.hold_when_full:
             d.leave()
@@ -255,7 +255,7 @@ class SimRouter:
         self.dispatcher.leave()
         return True
 
-    def finish(self, ep: Endpoint, tokens: int = 0) -> None:
-        """A response ended: the slot (and its ``tokens``) go back, held requests take
-        them; out of L."""
-        self.dispatcher.leave(ep, tokens)
+    def finish(self, ep: Endpoint, charge: Charge = NO_CHARGE) -> None:
+        """A response ended: the slot (and what it held: ``charge``, as ``on_slot`` was
+        told) go back, held requests take them; out of L."""
+        self.dispatcher.leave(ep, charge.tokens, charge.blocks)

@@ -13,7 +13,7 @@ import pytest
 
 from inflight.prefix_blocks import token_blocks
 from router import endpoint_lists
-from router.dispatch import Admission, Dispatcher
+from router.dispatch import Admission, Charge, Dispatcher
 from router.pool import Endpoint, Pool
 from router.status import router_status
 
@@ -169,29 +169,47 @@ def admit_tokens(d: Dispatcher, blocks: list[int], tokens: int) -> Admission[obj
     adm: Admission[object] = Admission(d, _never, lambda ep, exc: None, 0, tokens, blocks)
     ep = adm.enter_now()
     assert ep is not None
-    adm.tokens = d.cached(ep, blocks, tokens)
+    adm.hold(d.cached(ep, blocks, tokens))
     return adm
 
 
-def test_with_token_admission_a_request_holds_only_its_uncached_tokens() -> None:
+def test_with_token_admission_a_prefix_shared_in_flight_is_counted_once() -> None:
     # 64-token prompts (4 blocks of 16) + 36 output tokens: a demand of 100.
     d = token_dispatcher([A, B], kv_tokens=1024)
     first = admit_tokens(d, GROUP1, 100)
     assert first.ep is not None
     url = first.ep.url
-    assert first.tokens == 100 and d.tokens_in_flight(url) == 112  # whole blocks of 16
-    # The same prefix on the same endpoint: its 4 cached blocks are not counted again.
+    # Its own part (36 tokens: 48 in whole blocks of 16) and its prompt's 4 blocks (64).
+    assert (first.tokens, first.demand, d.tokens_in_flight(url)) == (36, 100, 48 + 64)
+    # The same prefix on the same endpoint, in flight: its 4 blocks are not counted again.
     second = admit_tokens(d, GROUP1, 100)
-    assert second.ep is first.ep and second.tokens == 100 - 64 and second.demand == 100
+    assert second.ep is first.ep and second.tokens == 36 and second.demand == 100
     assert d.tokens_in_flight(url) == 112 + 48
-    # A prompt the cache does not hold is counted whole.
+    # A prompt no request in flight references is counted whole (where it went).
     other = admit_tokens(d, GROUP2, 100)
-    assert other.tokens == 100
+    assert other.ep is not None and other.ep is not first.ep
+    assert d.tokens_in_flight(other.ep.url) == 112
     second.leave()
     assert d.tokens_in_flight(url) == 112  # exactly what it added comes back
     first.leave()
     other.leave()
     assert d.tokens_in_flight(A) == 0 and d.tokens_in_flight(B) == 0 and d.inflight == 0
+
+
+def test_the_shared_prefix_stays_counted_until_its_last_request_ends() -> None:
+    d = token_dispatcher([A], kv_tokens=1024)
+    first = admit_tokens(d, GROUP1, 100)
+    second = admit_tokens(d, GROUP1, 100)
+    assert d.tokens_in_flight(A) == 160  # 64 shared + 48 + 48 (each one's own part)
+    first.leave()  # the request that brought the prefix ends first: it stays in use
+    assert d.tokens_in_flight(A) == 112
+    # A request whose prefix is in the index but referenced by nothing in flight adds it.
+    second.leave()
+    third = admit_tokens(d, GROUP1, 100)
+    assert d.prefix is not None and d.prefix.matched(A, GROUP1) == 4
+    assert d.tokens_in_flight(A) == 112
+    third.leave()
+    assert d.tokens_in_flight(A) == 0
 
 
 def test_a_cached_prefix_fits_where_its_whole_demand_would_not() -> None:
@@ -205,17 +223,18 @@ def test_a_cached_prefix_fits_where_its_whole_demand_would_not() -> None:
     assert d.tokens_in_flight(A) == 0
 
 
-def test_the_simulators_router_holds_the_same_uncached_tokens() -> None:
+def test_the_simulators_router_counts_the_same_shared_prefix() -> None:
     from inflight.sim.router import SimRouter
     from router.kv_discovery import KvCache
 
     r = SimRouter(4, random.Random(7), prefix_balance=2, kv_tokens=KvCache(1024, 16))
     r.set_endpoints([A])
-    got: list[tuple[Endpoint, int]] = []
+    got: list[tuple[Endpoint, Charge]] = []
     for _ in range(2):
-        r.arrive(lambda ep, tokens: got.append((ep, tokens)), tokens=100, blocks=GROUP1)
-    assert [t for _, t in got] == [100, 36]  # the live admission's figures (test above)
-    assert r.dispatcher.tokens_in_flight(A) == 112 + 48
-    for ep, tokens in got:
-        r.finish(ep, tokens)
+        r.arrive(lambda ep, charge: got.append((ep, charge)), tokens=100, blocks=GROUP1)
+    assert [c.tokens for _, c in got] == [36, 36]  # the live admission's figures (above)
+    assert r.dispatcher.tokens_in_flight(A) == 160
+    r.finish(*got[0])
+    assert r.dispatcher.tokens_in_flight(A) == 112  # the prefix stays: the second holds it
+    r.finish(*got[1])
     assert r.dispatcher.tokens_in_flight(A) == 0 and r.inflight == 0
