@@ -5,7 +5,7 @@
 # uncached tokens, each with the default policy and every fixed fleet (the frontier).
 # Usage from the repository root, the trace in $TRACES (default /tmp/traces):
 #   results/2026-12-06-mooncake-prefix/run.sh
-# Only each run's comparison.md is kept (the results folder's size budget).
+# Only each run's comparison.md is kept, gzipped (the results folder's size budget).
 set -euo pipefail
 D=results/2026-12-06-mooncake-prefix
 T=${TRACES:-/tmp/traces}/mooncake_conversation_trace.jsonl
@@ -18,7 +18,7 @@ run() {  # dispatch, window start[, folder prefix, extra flags]
   # shellcheck disable=SC2086
   .venv/bin/python -m inflight sim compare --policies "$P" --trace "$T" --trace-start-s "$2" $C \
     --dispatch "$1" ${4:-} --out-dir "$tmp" >"$tmp.log" 2>&1 || { tail -20 "$tmp.log"; rm -rf "${tmp%/run}"; return 1; }
-  mkdir -p "$out"; cp "$tmp/comparison.md" "$out/"; tail -3 "$tmp.log"; rm -rf "${tmp%/run}"
+  mkdir -p "$out"; gzip -9c "$tmp/comparison.md" > "$out/comparison.md.gz"; tail -3 "$tmp.log"; rm -rf "${tmp%/run}"
 }
 if [ "${1:-}" != kv ]; then
   for s in 0 1200 2400; do

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from inflight.sim.router import SimRouter
+from router.dispatch import Charge
 from router.errors import NoEndpoint, QueueFull
 from router.pool import Endpoint
 
@@ -17,8 +18,8 @@ def _router(hold: bool = True, max_queue: int = 8) -> tuple[SimRouter, list[tupl
     return r, []
 
 
-def _record(got: list[tuple[str, str]], name: str) -> Callable[[Endpoint, int], None]:
-    return lambda ep, _tokens: got.append((name, ep.url))
+def _record(got: list[tuple[str, str]], name: str) -> Callable[[Endpoint, Charge], None]:
+    return lambda ep, _charge: got.append((name, ep.url))
 
 
 def test_slots_first_then_held_in_order_and_handed_over_on_release() -> None:
@@ -26,8 +27,8 @@ def test_slots_first_then_held_in_order_and_handed_over_on_release() -> None:
     r.set_endpoints(["http://a:1"])
     eps: dict[str, Endpoint] = {}
 
-    def slot(name: str) -> Callable[[Endpoint, int], None]:
-        def on(ep: Endpoint, _tokens: int) -> None:
+    def slot(name: str) -> Callable[[Endpoint, Charge], None]:
+        def on(ep: Endpoint, _charge: Charge) -> None:
             got.append((name, ep.url))
             eps[name] = ep
 
