@@ -66,7 +66,11 @@ def test_up_asks_for_a_second_replica_on_kv_only_with_capacity_auto(
         samples = (tmp_path / capacity / "timeline.jsonl").read_text().splitlines()
         assert json.loads(samples[0])["kv_tokens_admitted_against"] == 4992, samples[0]
         assert summary["max_held"] == 2 and summary["max_tokens_held"] == 4000, summary
-        assert summary["max_waiting_kv"] == 0 and summary["max_running"] == 2, summary
+        # Never the two of the run without admission (below): at most the one request the
+        # router has just handed over, between its arrival and the engine's next step
+        # (the emulator, as vLLM, reports a request waiting for its step as waiting, reason
+        # capacity; a scrape in those milliseconds reads 1: fresh clone fc10, 2026-12-06).
+        assert summary["max_waiting_kv"] <= 1 and summary["max_running"] == 2, summary
     else:
         # The replica was KV-bound: requests waited for KV blocks in the replica (2 while L
         # is 4; the largest sampled can be 3, a scrape between a request's end and the step
