@@ -228,9 +228,13 @@ def unavailable_is_expected(metadata: dict[str, str], details: str) -> bool:
     the first scrape has no samples. With data, every valid trigger answers OK.
     """
     spec = parse_metadata(metadata)  # it parsed in the scaler, so it parses here
+    if spec.policy.policy == "qps" and "reach back" in details:
+        # Its arrivals window (10 s × timeScale) reaches before the first scrape, whatever
+        # the step: found by this test in fresh clone fc11 ({policy: qps, timeScale: 60}).
+        return True
     if spec.selector not in _MATCHING or step_for(spec) > 1.0:
         return "no sample of L" in details
-    return spec.policy.policy == "qps" and "reach back" in details
+    return False
 
 
 def test_fuzzed_metadata_answers_ok_or_invalid_argument(
