@@ -46,27 +46,31 @@ them (`inflight sim --policies 'saturation[KEY=VALUE]'`, `inflight sim run
 """
 
 
+def _default(key: str) -> str:
+    """A key's default as the table shows it."""
+    default = names.METADATA_DEFAULTS[key]
+    return _cell(f"`{default}`" if default != "" else "(empty)")
+
+
 def render() -> str:
     """The reference page, one line per key in the parser's order; the settings tried and
     not adopted listed again after, with what only the simulator takes."""
     keda = ", ".join(f"`{k}`" for k in sorted(KEDA_KEYS))
     lines = [HEADER.format(keda=keda)]
     for row in ROWS:
-        default = names.METADATA_DEFAULTS[row.key]
-        shown = f"`{default}`" if default != "" else "(empty)"
         seconds = "yes" if row.seconds else ""
-        lines.append(f"| `{row.key}` | {_cell(shown)} | {_cell(row.read.form)} | {seconds} |\n")
+        lines.append(
+            f"| `{row.key}` | {_default(row.key)} | {_cell(row.read.form)} | {seconds} |\n"
+        )
     lines.append(EXPERIMENTAL)
     for row in ROWS:
         if not (row.experimental or row.experimental_values):
             continue
-        default = names.METADATA_DEFAULTS[row.key]
-        shown = f"`{default}`" if default != "" else "(empty)"
         if row.experimental:
             only = "any other value"
         else:
             only = ", ".join(f"`{v}`" for v in row.experimental_values)
-        lines.append(f"| `{row.key}` | {_cell(shown)} | {only} |\n")
+        lines.append(f"| `{row.key}` | {_default(row.key)} | {only} |\n")
     return "".join(lines)
 
 

@@ -601,9 +601,9 @@ class Dispatcher:
             else:
                 self.shared.forget(url)
             if left or not ep.removed:
-                self._tokens[ep.url] = left
+                self._tokens[url] = left
             else:  # drained and forgotten: no series left behind
-                del self._tokens[ep.url]
+                del self._tokens[url]
         if self._held:
             self.pump()
 
@@ -712,7 +712,8 @@ class Admission(Generic[R]):
         self._not_delivered = not_delivered
         self.cls = cls
         # Its demand in tokens (0 without token admission), and what it holds where it has
-        # a slot: the demand less the endpoint's cached prefix (Dispatcher.cached).
+        # a slot: with prefix dispatch, its part outside its prompt's blocks, the blocks
+        # counted once for all that share them (Dispatcher.cached).
         self.demand = tokens
         self.tokens = tokens
         self._refs: Sequence[int] = ()  # the prompt blocks it references (Dispatcher.cached)

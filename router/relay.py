@@ -7,7 +7,7 @@ differ; the rules do not, and they live here:
 
 * which responses are read whole and written in one go (:func:`one_shot`), and which are
   streamed as they come;
-* when an OpenAI stream has reached its end (:func:`ends_stream`: its ``data: [DONE]``
+* when an OpenAI stream has reached its end (:meth:`Reply.relayed`: its ``data: [DONE]``
   event is relayed, so a client that leaves after it is not a client that left early);
 * what the client is told when the upstream breaks mid-response (:func:`broken_tail` ends
   a stream already begun, :func:`broken_body` is the 502 of a one-shot response of which
@@ -40,11 +40,6 @@ def one_shot(length: int | None, is_sse: bool) -> bool:
     """Whether a response is read whole, then written at once: a Content-Length up to
     :data:`ONE_SHOT_MAX_BYTES`, and not an event stream."""
     return length is not None and length <= ONE_SHOT_MAX_BYTES and not is_sse
-
-
-def ends_stream(chunk: bytes) -> bool:
-    """Whether ``chunk`` ends an OpenAI stream (its ``data: [DONE]`` event)."""
-    return chunk.endswith(SSE_DONE) or chunk.endswith(SSE_DONE_CRLF)
 
 
 def broken_tail(message: str, is_sse: bool) -> bytes:
@@ -96,7 +91,8 @@ class Reply:
             proxy.metrics.ttfb.observe(proxy.clock() - t0)
 
     def relayed(self, chunk: bytes, status: int) -> None:
-        """A chunk of an event stream was relayed: the stream's end, if it is one."""
+        """A chunk of an event stream was relayed: the stream's end, if it ends with the
+        ``data: [DONE]`` event (the one place this rule is written)."""
         if chunk.endswith(SSE_DONE) or chunk.endswith(SSE_DONE_CRLF):
             self.finished = status  # type: ignore[misc]  # (a slot of the class using it)
 

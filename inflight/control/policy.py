@@ -605,10 +605,18 @@ def decide(
     if not active:
         desired = 0
     reason = _reason(
-        spec, value, desired, active, ready_replicas, peak, floor, floor_value, rebound, late
+        spec,
+        value,
+        desired,
+        active,
+        ready_replicas,
+        peak,
+        floor,
+        floor_value,
+        rebound,
+        late,
+        drained[1] if drained is not None else None,
     )
-    if drained is not None and late is None:
-        reason = f"{drained[1]} = {desired} x {spec.target:g}"
     partial = (*partial, *_gaps(levels.times, spec, now_s))
     inflight = points[-1].value
     decision = Decision(
@@ -862,16 +870,20 @@ def _reason(
     floor_value: float,
     rebound: float,
     late: str | None,
+    drained: str | None = None,
 ) -> str:
     """The one stage that set the value, and its numbers: the first that applies of the
-    late hold, the rebound, the recurring burst anticipated, the floor, inactivity, the
-    HPA's tolerance, the growth, then L's maximum (or L now, or idle)."""
+    late hold, the backlog drain (``drained``: :func:`drain_level`'s why), the rebound,
+    the recurring burst anticipated, the floor, inactivity, the HPA's tolerance, the
+    growth, then L's maximum (or L now, or idle)."""
     up_s, down_s, target = spec.scale_up_window_s, spec.scale_down_window_s, spec.target
     current = peak.current
     count = f"{desired} x {target:g}"
     above_now = value > round(current, _DECIMALS)
     if late is not None:
         return f"{late}: holding {value:g} = {count}"
+    if drained is not None:
+        return f"{drained} = {count}"
     if rebound > 0 and rebound >= floor_value and above_now:
         return (
             f"rebound: L came back to {rebound:g} within {spec.rebound_window_s:g} s of "

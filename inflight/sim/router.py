@@ -233,7 +233,7 @@ class SimRouter:
         d.enter()
         ep = d.try_acquire(tokens, blocks)
         if ep is not None:
-            on_slot(ep, d.cached(ep, blocks, tokens) if blocks else Charge(tokens))
+            on_slot(ep, d.cached(ep, blocks, tokens))
             return None
         if not d.hold_when_full:
             d.leave()

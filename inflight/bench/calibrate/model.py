@@ -52,7 +52,7 @@ KV_CASES: dict[str, tuple[int, int, int]] = {
 PREFIX_OUTPUT_TOKENS = 8
 
 #: The prefix check's tolerances (docs/vllm-cpu.md: measured): hit rates (absolute) and the
-#: mean TTFTs (relative). Placeholders until measured.
+#: mean TTFTs (relative), chosen from the runs in results/2026-12-06-calibrate-prefix.
 PREFIX_HIT_TOLERANCE = 0.01
 PREFIX_TTFT_TOLERANCE = 0.25
 
