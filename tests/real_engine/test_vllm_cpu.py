@@ -11,10 +11,14 @@ The engine runs with 40 KV blocks of 128 tokens (5,120 tokens), ``--max-num-seqs
 slots at the router. Every wait is a poll; nothing here asserts a duration.
 
 No check polls for a state that could pass between two polls (a fresh clone on a faster
-machine once saw L = 6 with nothing running yet, then the first four requests done): a test
-waits until its streams show the state it wants has begun (each request it expects to run
-has streamed tokens, with hundreds left), then pauses the replica's engine core (SIGSTOP:
-:func:`engine_paused`) so that the state lasts, reads it, and resumes the engine.
+machine once saw L = 6 with nothing running yet, then the first four requests done). Nor
+does one wait for what its client has read before holding the state: on a busy machine
+vLLM's API server (and the client) fall seconds behind the engine core, and CI paused the
+engine only after requests it wanted running had finished. A test steps the replica's
+engine core instead (:func:`held_at`): it reads a settled sample with the core stopped
+(SIGSTOP), and lets it run a short slice (SIGCONT, then SIGSTOP again) until the sample is
+the state it wants, which is then read and asserted with the core still stopped. A request
+that finished on the way (vLLM's success counter moved) fails the test, naming every sample.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ import re
 import signal
 import tempfile
 import threading
+import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +178,7 @@ class Sample:
     waiting: int
     kv_usage: float
     ready: bool  # the router's endpoint is ready (not unhealthy, not draining)
+    finished: int  # vLLM's requests finished (its success counter, over finished_reason)
 
 
 def sample(stack: Stack) -> Sample | None:
@@ -188,6 +194,7 @@ def sample(stack: Stack) -> Sample | None:
         waiting=int(metrics.value(names.VLLM_WAITING)),
         kv_usage=metrics.value(names.VLLM_KV_CACHE_USAGE),
         ready=[e["state"] for e in after["endpoints"]] == ["ready"],
+        finished=int(metrics.value(names.VLLM_REQUEST_SUCCESS)),
     )
 
 
@@ -224,49 +231,64 @@ def engine_core_pid(root: int) -> int:
     return found[0]
 
 
-def _stopped(pid: int) -> bool:
-    return any(p.pid == pid and p.state == "T" for p in live_processes())
+def _state(pid: int) -> str:
+    """``pid``'s state letter in /proc/<pid>/stat ("T": stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+
+
+def _stop(pid: int) -> None:
+    os.kill(pid, signal.SIGSTOP)
+    wait_for(lambda: _state(pid) == "T", timeout_s=TIMEOUT_S, what=f"engine core {pid} stopped")
+
+
+# How long the engine core runs between two samples: a few of llama-8m's decode steps here,
+# or part of a 2,048-token prefill step (a stopped step goes on in the next slice).
+RUN_SLICE_S = 0.02
+
+
+def settled_sample(stack: Stack) -> Sample:
+    """A sample equal to the one read just before it: with the engine core stopped, vLLM's
+    API server has then relayed every step the core finished (it can lag the core by seconds
+    on a busy machine), and the router has seen what it relayed."""
+    last: list[Sample | None] = [None]
+
+    def settled() -> Sample | None:
+        now = sample(stack)
+        before, last[0] = last[0], now
+        return now if now is not None and now == before else None
+
+    found: Sample = wait_for(settled, timeout_s=TIMEOUT_S, interval_s=0.01, what="a settled sample")
+    return found
 
 
 @contextlib.contextmanager
-def engine_paused(stack: Stack) -> Iterator[None]:
-    """The replica's engine core stopped (SIGSTOP) for the block, then resumed (SIGCONT):
-    no step runs meanwhile, so what its API server's /metrics last recorded (running,
-    waiting, KV use) and what the router counts stay as they are until the test has read
-    them. The API server and its /health keep answering (vLLM's health check reads a flag,
-    not the engine)."""
+def held_at(stack: Stack, want: Callable[[Sample], bool], what: str) -> Iterator[Sample]:
+    """The replica's engine core stepped until a settled sample is ``want``; the block runs
+    with the core stopped (SIGSTOP) at that sample, which it gets, and the core resumes
+    (SIGCONT) after it. Between two samples the core runs for :data:`RUN_SLICE_S` (a time
+    slice of the engine's, not a wait for a condition: the condition is read with the core
+    stopped). Fails if a request finishes before ``want`` holds, or after :data:`TIMEOUT_S`,
+    naming each sample seen.
+
+    The API server and its /health keep answering while the core is stopped (vLLM's health
+    check reads a flag, not the engine)."""
     pid = engine_core_pid(stack.info.pid)
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        wait_for(lambda: _stopped(pid), timeout_s=TIMEOUT_S, what=f"engine core {pid} stopped")
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
-def wait_streaming(streams: Streams, running: int) -> None:
-    """Until ``running`` streams have each streamed two events: their prompts are in the
-    engine's cache and they decode, each with hundreds of tokens to go."""
-    wait_for(
-        lambda: sum(n >= 2 for n in streams.events) >= running,
-        timeout_s=TIMEOUT_S,
-        interval_s=0.01,
-        what=f"{running} streams streaming",
-    )
-
-
-def stable_sample(stack: Stack) -> Sample:
-    now: Sample = wait_for(lambda: sample(stack), timeout_s=TIMEOUT_S, what="a stable sample")
-    return now
-
-
-def paused_sample(stack: Stack, streams: Streams, running: int) -> Sample:
-    """Once ``running`` streams decode (:func:`wait_streaming`), one sample read with the
-    engine paused. A request that finished before the pause shows in the sample (L down),
-    which the caller's assertion names."""
-    wait_streaming(streams, running)
-    with engine_paused(stack):
-        return stable_sample(stack)
+    seen: list[Sample] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        _stop(pid)
+        try:
+            now = settled_sample(stack)
+            if want(now):
+                yield now
+                return
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        if not seen or seen[-1] != now:
+            seen.append(now)
+        assert now.finished == seen[0].finished, f"a request finished before {what}: {seen}"
+        assert time.monotonic() < deadline, f"no {what} in {TIMEOUT_S} s: {seen}"
+        time.sleep(RUN_SLICE_S)
 
 
 @pytest.fixture(autouse=True)
@@ -444,9 +466,7 @@ def test_a_cancelled_stream_leaves_nothing_running(stack: Stack) -> None:
     generated = scrape(stack.replica_url).value(names.VLLM_GENERATION_TOKENS)
     with Streams(stack.info.router_url) as streams:
         streams.send(text_body(max_tokens=1500))
-        wait_streaming(streams, running=1)
-        with engine_paused(stack):
-            running = stable_sample(stack)
+        with held_at(stack, lambda s: s.running == 1, "the stream running") as running:
             streams.close()  # the client leaves while the engine cannot step
     assert (running.inflight, running.running) == (1, 1), running
     # Closed before its 1,500 tokens: the engine stops it, and so generated fewer (vLLM
@@ -458,15 +478,20 @@ def test_a_cancelled_stream_leaves_nothing_running(stack: Stack) -> None:
 
 
 def test_the_routers_l_is_vllms_running_and_waiting_plus_what_it_holds(stack: Stack) -> None:
-    # Polling for this state once failed on a fresh clone on a faster machine: a poll saw
-    # L = 6 before vLLM ran any, the next one the first four done. Now the state is held
-    # (the engine paused) while it is read. 1,000 tokens: the router admits on KV tokens,
-    # and 4 × (prompt + max_tokens) must fit the 39 usable blocks, or it would hold more.
+    # Polling for this state once failed on a fresh clone on a faster machine (a poll saw
+    # L = 6 before vLLM ran any, the next one the first four done), and waiting for the
+    # client to read tokens before pausing the engine failed in CI (a request had finished,
+    # L = 5). Now the engine is stepped to the state and held there while it is read.
+    # 1,000 tokens: the router admits on KV tokens, and 4 × (prompt + max_tokens) must fit
+    # the 39 usable blocks, or it would hold more.
     with Streams(stack.info.router_url) as streams:
         for _ in range(6):  # 4 slots: the router holds 2
             streams.send(text_body(max_tokens=1000))
-        now = paused_sample(stack, streams, running=SLOTS)
-    assert (now.inflight, now.held, now.ready) == (6, 2, True), now
+        # All 6 at the router (the client may still be sending), 4 in vLLM's batch.
+        four = "6 at the router and 4 running"
+        with held_at(stack, lambda s: s.inflight == 6 and s.running == SLOTS, four) as now:
+            pass
+    assert (now.held, now.ready) == (2, True), now
     assert now.running + now.waiting == SLOTS, now
     assert now.inflight == now.running + now.waiting + now.held, now
 
@@ -476,20 +501,23 @@ def test_kv_bound_the_router_holds_what_the_cache_cannot_take(stack: Stack) -> N
     # router admits on KV tokens by default (it read the replica's cache_config_info): two
     # run in vLLM, two wait at the router, none in vLLM's own queue. Slots only, vLLM ran two
     # and queued two (docs/capacity.md; capacity_live --no-token-admission shows it).
-    # The two run together, both prompts in the cache, for the 900 tokens' decode: ~5 s
-    # here. With 200 output tokens the window was ~1 s, and CI's busy engine, whose /metrics
-    # then answers in up to 0.5 s, missed it (a poll seeing 0 then 1 running, then the first
-    # two done). A step can also show 2 running with the second prompt only partly in the
-    # cache (chunked prefill: 2,048 tokens a step on the CPU build), so the state waited for
-    # has both prompts' blocks: 2 × 12 of the 39 (0.615).
-    # Polling for it missed it on busy machines; now the state is held (the engine paused,
-    # once both admitted streams decode: both prompts in the cache) while it is read.
+    # A step can show 2 running with the second prompt only partly in the cache (chunked
+    # prefill: 2,048 tokens a step on the CPU build), so the state held has both prompts'
+    # blocks: 2 × 12 of the 39 (0.615). Polling for it missed it on busy machines (CI's
+    # /metrics answered in up to 0.5 s), and so did pausing the engine once the client had
+    # read both streams' first tokens (CI: the first two had finished, L = 2). Now the
+    # engine is stepped until both prompts are in the cache, and held there while it is read.
     prompt_tokens = 1500
     full = 2 * kv_blocks.blocks_for(prompt_tokens, 128) / kv_blocks.usable_blocks(BLOCKS)
+
+    def both_cached(s: Sample) -> bool:
+        return s.inflight == SLOTS and s.running >= 2 and s.kv_usage >= full - 1e-9
+
     with Streams(stack.info.router_url) as streams:
         for seed in range(SLOTS):
             streams.send(token_body(prompt_tokens=prompt_tokens, max_tokens=900, seed=seed))
-        bound = paused_sample(stack, streams, running=2)
+        with held_at(stack, both_cached, "both admitted prompts in the cache") as bound:
+            pass
     assert (bound.inflight, bound.held) == (SLOTS, 2), bound
     # The usage from the same scrape as the running count.
     assert bound.kv_usage >= full - 1e-9, f"both prompts not in the cache: {bound}"
