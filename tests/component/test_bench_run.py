@@ -7,6 +7,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
+from inflight.names import VLLM_REQUEST_SUCCESS
 from tests.support import INFLIGHT, ProcessTracker, Server, wait_for
 
 TIME_SCALE = "0.1"
@@ -86,15 +87,21 @@ def test_unreachable_router_fails_with_a_clear_message(tmp_path: Path) -> None:
     assert not (tmp_path / "r.json").exists()
 
 
-def _inflight(router: Server) -> int:
-    with urllib.request.urlopen(router.url + "/router/status", timeout=2) as resp:
-        return int(json.loads(resp.read())["inflight"])
+def _finished(replica: Server) -> float:
+    """The requests a replica (emulator) finished: its vLLM success counter."""
+    with urllib.request.urlopen(replica.url + "/metrics", timeout=2) as resp:
+        lines = resp.read().decode().splitlines()
+    return sum(float(x.rsplit(" ", 1)[1]) for x in lines if x.startswith(VLLM_REQUEST_SUCCESS))
 
 
 def test_frozen_run_is_invalid_when_a_replica_joins_mid_run(
     procs: ProcessTracker, tmp_path: Path
 ) -> None:
-    """The seed's trap 3, for real: the replica count changes during a frozen run."""
+    """The seed's trap 3, for real: the replica count changes during a frozen run.
+
+    The second replica joins once the first level's 32 requests are done (on the one
+    replica there is): a join as soon as the first request was in flight came, on a busy
+    fresh clone, before the bench's first sample of the level, and the run saw 2 throughout."""
     emulators = [
         procs.start_inflight(
             ["emulator", "--port", "{port}", "--time-scale", TIME_SCALE, "--startup-s", "0"],
@@ -118,7 +125,8 @@ def test_frozen_run_is_invalid_when_a_replica_joins_mid_run(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        wait_for(lambda: _inflight(router) > 0, timeout_s=60, what="the first level to start")
+        first = "the first level's 32 requests done"
+        wait_for(lambda: _finished(emulators[0]) >= 32, timeout_s=120, what=first)
         tmp = endpoints.with_suffix(".tmp")
         tmp.write_text(json.dumps([e.url for e in emulators]))
         tmp.replace(endpoints)  # atomic, as inflight up does
