@@ -54,9 +54,16 @@ def test_generalize_reports_the_gap_distribution_of_every_draw(tmp_path: Path) -
             run = comparison["runs"][name]
             assert fig["frontier_gap_points"] == round(100 * run["frontier_gap"], 3)
             assert fig["dominated_by_fixed"] == run["dominated_by_fixed"]
+        fleets = comparison["frontier"]["fleets"].values()
+        assert row["best_fixed_attainment"] == max(f["slo_attainment"] for f in fleets)
         assert row["command"][:3] == ["inflight", "sim", "compare"]
+    # the summary again over the draws some fixed fleet meets for half the requests
+    kept = [r for r in doc["draws"] if r["best_fixed_attainment"] >= 0.5]
+    assert doc["meta"]["meetable_attainment"] == 0.5
+    assert doc["summary_meetable"]["saturation"]["draws"] == len(kept)
     md = (out / "generalize.md").read_text()
     assert "Purpose: **report**" in md and f"Seeds {SEEDS[0]}–{SEEDS[1]}" in md
+    assert f"### The {len(kept)} meetable draws" in md
 
     before = (out / "generalize.json").read_text()
     again = _run("--out-dir", str(out))  # an existing out-dir is refused, untouched

@@ -9,7 +9,14 @@ import pytest
 
 from inflight.sim import draws
 from inflight.sim.draws import MAX_CONTEXT, MAX_PROMPT, SHAPES, draw
-from inflight.sim.generalize import REPORT_SEEDS_FROM, check_seeds, default_peers, summarize
+from inflight.sim.generalize import (
+    REPORT_SEEDS_FROM,
+    best_fixed,
+    check_seeds,
+    default_peers,
+    meetable,
+    summarize,
+)
 from inflight.workload.servegen import load
 
 AZURE_HEAD = Path(__file__).parent.parent / "data" / "azure_llm_2023_code_head.csv"
@@ -131,3 +138,15 @@ def test_summarize_gives_the_gap_distribution_and_the_wins() -> None:
     assert s["saturation"]["share_dominated"] == pytest.approx(1 / 3, abs=1e-4)
     assert s["kpa"]["beaten_by_saturation"] == pytest.approx(2 / 3, abs=1e-4)
     assert s["saturation"]["beats_every_peer"] == pytest.approx(2 / 3, abs=1e-4)
+
+
+def test_a_draw_is_meetable_when_some_fixed_fleet_meets_half_the_requests() -> None:
+    def comparison(*attainments: float | None) -> dict[str, object]:
+        fleets = {f"fixed:{i + 1}": {"slo_attainment": a} for i, a in enumerate(attainments)}
+        return {"frontier": {"fleets": fleets}}
+
+    assert best_fixed(comparison(0.1, 0.62, 0.55)) == 0.62
+    assert best_fixed(comparison(None, 0.3)) == 0.3
+    assert best_fixed({"runs": {}}) is None  # no frontier: nothing known
+    rows = [{"best_fixed_attainment": a} for a in (0.49, 0.5, 0.9, None)]
+    assert meetable(rows) == rows[1:3]
