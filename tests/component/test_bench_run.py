@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from inflight.names import VLLM_REQUEST_SUCCESS
-from tests.support import INFLIGHT, ProcessTracker, Server, wait_for
+from tests.support import INFLIGHT, ProcessTracker, Server, http_text, sample_total, wait_for
 
 TIME_SCALE = "0.1"
 
@@ -89,9 +88,7 @@ def test_unreachable_router_fails_with_a_clear_message(tmp_path: Path) -> None:
 
 def _finished(replica: Server) -> float:
     """The requests a replica (emulator) finished: its vLLM success counter."""
-    with urllib.request.urlopen(replica.url + "/metrics", timeout=2) as resp:
-        lines = resp.read().decode().splitlines()
-    return sum(float(x.rsplit(" ", 1)[1]) for x in lines if x.startswith(VLLM_REQUEST_SUCCESS))
+    return sample_total(http_text(replica.url + "/metrics"), VLLM_REQUEST_SUCCESS)
 
 
 def test_frozen_run_is_invalid_when_a_replica_joins_mid_run(

@@ -234,14 +234,13 @@ def engine_core_pid(root: int) -> int:
     return found[0]
 
 
-def _state(pid: int) -> str:
-    """``pid``'s state letter in /proc/<pid>/stat ("T": stopped)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+def _stopped(pid: int) -> bool:
+    return any(p.pid == pid and p.state == "T" for p in live_processes())
 
 
 def _stop(pid: int) -> None:
     os.kill(pid, signal.SIGSTOP)
-    wait_for(lambda: _state(pid) == "T", timeout_s=TIMEOUT_S, what=f"engine core {pid} stopped")
+    wait_for(lambda: _stopped(pid), timeout_s=TIMEOUT_S, what=f"engine core {pid} stopped")
 
 
 # How long the engine core runs between two samples: a few of llama-8m's decode steps here
