@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -21,6 +21,13 @@ from external_scaler.limits import (
 )
 from inflight import config, ready
 from inflight.config import Cli, ConfigError, FieldError
+
+if TYPE_CHECKING:  # heavy imports wait for _serve (the CLI's --help stays fast)
+    import aiohttp
+
+    from external_scaler.metrics import ScalerMetrics
+    from external_scaler.server import TlsFiles
+    from external_scaler.sources import WindowSource
 
 #: Kept for callers of the old name: a bad flag, variable or combination.
 UsageError = ConfigError
@@ -223,6 +230,51 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _source(
+    settings: ScalerSettings, session: aiohttp.ClientSession, metrics: ScalerMetrics
+) -> tuple[WindowSource, str]:
+    """The window source ``settings`` name, started, and where it reads L from (for the log)."""
+    from external_scaler.limits import QueryRate
+    from external_scaler.sources.direct import DirectSource
+    from external_scaler.sources.prometheus import BearerToken, PrometheusSource
+
+    if settings.source_name == "prometheus":
+        token = None
+        if settings.prometheus_bearer_token_file:
+            token = BearerToken(Path(settings.prometheus_bearer_token_file))
+        assert settings.prometheus_url is not None  # the validator checked it
+        source = PrometheusSource(
+            settings.prometheus_url,
+            session,
+            metrics,
+            bearer_token=token,
+            cache_ttl_s=settings.cache_ttl_s,
+            query_rate=(
+                QueryRate(settings.max_queries_per_s, burst=settings.max_triggers)
+                if settings.max_queries_per_s > 0
+                else None
+            ),
+        )
+        return source, f"Prometheus {settings.prometheus_url}"
+    urls = settings.router_urls
+    direct = DirectSource(urls, session, metrics, poll_interval_s=settings.poll_interval_s)
+    direct.start()
+    return direct, "routers " + ",".join(urls)
+
+
+def _tls(settings: ScalerSettings) -> TlsFiles | None:
+    """The TLS files ``settings`` name (both or neither, as the validator checked)."""
+    from external_scaler.server import TlsFiles
+
+    if settings.tls_cert and settings.tls_key:
+        return TlsFiles(
+            Path(settings.tls_cert),
+            Path(settings.tls_key),
+            Path(settings.tls_client_ca) if settings.tls_client_ca else None,
+        )
+    return None
+
+
 async def _serve(settings: ScalerSettings) -> int:
     """The wiring: reads ``settings`` only."""
     import asyncio
@@ -231,50 +283,17 @@ async def _serve(settings: ScalerSettings) -> int:
     import aiohttp
     from prometheus_client import CollectorRegistry
 
-    from external_scaler.limits import Limits, QueryRate
+    from external_scaler.limits import Limits
     from external_scaler.metrics import ScalerMetrics
-    from external_scaler.server import ScalerApp, TlsFiles
+    from external_scaler.server import ScalerApp
     from external_scaler.servicer import ExternalScalerServicer
-    from external_scaler.sources import WindowSource
-    from external_scaler.sources.direct import DirectSource
-    from external_scaler.sources.prometheus import BearerToken, PrometheusSource
 
     registry = CollectorRegistry()
     metrics = ScalerMetrics(registry)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=30))
-    source: WindowSource
     try:
-        if settings.source_name == "prometheus":
-            token = None
-            if settings.prometheus_bearer_token_file:
-                token = BearerToken(Path(settings.prometheus_bearer_token_file))
-            assert settings.prometheus_url is not None  # the validator checked it
-            source = PrometheusSource(
-                settings.prometheus_url,
-                session,
-                metrics,
-                bearer_token=token,
-                cache_ttl_s=settings.cache_ttl_s,
-                query_rate=(
-                    QueryRate(settings.max_queries_per_s, burst=settings.max_triggers)
-                    if settings.max_queries_per_s > 0
-                    else None
-                ),
-            )
-            where = f"Prometheus {settings.prometheus_url}"
-        else:
-            urls = settings.router_urls
-            direct = DirectSource(urls, session, metrics, poll_interval_s=settings.poll_interval_s)
-            direct.start()
-            source = direct
-            where = "routers " + ",".join(urls)
-        tls = None
-        if settings.tls_cert and settings.tls_key:  # both or neither (the validator)
-            tls = TlsFiles(
-                Path(settings.tls_cert),
-                Path(settings.tls_key),
-                Path(settings.tls_client_ca) if settings.tls_client_ca else None,
-            )
+        source, where = _source(settings, session, metrics)
+        tls = _tls(settings)
         servicer = ExternalScalerServicer(
             source,
             metrics,

@@ -28,6 +28,11 @@ class ScalerMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
+        self._declare_decisions(registry)
+        self._declare_health(registry)
+
+    def _declare_decisions(self, registry: CollectorRegistry) -> None:
+        """What each decision returned: value, target, count, saturation, holds."""
         label = ["metric_name"]
         self.value = Gauge(
             names.SCALER_METRIC_VALUE,
@@ -80,6 +85,9 @@ class ScalerMetrics:
             ["metric_name", "direction"],
             registry=registry,
         )
+
+    def _declare_health(self, registry: CollectorRegistry) -> None:
+        """How the scaler fares: its source's query time, errors, dimensions and calls."""
         self.query_duration = Histogram(
             names.SCALER_QUERY_DURATION,
             "Time to fetch one window from the source (seconds)",

@@ -167,6 +167,51 @@ def token_capacity(labels: Mapping[str, str]) -> int | None:
     return None
 
 
+class _KvSteps:
+    """The KV window's series by step (:func:`_by_step`), read once per window."""
+
+    def __init__(self, kv: KvWindow) -> None:
+        self.usage = _by_step(kv.usage)
+        self.running = _by_step(kv.running)
+        self.r_inflight = _by_step(kv.router_inflight_tokens)
+        self.r_queued = _by_step(kv.router_queued_tokens)
+        self.r_capacity = _by_step(kv.router_capacity_tokens)
+
+
+def _paired(
+    inflight: Sequence[Sample], first: int, steps: _KvSteps, slots_per_replica: int
+) -> tuple[list[Sample], list[float], list[float], KvSource | None, int | None]:
+    """Each sample of L paired with its step's ``L_kv`` (the router's token demand where it
+    has a known capacity, else vLLM's usage ÷ running): L raised to ``L_kv``; from index
+    ``first`` on (the span), the ``L_kv`` measured, L at the same steps, and the last such
+    step's source and key."""
+    usage, running = steps.usage, steps.running
+    r_inflight, r_queued, r_capacity = steps.r_inflight, steps.r_queued, steps.r_capacity
+    out: list[Sample] = []
+    span_kv: list[float] = []
+    span_l: list[float] = []  # L at the same steps
+    last_source: KvSource | None = None
+    last_key: int | None = None
+    for i, sample in enumerate(inflight):
+        key = round(sample.t_s / _SAME_STEP_S)  # _step, inlined: once per step of L
+        l_kv: float | None = None
+        source: KvSource | None = None
+        if key in r_inflight and key in r_capacity:
+            l_kv = router_kv_inflight(
+                r_inflight[key], r_queued.get(key, 0.0), r_capacity[key], slots_per_replica
+            )
+            source = SOURCE_ROUTER if l_kv is not None else None
+        if l_kv is None and key in usage and key in running:
+            l_kv = kv_inflight(sample.value, usage[key], running[key], slots_per_replica)
+            source = SOURCE_VLLM if l_kv is not None else None
+        out.append(Sample(sample.t_s, max(sample.value, l_kv)) if l_kv is not None else sample)
+        if l_kv is not None and i >= first:
+            span_kv.append(l_kv)
+            span_l.append(sample.value)
+            last_source, last_key = source, key
+    return out, span_kv, span_l, last_source, last_key
+
+
 def effective_window(
     window: Window,
     kv: KvWindow,
@@ -195,11 +240,7 @@ def effective_window(
     mean_l = _mean([s.value for s in span]) if span else None
     if mode == "requests":
         return Capacity(
-            window,
-            DIMENSION_REQUESTS,
-            None,
-            "capacity: requests only (metadata)",
-            inflight=mean_l,
+            window, DIMENSION_REQUESTS, None, "capacity: requests only (metadata)", inflight=mean_l
         )
     if not kv.seen:
         return Capacity(
@@ -211,45 +252,22 @@ def effective_window(
             f"router: {names.ROUTER_ENDPOINT_KV_TOKENS} > 0)",
             inflight=mean_l,
         )
-    usage = _by_step(kv.usage)
-    running = _by_step(kv.running)
-    r_inflight = _by_step(kv.router_inflight_tokens)
-    r_queued = _by_step(kv.router_queued_tokens)
-    r_capacity = _by_step(kv.router_capacity_tokens)
-    out: list[Sample] = []
-    span_kv: list[float] = []
-    span_l: list[float] = []  # L at the same steps
-    last_source: KvSource | None = None
-    last_key: int | None = None
-    for i, sample in enumerate(window.inflight):
-        key = round(sample.t_s / _SAME_STEP_S)  # _step, inlined: once per step of L
-        l_kv: float | None = None
-        source: KvSource | None = None
-        if key in r_inflight and key in r_capacity:
-            l_kv = router_kv_inflight(
-                r_inflight[key], r_queued.get(key, 0.0), r_capacity[key], slots_per_replica
-            )
-            source = SOURCE_ROUTER if l_kv is not None else None
-        if l_kv is None and key in usage and key in running:
-            l_kv = kv_inflight(sample.value, usage[key], running[key], slots_per_replica)
-            source = SOURCE_VLLM if l_kv is not None else None
-        out.append(Sample(sample.t_s, max(sample.value, l_kv)) if l_kv is not None else sample)
-        if l_kv is not None and i >= first:
-            span_kv.append(l_kv)
-            span_l.append(sample.value)
-            last_source, last_key = source, key
+    steps = _KvSteps(kv)
+    out, span_kv, span_l, last_source, last_key = _paired(
+        window.inflight, first, steps, slots_per_replica
+    )
     mean_kv = _mean(span_kv) if span_kv else None
     binds: Dimension = (
         DIMENSION_KV if span_kv and math.fsum(span_kv) > math.fsum(span_l) else DIMENSION_REQUESTS
     )
     at = (
         _At(
-            usage.get(last_key),
-            running.get(last_key),
+            steps.usage.get(last_key),
+            steps.running.get(last_key),
             _at_step(kv.waiting_capacity, last_key, 0.0),
-            r_inflight.get(last_key),
-            r_queued.get(last_key, 0.0),
-            r_capacity.get(last_key),
+            steps.r_inflight.get(last_key),
+            steps.r_queued.get(last_key, 0.0),
+            steps.r_capacity.get(last_key),
         )
         if last_key is not None
         else None

@@ -560,7 +560,7 @@ def decide(
     (:class:`_Levels`); the peak, L's maximum over the scale-down window, padded by the
     arrivals' growth (:func:`_peak`); the floor from recent peaks, with the bursts'
     recurrence, the filled fleet and the tolerance (:func:`_floor`); the rebound
-    (:func:`rebound_level`); the hold of a scale-up that cannot arrive in time
+    (:func:`_rebound`) and the backlog drain (:func:`_drain`), both off by default; the hold of a scale-up that cannot arrive in time
     (:func:`_late`); then the HPA's count and the one stage that set the value
     (:func:`_reason`).
     """
@@ -577,26 +577,12 @@ def decide(
     # floor's and the rebound's memory).
     cap = spec.max_replicas * spec.target
     floor = _floor(levels, now_s, cap, ready_replicas, ready_series) if spec.floor_on else _NO_FLOOR
-    rebound = 0.0
-    floor_value = floor.value
-    if spec.rebound_window_s > 0:
-        # The gap, the stretch after it and the hold since: a few rebound windows back.
-        rebound_memory_s = REBOUND_MEMORY_WINDOWS * spec.rebound_window_s
-        series = [
-            Sample(s.t_s, min(s.value, cap)) for s in levels.series(now_s - rebound_memory_s, now_s)
-        ]
-        rebound = rebound_level(
-            series, now_s, max(peak.value, floor_value), down_s, spec.rebound_window_s
-        )
-        floor_value = max(floor_value, rebound)
+    rebound = _rebound(levels, spec, now_s, max(peak.value, floor.value), cap)
+    floor_value = max(floor.value, rebound)
     value = round(max(peak.value, floor_value, 0.0), _DECIMALS)
-    drained = None
-    if spec.backlog_drain_s > 0 and ready_replicas:
-        drained = drain_level(points, arrivals, ready_series, ready_replicas, spec, now_s)
-        if drained is not None and drained[0] < value:
-            value = round(max(drained[0], floor_value), _DECIMALS)
-        else:
-            drained = None
+    value, drained = _drain(
+        value, floor_value, points, arrivals, ready_series, ready_replicas, spec, now_s
+    )
     late = None
     if spec.late_scale_up_on and ready_replicas:
         value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series)
@@ -615,7 +601,7 @@ def decide(
         floor_value,
         rebound,
         late,
-        drained[1] if drained is not None else None,
+        drained,
     )
     partial = (*partial, *_gaps(levels.times, spec, now_s))
     inflight = points[-1].value
@@ -633,6 +619,40 @@ def decide(
         held_scale_up=late is not None,
     )
     return guard(decision, partial, spec)
+
+
+def _drain(
+    value: float,
+    floor_value: float,
+    points: Sequence[Sample],
+    arrivals: Sequence[Sample],
+    ready_series: Sequence[Sample],
+    ready_replicas: int | None,
+    spec: PolicySpec,
+    now_s: float,
+) -> tuple[float, str | None]:
+    """The backlog-drain stage (:func:`drain_level`, ``backlogDrainSeconds``; off at 0):
+    ``value`` lowered to the drain's level (never under ``floor_value``) and why, or
+    ``value`` and None where it does not lower it."""
+    if spec.backlog_drain_s <= 0 or not ready_replicas:
+        return value, None
+    drained = drain_level(points, arrivals, ready_series, ready_replicas, spec, now_s)
+    if drained is None or drained[0] >= value:
+        return value, None
+    return round(max(drained[0], floor_value), _DECIMALS), drained[1]
+
+
+def _rebound(levels: _Levels, spec: PolicySpec, now_s: float, held: float, cap: float) -> float:
+    """The rebound stage (:func:`rebound_level`, ``reboundWindowSeconds``; 0 when off) over
+    L capped at ``cap``, above the ``held`` level the peak and the floor give."""
+    if spec.rebound_window_s <= 0:
+        return 0.0
+    # The gap, the stretch after it and the hold since: a few rebound windows back.
+    rebound_memory_s = REBOUND_MEMORY_WINDOWS * spec.rebound_window_s
+    series = [
+        Sample(s.t_s, min(s.value, cap)) for s in levels.series(now_s - rebound_memory_s, now_s)
+    ]
+    return rebound_level(series, now_s, held, spec.scale_down_window_s, spec.rebound_window_s)
 
 
 class _Levels:
