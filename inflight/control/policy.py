@@ -560,15 +560,15 @@ def decide(
     (:class:`_Levels`); the peak, L's maximum over the scale-down window, padded by the
     arrivals' growth (:func:`_peak`); the floor from recent peaks, with the bursts'
     recurrence, the filled fleet and the tolerance (:func:`_floor`); the rebound
-    (:func:`_rebound`) and the backlog drain (:func:`_drain`), both off by default; the hold of a scale-up that cannot arrive in time
-    (:func:`_late`); then the HPA's count and the one stage that set the value
-    (:func:`_reason`).
+    (:func:`_rebound`) and the backlog drain (:func:`_drain`), both off by default; the
+    hold of a scale-up that cannot arrive in time (:func:`_late`); then the HPA's count
+    and the one stage that set the value (:func:`_reason`).
     """
-    up_s, down_s = spec.scale_up_window_s, spec.scale_down_window_s
+    span_s = spec.scale_up_window_s + spec.scale_down_window_s
     points = _in_span(samples, now_s - spec.memory_s, now_s)
-    if not any(p.t_s >= now_s - down_s - up_s for p in points):
+    if not any(p.t_s >= now_s - span_s for p in points):
         raise NoSamples(
-            f"no sample of L in the last {down_s + up_s:g} s (scale-down + scale-up windows)"
+            f"no sample of L in the last {span_s:g} s (scale-down + scale-up windows)"
             + "".join(f"; {p.detail}" for p in partial)
         )
     levels = _Levels(points, samples, arrivals, spec)
@@ -586,10 +586,8 @@ def decide(
     late = None
     if spec.late_scale_up_on and ready_replicas:
         value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series)
-    desired = hpa_replicas(value, spec, ready_replicas)
     active = value > spec.activation_inflight
-    if not active:
-        desired = 0
+    desired = hpa_replicas(value, spec, ready_replicas) if active else 0
     reason = _reason(
         spec,
         value,
