@@ -327,6 +327,8 @@ META_REBOUND_WINDOW_S: Final = "reboundWindowSeconds"
 # A backlog that grows because the arrivals outrun the fleet is sized by the arrivals plus
 # what drains it in this many seconds, not by its whole size (0: off; experimental).
 META_BACKLOG_DRAIN_S: Final = "backlogDrainSeconds"
+# Queueing headroom over the peak of L, square-root staffing: L + beta x sqrt(L) (0: off).
+META_QUEUE_HEADROOM: Final = "queueHeadroom"
 META_EXCURSION_MARGIN: Final = "excursionMargin"
 # Whose excursions are that evidence: "same" (the fleet ready now) or "larger" (a larger
 # fleet's too: L above the ready fleet's capacity while more replicas were ready).
@@ -356,7 +358,9 @@ DEFAULT_METRIC_NAME: Final = "inflight"
 DEFAULT_SLOTS_PER_REPLICA: Final = 4  # vLLM's --max-num-seqs in the reference setup
 DEFAULT_TARGET_SATURATION: Final = 1.0  # add a replica as soon as any request waits
 DEFAULT_SCALE_UP_WINDOW_S: Final = 10
-DEFAULT_SCALE_DOWN_WINDOW_S: Final = 60
+# 180 with queueHeadroom 1 (was 60, no headroom): chosen on 40 choose draws of the
+# generalization harness (results/2026-12-06-headroom-choose), reported on fresh ones.
+DEFAULT_SCALE_DOWN_WINDOW_S: Final = 180
 DEFAULT_ACTIVATION_INFLIGHT: Final = 0
 DEFAULT_TIME_SCALE: Final = 1.0
 #: kube-controller-manager's --horizontal-pod-autoscaler-tolerance default: the HPA keeps
@@ -401,6 +405,7 @@ ANTICIPATE_LOOP_LAG_S: Final = 30
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_REBOUND_WINDOW_S: Final = 0  # off
 DEFAULT_BACKLOG_DRAIN_S: Final = 0  # off
+DEFAULT_QUEUE_HEADROOM: Final = 1.0  # beta (0: off); results/2026-12-06-headroom-choose
 # A late scale-up's evidence: every fleet's excursions, an excursion a change of the fleet
 # ended sooner than startupSeconds after it began is none (adopted on 27 held-out row-runs
 # by a rule written before them, results/2026-12-03-fleet-change; before it "same", "any"),
@@ -452,6 +457,7 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_EXCURSION_WINDOW_S: str(DEFAULT_EXCURSION_WINDOW_S),
     META_REBOUND_WINDOW_S: str(DEFAULT_REBOUND_WINDOW_S),
     META_BACKLOG_DRAIN_S: str(DEFAULT_BACKLOG_DRAIN_S),
+    META_QUEUE_HEADROOM: str(DEFAULT_QUEUE_HEADROOM),
     META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),
     META_EXCURSION_FLEETS: DEFAULT_EXCURSION_FLEETS,
     META_EXCURSION_FLEET_CHANGE: DEFAULT_EXCURSION_FLEET_CHANGE,

@@ -273,6 +273,9 @@ class PolicySpec:
     # arrivals' offered load plus what drains it in this long, not as its whole size
     # (``backlogDrainSeconds``; 0: off): :func:`drain_level`.
     backlog_drain_s: float = float(names.DEFAULT_BACKLOG_DRAIN_S)
+    # Square-root staffing's headroom over the peak of L (``queueHeadroom``, beta; 0: off):
+    # the peak stage asks for L + beta x sqrt(L) (:func:`queue_headroom`).
+    queue_headroom: float = names.DEFAULT_QUEUE_HEADROOM
 
     @property
     def late_scale_up_on(self) -> bool:
@@ -704,6 +707,21 @@ class _Peak:
     value: float
     plain: float
     current: float
+    headroom: float = 0.0  # in value: queue_headroom's
+
+
+def queue_headroom(level: float, beta: float) -> float:
+    """Square-root staffing's headroom over an offered load of ``level`` slots:
+    ``beta x sqrt(level)`` (0 at or below 0). Halfin and Whitt (1981): with
+    ``level + beta sqrt(level)`` servers the chance a request waits tends to
+    ``1 / (1 + beta Phi(beta) / phi(beta))``: 0.5 at beta 0.5, 0.22 at 1, 0.03 at 2.
+
+    >>> queue_headroom(16, 1.0), queue_headroom(0, 1.0), queue_headroom(25, 0.0)
+    (4.0, 0.0, 0.0)
+    """
+    if level <= 0 or beta <= 0:
+        return 0.0
+    return beta * math.sqrt(level)
 
 
 def _peak(levels: _Levels, now_s: float) -> _Peak:
@@ -714,7 +732,8 @@ def _peak(levels: _Levels, now_s: float) -> _Peak:
     assert current is not None  # points is non-empty and every point is ≤ now_s
     plain = max(v for v in (levels.smoothed(t) for t in taus) if v is not None)
     value = max(v for v in (levels.padded(t) for t in taus) if v is not None)
-    return _Peak(value, plain, current)
+    headroom = queue_headroom(value, levels.spec.queue_headroom)
+    return _Peak(value + headroom, plain, current, headroom)
 
 
 @dataclass(frozen=True)
@@ -925,6 +944,12 @@ def _reason(
         return (
             f"within the HPA's tolerance: L {value:g} on {ready_replicas} x {target:g} "
             f"holds at {desired} (ceil would be {_ceil_div(value, target)})"
+        )
+    if peak.headroom > 0:
+        return (
+            f"headroom: max of L over the last {down_s:g} s is {peak.value - peak.headroom:g}"
+            f", plus {spec.queue_headroom:g} x its square root = {value:g} (now {current:g})"
+            f" = {count}"
         )
     if peak.value - peak.plain > 0:
         return (

@@ -1,0 +1,67 @@
+"""The peak stage's queueing headroom (issue 40): square-root staffing over the peak of L,
+``L + beta x sqrt(L)`` (``queueHeadroom``), named in the decision's reason."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from external_scaler.errors import MetadataError
+from external_scaler.metadata import parse_metadata
+from inflight import names
+from inflight.control.policy import PolicySpec, Sample, decide, queue_headroom
+
+
+def steady(level: float, seconds: int = 400, end_s: float = 1000.0) -> list[Sample]:
+    return [Sample(end_s - seconds + i + 1, level) for i in range(seconds)]
+
+
+def spec(beta: float) -> PolicySpec:
+    # The floor off: the peak stage alone sets the value.
+    return PolicySpec(slots_per_replica=4, queue_headroom=beta, floor_window_s=0.0)
+
+
+@pytest.mark.parametrize(
+    ("level", "beta", "headroom"),
+    [(16.0, 1.0, 4.0), (25.0, 2.0, 10.0), (0.0, 1.0, 0.0), (9.0, 0.0, 0.0), (-1.0, 1.0, 0.0)],
+)
+def test_headroom_is_beta_times_the_square_root(level: float, beta: float, headroom: float) -> None:
+    assert queue_headroom(level, beta) == pytest.approx(headroom)
+
+
+def test_a_steady_l_of_16_asks_for_20_and_the_reason_names_the_stage() -> None:
+    d = decide(steady(16.0), spec(1.0), now_s=1000.0, ready_replicas=4)
+    assert d.value == pytest.approx(20.0)
+    assert d.desired_replicas == 5  # ceil(20 / 4): one replica of headroom over 4
+    assert d.reason.startswith("headroom: max of L over the last")
+    assert "is 16" in d.reason and "= 20" in d.reason
+
+
+def test_off_the_peak_is_l_itself() -> None:
+    d = decide(steady(16.0), spec(0.0), now_s=1000.0, ready_replicas=4)
+    assert d.value == pytest.approx(16.0)
+    assert d.desired_replicas == 4
+    assert not d.reason.startswith("headroom")
+
+
+def test_the_headroom_grows_as_the_square_root_so_a_large_fleet_pays_less_per_replica() -> None:
+    small = decide(steady(4.0), spec(1.0), now_s=1000.0)
+    large = decide(steady(64.0), spec(1.0), now_s=1000.0)
+    assert small.value / 4.0 == pytest.approx(1.5)
+    assert large.value / 64.0 == pytest.approx(1.125)
+    assert large.desired_replicas == math.ceil(72 / 4)
+
+
+def test_an_idle_window_stays_idle() -> None:
+    d = decide(steady(0.0), spec(1.0), now_s=1000.0, ready_replicas=1)
+    assert d.value == 0.0
+    assert not d.active
+
+
+def test_the_metadata_key_sets_beta_and_refuses_a_bad_value_by_name() -> None:
+    got = parse_metadata({**names.METADATA_DEFAULTS, names.META_QUEUE_HEADROOM: "1.5"})
+    assert got.policy.queue_headroom == 1.5
+    for bad in ("-1", "11", "lots"):
+        with pytest.raises(MetadataError, match=names.META_QUEUE_HEADROOM):
+            parse_metadata({**names.METADATA_DEFAULTS, names.META_QUEUE_HEADROOM: bad})
