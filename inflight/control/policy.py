@@ -109,6 +109,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, pairwise
@@ -689,6 +690,15 @@ class _Levels:
         taus = [*(t for t in self.times if t >= since_s), now_s]
         return [Sample(t, v) for t in taus if (v := self.smoothed(t)) is not None]
 
+    def spread(self, since_s: float) -> float:
+        """The standard deviation of L's samples from ``since_s`` on (every point is at or
+        before now) while there was load (L above 0: an idle stretch says nothing of how
+        the load varies, and a load that starts from idle is a step, not a spread); 0 with
+        fewer than two."""
+        start = bisect.bisect_left(self.times, since_s)
+        values = [p.value for p in self.points[start:] if p.value > 0]
+        return statistics.pstdev(values) if len(values) > 1 else 0.0
+
     def padded(self, tau_s: float) -> float | None:
         """L at tau, plus the growth headroom at tau when that is on: the headroom is
         held over the scale-down window like L itself, so a noisy growth estimate cannot
@@ -710,18 +720,24 @@ class _Peak:
     headroom: float = 0.0  # in value: queue_headroom's
 
 
-def queue_headroom(level: float, beta: float) -> float:
+def queue_headroom(level: float, beta: float, spread: float = math.inf) -> float:
     """Square-root staffing's headroom over an offered load of ``level`` slots:
-    ``beta x sqrt(level)`` (0 at or below 0). Halfin and Whitt (1981): with
-    ``level + beta sqrt(level)`` servers the chance a request waits tends to
+    ``beta x sqrt(level)`` (0 at or below 0), at most ``beta x spread``. Halfin and Whitt
+    (1981): with ``level + beta sqrt(level)`` servers the chance a request waits tends to
     ``1 / (1 + beta Phi(beta) / phi(beta))``: 0.5 at beta 0.5, 0.22 at 1, 0.03 at 2.
+    ``sqrt(level)`` is how much L varies when requests arrive at random (Poisson: its
+    variance is its mean); ``spread`` is how much it was seen to vary (L's standard
+    deviation over the scale-down window), so L that holds still, as a closed loop's
+    does, is given no room it never uses.
 
     >>> queue_headroom(16, 1.0), queue_headroom(0, 1.0), queue_headroom(25, 0.0)
     (4.0, 0.0, 0.0)
+    >>> queue_headroom(16, 1.0, spread=0.5), queue_headroom(16, 2.0, spread=9.0)
+    (0.5, 8.0)
     """
     if level <= 0 or beta <= 0:
         return 0.0
-    return beta * math.sqrt(level)
+    return beta * min(math.sqrt(level), max(0.0, spread))
 
 
 def _peak(levels: _Levels, now_s: float) -> _Peak:
@@ -732,7 +748,8 @@ def _peak(levels: _Levels, now_s: float) -> _Peak:
     assert current is not None  # points is non-empty and every point is ≤ now_s
     plain = max(v for v in (levels.smoothed(t) for t in taus) if v is not None)
     value = max(v for v in (levels.padded(t) for t in taus) if v is not None)
-    headroom = queue_headroom(value, levels.spec.queue_headroom)
+    beta = levels.spec.queue_headroom
+    headroom = queue_headroom(value, beta, levels.spread(now_s - down_s)) if beta else 0.0
     return _Peak(value + headroom, plain, current, headroom)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from inflight.control.policy import PolicySpec, Sample
 
 SPEC = PolicySpec(
+    queue_headroom=0.0,
     scale_up_window_s=10.0,
     scale_down_window_s=60.0,
     min_replicas=1,

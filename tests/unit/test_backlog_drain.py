@@ -11,7 +11,13 @@ from inflight.control.policy import PolicySpec, Sample, decide, drain_level
 
 pytestmark = pytest.mark.unit
 
-SPEC = PolicySpec(backlog_drain_s=60.0, floor_window_s=0.0, startup_s=0.0)
+SPEC = PolicySpec(
+    queue_headroom=0.0,
+    scale_down_window_s=60.0,
+    backlog_drain_s=60.0,
+    floor_window_s=0.0,
+    startup_s=0.0,
+)
 
 
 def _ramp(values: list[tuple[float, float]]) -> list[Sample]:
@@ -42,7 +48,9 @@ def test_a_growing_backlog_asks_for_its_arrivals_and_a_drain_not_its_size() -> N
     assert decision.value == pytest.approx(need) and decision.desired_replicas == 4
     assert decision.reason.startswith("backlog drain")
     # Off (the scaler's only setting): L stands (its mean over the scale-up window).
-    off = decide(inflight, PolicySpec(floor_window_s=0.0, startup_s=0.0), 60.0, 1, arrivals,
+    off = decide(inflight, PolicySpec(
+        queue_headroom=0.0, scale_down_window_s=60.0, floor_window_s=0.0, startup_s=0.0),
+        60.0, 1, arrivals,
                  ready_series=ready)  # fmt: skip
     assert off.value == 38.5 and off.desired_replicas == 10
 

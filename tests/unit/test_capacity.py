@@ -22,7 +22,13 @@ from inflight.control.capacity import (
 from inflight.control.policy import PolicySpec, Sample, Window, evaluate
 
 SLOTS = 4
-SPEC = PolicySpec(slots_per_replica=SLOTS, min_replicas=1, max_replicas=4)
+SPEC = PolicySpec(
+    queue_headroom=0.0,
+    scale_down_window_s=60.0,
+    slots_per_replica=SLOTS,
+    min_replicas=1,
+    max_replicas=4,
+)
 STEPS = [float(t) for t in range(1000, 1071)]  # 70 s of 1 s steps: the policy's lookback
 NOW = STEPS[-1]
 

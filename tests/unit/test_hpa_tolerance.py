@@ -13,8 +13,9 @@ from external_scaler.metrics import ScalerMetrics
 from inflight import names
 from inflight.control import hpa_math
 from inflight.control.policy import PolicySpec, Sample, decide
+from tests.unit.policy_pins import PRE_HEADROOM, PRE_HEADROOM_METADATA
 
-SPEC = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0)
+SPEC = PolicySpec(queue_headroom=0.0, scale_up_window_s=10.0, scale_down_window_s=60.0)
 
 
 def flat(value: float, n: int = 80, end_s: float = 1000.0) -> list[Sample]:
@@ -62,7 +63,9 @@ def test_desired_holds_within_tolerance_at_ten_replicas() -> None:
 
 
 def test_desired_uses_the_configured_tolerances() -> None:
-    spec = parse_metadata({"hpaScaleUpTolerance": "0", "hpaScaleDownTolerance": "0.05"}).policy
+    spec = parse_metadata(
+        {**PRE_HEADROOM, "hpaScaleUpTolerance": "0", "hpaScaleDownTolerance": "0.05"}
+    ).policy
     assert (spec.hpa_scale_up_tolerance, spec.hpa_scale_down_tolerance) == (0.0, 0.05)
     assert decide(flat(44.0), spec, now_s=1000.0, ready_replicas=10).desired_replicas == 11
     assert decide(flat(37.0), spec, now_s=1000.0, ready_replicas=10).desired_replicas == 10
@@ -74,9 +77,9 @@ def test_without_a_ready_count_desired_is_the_plain_ceiling() -> None:
 
 
 def test_tolerance_defaults_come_from_names() -> None:
-    p = parse_metadata({}).policy
+    p = parse_metadata({**PRE_HEADROOM}).policy
     assert p.hpa_scale_up_tolerance == float(
-        names.METADATA_DEFAULTS[names.META_HPA_SCALE_UP_TOLERANCE]
+        PRE_HEADROOM_METADATA[names.META_HPA_SCALE_UP_TOLERANCE]
     )
     assert p.hpa_scale_down_tolerance == hpa_math.HPA_TOLERANCE
 
@@ -84,7 +87,7 @@ def test_tolerance_defaults_come_from_names() -> None:
 @pytest.mark.parametrize("value", ["-0.1", "11", "ten", "1e-2"])
 def test_bad_tolerance_metadata_names_the_key(value: str) -> None:
     with pytest.raises(MetadataError) as err:
-        parse_metadata({"hpaScaleUpTolerance": value})
+        parse_metadata({**PRE_HEADROOM, "hpaScaleUpTolerance": value})
     assert err.value.key == "hpaScaleUpTolerance"
 
 
@@ -99,5 +102,7 @@ def test_desired_gauge_reports_the_hold() -> None:
 
 
 def test_a_target_below_one_milli_unit_does_not_fail_the_decision() -> None:
-    spec = parse_metadata({"slotsPerReplica": "1", "targetSaturation": "0.0005"}).policy
+    spec = parse_metadata(
+        {**PRE_HEADROOM, "slotsPerReplica": "1", "targetSaturation": "0.0005"}
+    ).policy
     assert decide(flat(1.0), spec, now_s=1000.0, ready_replicas=1).desired_replicas == 2000

@@ -30,6 +30,7 @@ from inflight.control.recurrence import (
 )
 
 SPEC = PolicySpec(
+    queue_headroom=0.0,
     scale_up_window_s=10.0,
     scale_down_window_s=60.0,
     min_replicas=1,
@@ -165,7 +166,9 @@ def test_metadata_anticipate_seconds() -> None:
     spec = parse_metadata({names.META_ANTICIPATE_S: "150", names.META_TIME_SCALE: "0.1"}).policy
     assert spec.anticipate_s == pytest.approx(15.0)  # seconds: time-scaled
     assert parse_metadata({}).policy.anticipate_s == names.DEFAULT_ANTICIPATE_S == 130
-    assert PolicySpec().anticipate_s == 130.0  # on by default (results/2026-12-02-anticipate)
+    assert (
+        PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0).anticipate_s == 130.0
+    )  # on by default (results/2026-12-02-anticipate)
     assert parse_metadata({names.META_ANTICIPATE_S: "0"}).policy.anticipate_s == 0.0
     for bad in ("-1", "soon", "90000"):
         with pytest.raises(MetadataError, match=names.META_ANTICIPATE_S):

@@ -13,11 +13,17 @@ from hypothesis import strategies as st
 from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
 from inflight.control.policy import Partial, PolicySpec, Sample, decide
+from tests.unit.policy_pins import PRE_HEADROOM
 
 # 4 slots at target 1.0, 1–8 replicas, a 600 s memory at half the peak: the floor of the
 # highest peak (``floorStatistic`` peak; the default holds the recurring level, a lone peak
 # lower: tests/unit/test_scaler_floor_quantile.py).
-PEAK = {"floor_statistic": "peak", "floor_single_window_s": 0.0}
+PEAK = {
+    "floor_statistic": "peak",
+    "floor_single_window_s": 0.0,
+    "queue_headroom": 0.0,  # tests.unit.policy_pins: the settings these figures were written for
+    "scale_down_window_s": 60.0,
+}
 FLOOR = PolicySpec(
     floor_window_s=600.0,
     floor_fraction=0.5,
@@ -28,7 +34,13 @@ FLOOR = PolicySpec(
 )
 # The floor off, and the late scale-up's hold (its 900 s of excursions) with it.
 OFF = PolicySpec(
-    floor_window_s=0.0, startup_s=0.0, min_replicas=1, max_replicas=8, scale_up_window_s=10.0
+    queue_headroom=0.0,
+    scale_down_window_s=60.0,
+    floor_window_s=0.0,
+    startup_s=0.0,
+    min_replicas=1,
+    max_replicas=8,
+    scale_up_window_s=10.0,
 )
 
 
@@ -112,7 +124,7 @@ def test_metadata_keys_scale_with_time_scale_and_are_checked() -> None:
     assert spec.floor_fraction == pytest.approx(0.4)
     for key, bad in ((names.META_FLOOR_WINDOW_S, "-1"), (names.META_FLOOR_FRACTION, "1.5")):
         with pytest.raises(MetadataError, match=key):
-            parse_metadata({key: bad})
+            parse_metadata({**PRE_HEADROOM, key: bad})
 
 
 values_st = st.lists(st.integers(min_value=0, max_value=64).map(float), min_size=1, max_size=200)
@@ -140,7 +152,9 @@ def test_the_floor_is_the_windows_value_or_the_remembered_peak_whichever_is_high
         max_replicas=max_replicas,
         **PEAK,  # type: ignore[arg-type]
     )
-    off = PolicySpec(floor_window_s=0.0, max_replicas=max_replicas)
+    off = PolicySpec(
+        queue_headroom=0.0, scale_down_window_s=60.0, floor_window_s=0.0, max_replicas=max_replicas
+    )
     base = decide(samples, off, 1000.0).value
     smoothed = [
         (a.value + b.value) / 2

@@ -21,9 +21,12 @@ from inflight.control.policy import (
     floor_quantile,
 )
 from inflight.control.recurrence import floor_recurrent
+from tests.unit.policy_pins import PRE_HEADROOM
 
 # 4 slots a replica, at most 8 replicas (the floor's cap: 32), L smoothed over 10 s.
 BASE = {
+    "queue_headroom": 0.0,  # tests.unit.policy_pins: the settings these figures were written for
+    "scale_down_window_s": 60.0,
     "floor_window_s": 600.0,
     "floor_fraction": 0.5,
     "min_replicas": 1,
@@ -178,7 +181,7 @@ def test_a_single_fraction_holds_a_lone_surge_lower_for_the_whole_single_window(
 def test_the_default_holds_recurring_bursts_at_its_fraction_and_a_lone_surge_lower() -> None:
     # The shipped metadata's floor (results/2026-12-02-single-fraction): 900 s, 0.6 of the
     # level that recurs, 0.3 of a peak that has not (yet) come back.
-    spec = replace(parse_metadata({}).policy, min_replicas=1, max_replicas=8)
+    spec = replace(parse_metadata(PRE_HEADROOM).policy, min_replicas=1, max_replicas=8)
     assert (spec.floor_window_s, spec.floor_fraction) == (900.0, 0.6)
     assert decide(traffic(560.0, ONE_SURGE), spec, 560.0, ready_replicas=5).value == 6.0
     assert decide(traffic(280.0, BURSTS), spec, 280.0, ready_replicas=3).value == 6.0

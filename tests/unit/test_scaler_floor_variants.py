@@ -11,6 +11,8 @@ from inflight import names
 from inflight.control.policy import PolicySpec, Sample, Window, decide, evaluate, service_time
 
 BASE = {
+    "queue_headroom": 0.0,  # tests.unit.policy_pins: the settings these figures were written for
+    "scale_down_window_s": 60.0,
     "floor_window_s": 600.0,
     "floor_fraction": 0.5,
     "min_replicas": 1,

@@ -10,7 +10,9 @@ from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
 from inflight.control.policy import PolicySpec, Sample, Window, decide, evaluate, growth_headroom
 
-GROWING = PolicySpec(growth_horizon_s=120.0, growth_window_s=60.0)
+GROWING = PolicySpec(
+    queue_headroom=0.0, scale_down_window_s=60.0, growth_horizon_s=120.0, growth_window_s=60.0
+)
 
 
 def arrivals(rates: list[float], step_s: float = 5.0, end_s: float = 1000.0) -> list[Sample]:
@@ -40,7 +42,12 @@ def test_steady_or_falling_rate_adds_nothing() -> None:
 
 def test_off_by_default_and_without_history() -> None:
     a = arrivals([4.0] * 12 + [5.0] * 12)
-    assert growth_headroom(flat(20.0), a, PolicySpec(), 1000.0) == 0.0
+    assert (
+        growth_headroom(
+            flat(20.0), a, PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0), 1000.0
+        )
+        == 0.0
+    )
     # Only one window of history: no rate to compare with.
     assert growth_headroom(flat(20.0), arrivals([5.0] * 12), GROWING, 1000.0) == 0.0
 
@@ -53,7 +60,16 @@ def test_decide_pads_the_current_l_and_says_why() -> None:
     assert d.reason.startswith("growing:")
     # Without the arrivals (or with the horizon off) the value is L's plain maximum.
     assert decide(flat(20.0), GROWING, 1000.0, ready_replicas=5).value == 20.0
-    assert decide(flat(20.0), PolicySpec(), 1000.0, ready_replicas=5, arrivals=a).value == 20.0
+    assert (
+        decide(
+            flat(20.0),
+            PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0),
+            1000.0,
+            ready_replicas=5,
+            arrivals=a,
+        ).value
+        == 20.0
+    )
 
 
 def test_a_settled_closed_loop_is_not_padded() -> None:
@@ -65,11 +81,23 @@ def test_a_settled_closed_loop_is_not_padded() -> None:
 def test_lookback_covers_two_growth_windows() -> None:
     # Without the floor's memory, or the late scale-up's (on by default, 900 s).
     assert replace(GROWING, floor_window_s=0.0, startup_s=0.0).lookback_s == 120.0
-    assert PolicySpec(floor_window_s=0.0, startup_s=0.0).lookback_s == 70.0
+    assert (
+        PolicySpec(
+            queue_headroom=0.0, scale_down_window_s=60.0, floor_window_s=0.0, startup_s=0.0
+        ).lookback_s
+        == 70.0
+    )
     # The floor (on by default): its memory (900 s) plus the smoothing is the longest; the
     # bursts' recurrence (anticipateSeconds, on by default) reads two of them.
-    assert PolicySpec(anticipate_s=0.0).lookback_s == 910.0
-    assert GROWING.lookback_s == PolicySpec().lookback_s == 1810.0
+    assert (
+        PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0, anticipate_s=0.0).lookback_s
+        == 910.0
+    )
+    assert (
+        GROWING.lookback_s
+        == PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0).lookback_s
+        == 1810.0
+    )
 
 
 def test_metadata_keys_scale_with_time_scale_and_are_checked() -> None:
@@ -90,7 +118,9 @@ def test_the_headroom_is_held_over_the_scale_down_window() -> None:
     # 970 s (one growth window ago in its own frame) still pads the value, as L's own
     # maximum is held, so a replica asked for at 970 s is not cancelled while it starts.
     a = arrivals([4.0] * 12 + [5.0] * 12 + [5.0] * 6, end_s=1000.0)
-    spec = PolicySpec(growth_horizon_s=120.0, growth_window_s=60.0, scale_down_window_s=60.0)
+    spec = PolicySpec(
+        queue_headroom=0.0, growth_horizon_s=120.0, growth_window_s=60.0, scale_down_window_s=60.0
+    )
     now_pad = growth_headroom(flat(20.0), a, spec, 1000.0)
     earlier_pad = growth_headroom(flat(20.0), a, spec, 970.0)
     assert earlier_pad > now_pad

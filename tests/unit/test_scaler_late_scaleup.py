@@ -27,6 +27,7 @@ from inflight.control.policy import (
 )
 
 OFF = PolicySpec(
+    queue_headroom=0.0,
     scale_up_window_s=10.0,
     scale_down_window_s=60.0,
     floor_window_s=0.0,  # the floor off unless a test turns it on
@@ -345,7 +346,9 @@ def test_the_defaults_hold_a_flash_after_a_replica_that_came_early() -> None:
     """The defaults (``excursionFleets`` any, ``excursionFleetChange`` own, margin 1.5) on
     the FLASHES of the "own" test: the third flash, 30 s in, is held at 3 replicas; the
     evidence as first built (OFF's) scales it to 5."""
-    defaults = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, floor_window_s=0.0)
+    defaults = PolicySpec(
+        queue_headroom=0.0, scale_up_window_s=10.0, scale_down_window_s=60.0, floor_window_s=0.0
+    )
     today = replace(defaults, startup_s=100.0, min_replicas=1, max_replicas=8)
     held = decide(FLASHES, today, 530.0, ready_replicas=3, ready_series=CAME_EARLY)
     assert held.held_scale_up and held.desired_replicas == 3

@@ -19,6 +19,7 @@ from external_scaler.sources.promql import range_query
 from inflight.control.policy import PolicySpec, evaluate
 from inflight.control.trigger import scaler_metadata
 from inflight.sim import scrapes as S
+from tests.unit.policy_pins import PRE_HEADROOM
 
 FLOOR = {"floorWindowSeconds": "900", "floorFraction": "0.6"}
 
@@ -43,7 +44,9 @@ TIMES = (*range(300, 401, 5), 1000, 1400)
 def _step(overrides: dict[str, str], whole_lookback: bool = False) -> dict[int, tuple[bool, int]]:
     """now → (window partial, replicas desired) at each of :data:`TIMES`."""
     s = _scrapes()
-    spec = parse_metadata(scaler_metadata(4, 1.0, "saturation", overrides, max_replicas=8))
+    spec = parse_metadata(
+        scaler_metadata(4, 1.0, "saturation", {**PRE_HEADROOM, **overrides}, max_replicas=8)
+    )
     query = range_query(spec)
     if whole_lookback:  # as before: a target down anywhere in the lookback
         query = dataclasses.replace(query, partial_span_s=math.inf)
@@ -57,14 +60,22 @@ def _step(overrides: dict[str, str], whole_lookback: bool = False) -> dict[int, 
 
 
 def test_the_decision_span_leaves_out_the_floors_memory() -> None:
-    assert PolicySpec().decision_span_s == 70.0
-    floor = PolicySpec(floor_window_s=900.0, floor_fraction=0.6)
+    assert PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0).decision_span_s == 70.0
+    floor = PolicySpec(
+        queue_headroom=0.0, scale_down_window_s=60.0, floor_window_s=900.0, floor_fraction=0.6
+    )
     # the floor's memory, twice with the bursts' recurrence (anticipateSeconds, on by default)
     assert (floor.decision_span_s, floor.lookback_s) == (70.0, 1810.0)
     assert dataclasses.replace(floor, anticipate_s=0.0).lookback_s == 910.0
-    growth = PolicySpec(growth_horizon_s=120.0, growth_window_s=60.0, floor_window_s=900.0)
+    growth = PolicySpec(
+        queue_headroom=0.0,
+        scale_down_window_s=60.0,
+        growth_horizon_s=120.0,
+        growth_window_s=60.0,
+        floor_window_s=900.0,
+    )
     assert growth.decision_span_s == 120.0  # the growth's two windows are decided on
-    q = range_query(parse_metadata(FLOOR))
+    q = range_query(parse_metadata({**PRE_HEADROOM, **FLOOR}))
     assert (q.lookback_s, q.partial_span_s) == (1810.0, 70.0)
 
 

@@ -23,7 +23,9 @@ from inflight.control.policy import (
 
 # The floor learned from recent peaks is off here: these tests pin the scale-up and
 # scale-down windows alone (the floor: tests/unit/test_scaler_floor.py).
-SPEC = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, floor_window_s=0.0)
+SPEC = PolicySpec(
+    queue_headroom=0.0, scale_up_window_s=10.0, scale_down_window_s=60.0, floor_window_s=0.0
+)
 
 
 def series(values: list[float], step_s: float = 1.0, end_s: float = 1000.0) -> list[Sample]:
@@ -68,7 +70,9 @@ def test_worked_examples(values: list[float], value: float, desired: int, active
 
 
 def test_target_is_slots_times_saturation() -> None:
-    spec = PolicySpec(slots_per_replica=4, target_saturation=0.75)
+    spec = PolicySpec(
+        queue_headroom=0.0, scale_down_window_s=60.0, slots_per_replica=4, target_saturation=0.75
+    )
     d = decide(series([6.0] * 80), spec, now_s=1000.0)
     assert d.target == 3.0
     assert d.desired_replicas == 2
@@ -83,7 +87,7 @@ def test_scale_up_is_immediate_after_the_short_window() -> None:
 
 
 def test_no_smoothing_when_scale_up_window_is_zero() -> None:
-    spec = PolicySpec(scale_up_window_s=0.0, scale_down_window_s=0.0)
+    spec = PolicySpec(queue_headroom=0.0, scale_up_window_s=0.0, scale_down_window_s=0.0)
     d = decide(series([0.0] * 10 + [9.0]), spec, now_s=1000.0)
     assert d.value == 9.0
     assert d.desired_replicas == 3
@@ -101,7 +105,7 @@ def test_saturation_and_direction_use_ready_replicas() -> None:
 
 
 def test_activation_threshold() -> None:
-    spec = PolicySpec(activation_inflight=2.0)
+    spec = PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0, activation_inflight=2.0)
     assert not decide(series([2.0] * 80), spec, now_s=1000.0).active
     assert decide(series([2.0] * 80), spec, now_s=1000.0).desired_replicas == 0
     assert decide(series([3.0] * 80), spec, now_s=1000.0).active
@@ -124,7 +128,11 @@ def test_no_samples_is_an_error_not_zero() -> None:
 
 def test_time_scale_shrinks_windows_through_the_spec() -> None:
     spec = PolicySpec(
-        scale_up_window_s=1.0, scale_down_window_s=6.0, time_scale=0.1, floor_window_s=0.0
+        queue_headroom=0.0,
+        scale_up_window_s=1.0,
+        scale_down_window_s=6.0,
+        time_scale=0.1,
+        floor_window_s=0.0,
     )
     # 7 s after load stopped at time-scale 0.1, the 6 s window has passed.
     d = decide(series([8.0] * 20 + [0.0] * 70, step_s=0.1), spec, now_s=1000.0)
@@ -142,6 +150,7 @@ spec_st = st.builds(
     scale_up_window_s=st.sampled_from([0.0, 1.0, 5.0, 10.0]),
     scale_down_window_s=st.sampled_from([0.0, 5.0, 30.0, 60.0]),
     floor_window_s=st.just(0.0),
+    queue_headroom=st.just(0.0),  # tests.unit.policy_pins: the window mechanics alone
 )
 
 
@@ -209,7 +218,7 @@ def counter(arrival_times: list[float], sample_times: list[float]) -> list[Sampl
     return [Sample(t, float(sum(1 for a in arrival_times if a <= t))) for t in sample_times]
 
 
-QPS = PolicySpec(policy="qps")
+QPS = PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0, policy="qps")
 
 
 @pytest.mark.parametrize(
@@ -263,7 +272,9 @@ def test_qps_baseline_reproduces_the_seed_failure() -> None:
 
 
 def test_qps_thresholds_scale_with_time_scale() -> None:
-    spec = PolicySpec(policy="qps", time_scale=0.1)  # the 10 s window is 1 s of wall time
+    spec = PolicySpec(
+        queue_headroom=0.0, scale_down_window_s=60.0, policy="qps", time_scale=0.1
+    )  # the 10 s window is 1 s of wall time
     now = 100.0
     arrivals = [now - 0.9 + 0.1 * i for i in range(6)]  # 6 in the last (scaled) 10 s
     samples = counter(arrivals, [now - 2 + 0.1 * i for i in range(21)])
@@ -290,7 +301,9 @@ def test_evaluate_dispatches_on_policy() -> None:
 
 
 # --- partial data (a gap, a router down, a stale series): raise or keep, never lower ----
-GAPPY = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, max_sample_gap_s=3.0)
+GAPPY = PolicySpec(
+    queue_headroom=0.0, scale_up_window_s=10.0, scale_down_window_s=60.0, max_sample_gap_s=3.0
+)
 DOWN = Partial(names.SCALER_ERROR_SOURCE_PARTIAL, "1 target(s) feeding L were down: router/b")
 
 
@@ -326,7 +339,8 @@ def test_a_history_that_starts_inside_the_window_at_the_minimum_is_answered() ->
     it is. (Before: "no scale-down from 1 to 0 replicas on partial data", UNAVAILABLE for
     the 120 s ``inflight up`` waited for its first metric on a loaded machine.)"""
     samples = _series([(990, 1000, 0.0)])
-    at_min = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, max_sample_gap_s=3.0,
+    at_min = PolicySpec(queue_headroom=0.0, scale_up_window_s=10.0, scale_down_window_s=60.0,
+                        max_sample_gap_s=3.0,
                         min_replicas=1, max_replicas=2)  # fmt: skip
     d = decide(samples, at_min, 1000.0, ready_replicas=1)
     assert (d.value, d.desired_replicas, d.active) == (0.0, 0, False)
@@ -341,7 +355,8 @@ def test_a_history_that_starts_inside_the_window_at_the_minimum_is_answered() ->
 def test_ready_unknown_scales_up_to_the_maximum_and_refuses_below_it() -> None:
     """Without a ready count only an answer at maxReplicaCount is known not to lower the
     count. (Before: every partial window with an unknown count was refused, scale-up too.)"""
-    spec = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0, max_sample_gap_s=3.0,
+    spec = PolicySpec(queue_headroom=0.0, scale_up_window_s=10.0, scale_down_window_s=60.0,
+                      max_sample_gap_s=3.0,
                       min_replicas=1, max_replicas=3)  # fmt: skip
     surge = decide(_series([(990, 1000, 20.0)]), spec, 1000.0)
     assert (surge.value, surge.desired_replicas, surge.direction) == (20.0, 5, "unknown")
@@ -374,7 +389,7 @@ def test_a_window_with_a_router_down_raises_or_keeps_never_lowers(
 ) -> None:
     """The source found a router down in the window (``Window.partial``): every policy's
     answer goes through the guard. (Before: SourcePartial, UNAVAILABLE, in every row.)"""
-    spec = PolicySpec(scale_up_window_s=10.0, scale_down_window_s=60.0,
+    spec = PolicySpec(queue_headroom=0.0, scale_up_window_s=10.0, scale_down_window_s=60.0,
                       min_replicas=min_max[0], max_replicas=min_max[1])  # fmt: skip
     window = Window(
         inflight=tuple(series([l_value] * 80)),
@@ -389,7 +404,9 @@ def test_a_window_with_a_router_down_raises_or_keeps_never_lowers(
 def test_the_qps_baseline_is_guarded_too() -> None:
     """qps 0 on 3 ready (one request in flight) says 2; on a window with a router down it
     keeps 3."""
-    spec = PolicySpec(policy="qps", min_replicas=1, max_replicas=10)
+    spec = PolicySpec(
+        queue_headroom=0.0, scale_down_window_s=60.0, policy="qps", min_replicas=1, max_replicas=10
+    )
     window = Window(
         inflight=(Sample(1000.0, 1.0),),
         arrivals_total=(Sample(985.0, 50.0), Sample(1000.0, 50.0)),

@@ -28,6 +28,8 @@ META = {
     "capacitySelector": 'job="vllm"',
     "slotsPerReplica": "4",
     "policy": "saturation",
+    "queueHeadroom": "0",  # tests.unit.policy_pins: the settings these figures were written for
+    "scaleDownWindowSeconds": "60",
 }
 
 

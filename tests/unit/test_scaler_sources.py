@@ -21,12 +21,13 @@ from external_scaler.sources.prometheus import window_from_matrix as _window
 from external_scaler.sources.promql import range_query, step_for
 from inflight import names
 from inflight.control.policy import PolicySpec, Sample, decide_qps, evaluate
+from tests.unit.policy_pins import PRE_HEADROOM
 
 
 def test_router_query_has_five_labelled_signals() -> None:
     # capacity "requests": the KV dimension's four signals are tests/unit/test_scaler_capacity.py's
     meta = {"selector": 'job="router"', "scrapeIntervalSeconds": "15", "capacity": "requests"}
-    q = range_query(parse_metadata(meta))
+    q = range_query(parse_metadata({**PRE_HEADROOM, **meta}))
     assert names.promql(names.PROMQL_L, 'job="router"') in q.expr
     # one arrivals series per router, not their sum: resets are corrected per counter
     assert f'label_replace({names.ROUTER_REQUESTS_RECEIVED}{{job="router"}},' in q.expr
@@ -44,7 +45,7 @@ def test_router_query_has_five_labelled_signals() -> None:
 
 
 def test_vllm_query_uses_vllm_names() -> None:
-    q = range_query(parse_metadata({"source": "vllm"}))
+    q = range_query(parse_metadata({**PRE_HEADROOM, "source": "vllm"}))
     assert "(" + names.promql(names.PROMQL_L_VLLM) + ")" in q.expr
     assert names.ROUTER_INFLIGHT not in q.expr
 
@@ -69,14 +70,16 @@ def test_vllm_query_uses_vllm_names() -> None:
     ],
 )
 def test_step(metadata: dict[str, str], step: float) -> None:
-    spec = parse_metadata(metadata)
+    spec = parse_metadata({**PRE_HEADROOM, **metadata})
     assert step_for(spec) == pytest.approx(step)
     assert spec.policy.lookback_s / step_for(spec) <= 10_000
 
 
 def test_bounds_are_aligned_so_replicas_agree() -> None:
     # 70 s to look back: no floor, no late scale-up's excursions
-    q = range_query(parse_metadata({"floorWindowSeconds": "0", "startupSeconds": "0"}))
+    q = range_query(
+        parse_metadata({**PRE_HEADROOM, "floorWindowSeconds": "0", "startupSeconds": "0"})
+    )
     assert q.bounds(1000.2) == q.bounds(1000.9) == (929.0, 1000.0)
     assert q.bounds(1001.0)[1] == 1001.0
 
@@ -101,7 +104,7 @@ def _matrix(
 
 
 def test_window_from_matrix() -> None:
-    q = range_query(parse_metadata({}))
+    q = range_query(parse_metadata({**PRE_HEADROOM}))
     data = _matrix(
         {"inflight": [(999.0, "3"), (1000.0, "4")], "ready": [(1000.0, "2")]},
         {("arrivals", "a:1"): [(999.0, "10"), (1000.0, "14")]},
@@ -114,7 +117,7 @@ def test_window_from_matrix() -> None:
 
 def test_a_router_restart_mid_window_counts_its_arrivals() -> None:
     """Router a restarts (100 → 30): 30 new requests, not -70; b adds 5 + 5."""
-    q = range_query(parse_metadata({}))
+    q = range_query(parse_metadata({**PRE_HEADROOM}))
     data = _matrix(
         {"inflight": [(998.0, "1"), (999.0, "1"), (1000.0, "1")]},
         {
@@ -143,7 +146,7 @@ def test_qps_rule_sees_the_arrivals_of_a_router_that_restarted() -> None:
     b = [Sample(t, 500.0 + t - 90) for t in range(90, 111)]
     total = counter_total([a, b])
     raw_sum = [Sample(x.t_s, x.value + y.value) for x, y in zip(a, b, strict=True)]
-    spec = PolicySpec(policy="qps")
+    spec = PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0, policy="qps")
     fixed = decide_qps(total, [Sample(110.0, 2.0)], 2, spec, now_s=110.0)
     assert (fixed.desired_replicas, fixed.direction) == (3, "up")
     assert "qps 2 >" in fixed.reason
@@ -155,7 +158,7 @@ def test_qps_rule_sees_the_arrivals_of_a_router_that_restarted() -> None:
 def test_down_target_at_the_end_is_partial_and_named() -> None:
     """A router down now: L is returned, marked partial, so the policy may scale up on it
     (a crash-looping router no longer freezes scale-up; before: SourcePartial, refused)."""
-    q = range_query(parse_metadata({}))
+    q = range_query(parse_metadata({**PRE_HEADROOM}))
     inflight = {"inflight": [(999.0, "3"), (1000.0, "3")], "ready": [(1000.0, "2")]}
     down = {("down", "10.0.0.7:8000"): [(999.0, "0"), (1000.0, "0")]}
     w = _window(_matrix(inflight, down), q, 928.0, 1000.0)
@@ -169,13 +172,13 @@ def test_a_target_down_earlier_in_the_window_makes_it_partial() -> None:
     """Down at 990-995, gone from discovery now: the window's steps of 990-995 missed its
     share of L, perhaps the peak, so the window may not lower the count (before: only the
     newest step was checked, and this window scaled down on a maximum that missed it)."""
-    q = range_query(parse_metadata({}))
+    q = range_query(parse_metadata({**PRE_HEADROOM}))
     inflight = {"inflight": [(t, "3") for t in (990.0, 995.0, 1000.0)], "ready": [(1000.0, "3")]}
     gone = {("down", "10.0.0.7:8000"): [(990.0, "0"), (995.0, "0")]}
     w = _window(_matrix(inflight, gone), q, 928.0, 1000.0)
     assert [p.kind for p in w.partial] == [names.SCALER_ERROR_SOURCE_PARTIAL]
     assert "until 5.0 s ago" in w.partial[0].detail
-    spec = parse_metadata({"minReplicaCount": "1"}).policy
+    spec = parse_metadata({**PRE_HEADROOM, "minReplicaCount": "1"}).policy
     d = evaluate(w, spec, 1000.0)
     assert (d.value, d.desired_replicas) == (12.0, 3)  # held, not 3 -> 1
     assert _window(_matrix(inflight), q, 928.0, 1000.0).partial == ()  # never down: whole
@@ -189,7 +192,7 @@ def test_steps_where_a_series_of_l_was_frozen_are_dropped(frozen_at: tuple[float
     frozen at the latest step, the window is partial (raise or hold). Which samples are
     too old is Prometheus' ``count_over_time`` (tests/integration/test_scaler_prometheus.py
     freezes a real series)."""
-    q = range_query(parse_metadata({}))
+    q = range_query(parse_metadata({**PRE_HEADROOM}))
     signals = {"inflight": [(905.0, "3"), (999.0, "3"), (1000.0, "3")]}
     if frozen_at:
         signals["frozen"] = [(t, "1") for t in frozen_at]
@@ -205,7 +208,7 @@ def test_steps_where_a_series_of_l_was_frozen_are_dropped(frozen_at: tuple[float
 
 
 def test_empty_l_is_an_error_not_zero_and_stale_l_is_partial() -> None:
-    q = range_query(parse_metadata({}))
+    q = range_query(parse_metadata({**PRE_HEADROOM}))
     with pytest.raises(SourceEmpty, match="no sample of L"):
         _window(_matrix({}), q, 928.0, 1000.0)
     w = _window(_matrix({"inflight": [(950.0, "4")]}), q, 928.0, 1000.0)
@@ -264,7 +267,9 @@ def test_steps_prometheus_filled_from_an_old_sample_are_dropped() -> None:
     """Prometheus down from 960 to 990 (killed: no staleness marker): its restart fills
     those steps from the sample of 960. They are not observations of L; the policy then
     sees a 30 s gap (and will not scale down on it)."""
-    q = range_query(parse_metadata({names.META_SCRAPE_INTERVAL_S: "1"}))  # 3 s allowed
+    q = range_query(
+        parse_metadata({**PRE_HEADROOM, names.META_SCRAPE_INTERVAL_S: "1"})
+    )  # 3 s allowed
     steps = range(950, 1001)
     # Prometheus' count of L's series without a sample in the last 3 s: from 964 to 989
     data = _matrix(

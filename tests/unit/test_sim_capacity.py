@@ -92,7 +92,8 @@ def test_kv_bound_load_scales_to_two_under_auto_and_stays_at_one_on_slots() -> N
             policy="saturation",
             max_replicas=2,
             profile=KV_BOUND,
-            scaler_metadata={"capacity": capacity},
+            # the headroom off: the capacity dimension alone decides (bursts vary L)
+            scaler_metadata={"capacity": capacity, "queueHeadroom": "0"},
         )
         result = simulate(config, plan)
         assert max(v for _, v in result.inflight_samples) == 4.0

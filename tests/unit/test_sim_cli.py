@@ -36,7 +36,8 @@ def test_run_writes_the_run_files(tmp_path: Path) -> None:
     assert answers and [a["t"] for a in answers] == sorted({a["t"] for a in answers})
     assert {"value", "desired_replicas", "ready_replicas", "reason"} <= set(answers[0])
     assert all(a["reason"] and not a["reason"].startswith("HPA") for a in answers)
-    assert any(a["reason"].startswith(("L ", "holding", "floor")) for a in answers), answers[:3]
+    stages = ("L ", "holding", "floor", "headroom")
+    assert any(a["reason"].startswith(stages) for a in answers), answers[:3]
     hpa = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
     assert {d["value"] for d in hpa if d["value"] is not None} <= {a["value"] for a in answers}
 

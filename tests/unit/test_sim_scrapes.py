@@ -15,10 +15,17 @@ from inflight.control.trigger import scaler_metadata
 from inflight.planes.scaler_client import ScalerUnavailable
 from inflight.sim import scrapes as S
 from inflight.sim.scaler import SimScaler
+from tests.unit.policy_pins import PRE_HEADROOM
 
 # The 70 s window these cases count steps in: the floor (on by default) looks back 910 s.
 # No 900 s memory: the floor off, and the late scale-up's excursions (on by default).
-NO_FLOOR = {names.META_FLOOR_WINDOW_S: "0", names.META_STARTUP_S: "0"}
+NO_FLOOR = {
+    names.META_FLOOR_WINDOW_S: "0",
+    names.META_STARTUP_S: "0",
+    # tests.unit.policy_pins: the settings these figures were written for
+    names.META_QUEUE_HEADROOM: "0",
+    names.META_SCALE_DOWN_WINDOW_S: "60",
+}
 
 
 def _scrapes(values: list[tuple[float, float]], ready: float | None = 2.0) -> S.Scrapes:
@@ -100,7 +107,7 @@ def test_sim_scaler_holds_on_a_gap_scales_up_on_it_and_refuses_without_a_count()
     keeps the count, never lowers it; UNAVAILABLE only when nothing is known to be safe."""
     clock = [0.0]
     s = _scrapes([(float(t), 9.0) for t in range(0, 41, 5)])
-    metadata = scaler_metadata(4, 1.0, "saturation")
+    metadata = scaler_metadata(4, 1.0, "saturation", PRE_HEADROOM)
     scaler = SimScaler(metadata, s, lambda: clock[0])
     assert scaler.metric_spec().target == 4.0
     clock[0] = 40.0
@@ -216,7 +223,7 @@ def test_the_sim_scaler_holds_on_half_the_l_and_a_peer_reads_half() -> None:
     reads 4, which alone would lower the count to 1; the guard holds 2. A peer's instant
     query reads 4."""
     s = _fleet_scrapes(2, (S.RouterDown(100.0, 200.0),))
-    metadata = scaler_metadata(4, 1.0, "saturation")
+    metadata = scaler_metadata(4, 1.0, "saturation", PRE_HEADROOM)
     clock = [150.0]
     scaler = SimScaler(metadata, s, lambda: clock[0])
     assert scaler.metric_value("inflight") == 8.0

@@ -29,6 +29,7 @@ from inflight.workload.sweep import DEFAULT_TIME_SCALE
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 # A live `inflight bench compare` at its defaults (its slowing runs are committed).
 LIVE = RESULTS / "2026-12-01-compare"
+AS_LIVE = "saturation[queueHeadroom=0;scaleDownWindowSeconds=60]"
 SLOWING_FLAGS = ("no_slowing", "slowing_concurrency", "slowing_max_tokens", "slowing_phase_s")
 Doc = Mapping[str, Any]
 EPS_S = 1e-3  # run documents keep seed times to the ms
@@ -52,11 +53,18 @@ def _sim_args(*flags: str) -> argparse.Namespace:
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
-    """``inflight sim compare --scenario slowing`` at its defaults: the runs, by policy."""
+    """``inflight sim compare --scenario slowing``: the runs, by policy; saturation as the
+    committed live runs (2026-12-01) ran it, before the queueing headroom and the 180 s
+    scale-down window (``inflight.planes.policy_catalogue.HEADROOM_DEFAULT_SINCE``)."""
     out = tmp_path_factory.mktemp("slowing") / "cmp"
-    assert main(["sim", "compare", "--scenario", "slowing", "--out-dir", str(out)]) == 0
+    policies = f"qps,{AS_LIVE}"
+    args = ["sim", "compare", "--scenario", "slowing", "--policies", policies, "--out-dir"]
+    assert main([*args, str(out)]) == 0
     body = json.loads((out / "comparison.json").read_text())
-    return {name: json.loads((out / r["file"]).read_text()) for name, r in body["slowing"].items()}
+    return {
+        name.split("[")[0]: json.loads((out / r["file"]).read_text())
+        for name, r in body["slowing"].items()
+    }
 
 
 def _phases(doc: Doc) -> list[tuple[float, float, int]]:

@@ -6,12 +6,13 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
 
 * **The condition.** After the load drops, only ``streams`` long streams stay in flight
   (each one that ends is replaced), and ``streams`` fits in one replica fewer than the
-  count wanted before (``streams ≤ (desired − 1) × target``, the target being slots ×
-  ``targetSaturation``). The policy's value is built from L over its memory only
+  count wanted before with the policy's headroom on it (``streams + β√streams ≤
+  (desired − 1) × target``, the target being slots × ``targetSaturation`` and β
+  ``queueHeadroom``: :func:`inflight.control.policy.queue_headroom`). The policy's value is built from L over its memory only
   (:attr:`inflight.control.policy.PolicySpec.memory_s`: the scale-down maximum, the floor's
   window and the recurrence's, the excursions'), so once that memory holds nothing above
-  ``streams`` the value is at most ``streams`` and the count wanted falls (the HPA's
-  tolerance cannot hold it: ``streams ÷ (target × desired) ≤ (desired − 1) ÷ desired``).
+  ``streams`` the value is at most ``streams + β√streams`` and the count wanted falls (the
+  HPA's tolerance cannot hold it: ``value ÷ (target × desired) ≤ (desired − 1) ÷ desired``).
 * **The deadline** (wall seconds, counted from the moment the load's own requests have
   ended): that memory, the HPA's scale-down stabilization window, two HPA syncs (one to read
   the value, one for the phase of the loop) and the scrape-gap limit (L's newest sample may
@@ -22,8 +23,9 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
   constant.
 
 Worked example, the shipped defaults at time-scale 0.2, 4 slots, target saturation 1:
-memory max(60 + 10, 2 × 900 + 10, …) × 0.2 = 362 s, stabilization 0, syncs 2 × 3 s,
-scrape gap 3 × 1 s → deadline 371 s; desired 3 → min(4, 2 × 4) = 4 streams.
+memory max(180 + 10, 2 × 900 + 10, …) × 0.2 = 362 s, stabilization 0, syncs 2 × 3 s,
+scrape gap 3 × 1 s → deadline 371 s; desired 3 → 5 streams fit 2 × 4 with headroom 1
+(5 + √5 = 7.2; 6 + √6 = 8.4 does not), so min(4, 5) = 4 streams.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 
 from external_scaler.metadata import parse_metadata
 from inflight.control import hpa
-from inflight.control.policy import SAMPLE_GAP_SCRAPES, PolicySpec
+from inflight.control.policy import SAMPLE_GAP_SCRAPES, PolicySpec, queue_headroom
 from inflight.control.trigger import scaler_metadata
 
 
@@ -58,20 +60,24 @@ def plan(
     cannot fall (at the minimum) or no stream fits in one replica fewer.
 
     Without the floor and the late scale-up, the memory is the scale-down maximum of the
-    scale-up means (60 + 10 s):
+    scale-up means (180 + 10 s); 2 streams fit one replica of 4 slots with headroom 1
+    (2 + √2 = 3.4; 3 + √3 = 4.7 does not):
 
     >>> spec = PolicySpec(floor_window_s=0, startup_s=0, min_replicas=1)
     >>> p = plan(spec, stabilization_s=0.0, hpa_sync_s=15.0, scrape_interval_s=5.0,
     ...          desired_before=2, long_streams=8)
     >>> p.streams, p.deadline_s
-    (4, 115.0)
+    (2, 235.0)
     """
     if desired_before <= spec.min_replicas:
         raise ValueError(
             f"the stack wants {desired_before} replica(s), its minimum is {spec.min_replicas}: "
             "nothing to scale down from (raise --rate)"
         )
-    fits = math.floor((desired_before - 1) * spec.target + 1e-9)
+    room = (desired_before - 1) * spec.target + 1e-9
+    fits = math.floor(room)
+    while fits > 0 and fits + queue_headroom(fits, spec.queue_headroom) > room:
+        fits -= 1
     streams = min(long_streams, fits)
     if streams < 1:
         raise ValueError(f"no long stream fits in {desired_before - 1} replica(s)")
