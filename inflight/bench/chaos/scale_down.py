@@ -8,9 +8,9 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
   (each one that ends is replaced), and ``streams`` fits in one replica fewer than the
   count wanted before with the policy's headroom on it (``streams + β√streams ≤
   (desired − 1) × target``, the target being slots × ``targetSaturation`` and β
-  ``queueHeadroom``: :func:`inflight.control.policy.queue_headroom`). The policy's value is built from L over its memory only
-  (:attr:`inflight.control.policy.PolicySpec.memory_s`: the scale-down maximum, the floor's
-  window and the recurrence's, the excursions'), so once that memory holds nothing above
+  ``queueHeadroom``: :func:`inflight.control.policy.queue_headroom`). The policy's value
+  is built from L over its memory only (:attr:`inflight.control.policy.PolicySpec.memory_s`:
+  the scale-down maximum, the floor's window and the recurrence's, the excursions'), so once that memory holds nothing above
   ``streams`` the value is at most ``streams + β√streams`` and the count wanted falls (the
   HPA's tolerance cannot hold it: ``value ÷ (target × desired) ≤ (desired − 1) ÷ desired``).
 * **The deadline** (wall seconds, counted from the moment the load's own requests have
