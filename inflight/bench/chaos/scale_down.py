@@ -10,8 +10,8 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
   (desired − 1) × target``, the target being slots × ``targetSaturation`` and β
   ``queueHeadroom``: :func:`inflight.control.policy.queue_headroom`). The policy's value
   is built from L over its memory only (:attr:`inflight.control.policy.PolicySpec.memory_s`:
-  the scale-down maximum, the floor's window and the recurrence's, the excursions'), so once that memory holds nothing above
-  ``streams`` the value is at most ``streams + β√streams`` and the count wanted falls (the
+  the scale-down maximum, the floor's window and the recurrence's, the excursions'), so
+  once that memory holds nothing above ``streams`` the value is at most ``streams + β√streams`` and the count wanted falls (the
   HPA's tolerance cannot hold it: ``value ÷ (target × desired) ≤ (desired − 1) ÷ desired``).
 * **The deadline** (wall seconds, counted from the moment the load's own requests have
   ended): that memory, the HPA's scale-down stabilization window, two HPA syncs (one to read
