@@ -6,13 +6,14 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
 
 * **The condition.** After the load drops, only ``streams`` long streams stay in flight
   (each one that ends is replaced), and ``streams`` fits in one replica fewer than the
-  count wanted before with the policy's headroom on it (``streams + β√streams ≤
+  count wanted before, with the policy's headroom on it (``streams + β√streams ≤
   (desired − 1) × target``, the target being slots × ``targetSaturation`` and β
   ``queueHeadroom``: :func:`inflight.control.policy.queue_headroom`). The policy's value
   is built from L over its memory only (:attr:`inflight.control.policy.PolicySpec.memory_s`:
   the scale-down maximum, the floor's window and the recurrence's, the excursions'), so
-  once that memory holds nothing above ``streams`` the value is at most ``streams + β√streams`` and the count wanted falls (the
-  HPA's tolerance cannot hold it: ``value ÷ (target × desired) ≤ (desired − 1) ÷ desired``).
+  once that memory holds nothing above ``streams`` the value is at most
+  ``streams + β√streams`` and the count wanted falls (the HPA's tolerance cannot hold it:
+  ``value ÷ (target × desired) ≤ (desired − 1) ÷ desired``).
 * **The deadline** (wall seconds, counted from the moment the load's own requests have
   ended): that memory, the HPA's scale-down stabilization window, two HPA syncs (one to read
   the value, one for the phase of the loop) and the scrape-gap limit (L's newest sample may
