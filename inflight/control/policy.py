@@ -691,13 +691,25 @@ class _Levels:
         return [Sample(t, v) for t in taus if (v := self.smoothed(t)) is not None]
 
     def spread(self, since_s: float) -> float:
-        """The standard deviation of L's samples from ``since_s`` on (every point is at or
-        before now) while there was load (L above 0: an idle stretch says nothing of how
-        the load varies, and a load that starts from idle is a step, not a spread); 0 with
-        fewer than two."""
+        """How far L's samples from ``since_s`` on rose above their mean while there was
+        load: the root mean square of ``max(0, L − mean)``, × √2 so that L spread evenly
+        about its mean reads its standard deviation; 0 with fewer than two samples.
+
+        Upward only: a queue forms when L rises above what the fleet holds, and a closed
+        loop's L never rises above its concurrency (its dips, a request finished before the
+        next is sent, or clients starting one by one, are below). Idle samples (L = 0) are
+        left out: they say nothing of how the load varies, and a load that starts from idle
+        is a step, not a spread. A spread under one request is none: L counts requests, and
+        a loop whose clients send again at once dips by one between an answer and the next
+        request, which is the sampling's phase, not arrivals at random."""
         start = bisect.bisect_left(self.times, since_s)
         values = [p.value for p in self.points[start:] if p.value > 0]
-        return statistics.pstdev(values) if len(values) > 1 else 0.0
+        if len(values) < 2:
+            return 0.0
+        mean = statistics.fmean(values)
+        above = sum((v - mean) ** 2 for v in values if v > mean)
+        spread = math.sqrt(2.0 * above / len(values))
+        return spread if spread >= 1.0 else 0.0
 
     def padded(self, tau_s: float) -> float | None:
         """L at tau, plus the growth headroom at tau when that is on: the headroom is
@@ -726,9 +738,9 @@ def queue_headroom(level: float, beta: float, spread: float = math.inf) -> float
     (1981): with ``level + beta sqrt(level)`` servers the chance a request waits tends to
     ``1 / (1 + beta Phi(beta) / phi(beta))``: 0.5 at beta 0.5, 0.22 at 1, 0.03 at 2.
     ``sqrt(level)`` is how much L varies when requests arrive at random (Poisson: its
-    variance is its mean); ``spread`` is how much it was seen to vary (L's standard
-    deviation over the scale-down window), so L that holds still, as a closed loop's
-    does, is given no room it never uses.
+    variance is its mean); ``spread`` is how much it was seen to rise above its mean over
+    the scale-down window (``_Levels.spread``), so L that never rises, as a closed loop's
+    does not, is given no room it never uses.
 
     >>> queue_headroom(16, 1.0), queue_headroom(0, 1.0), queue_headroom(25, 0.0)
     (4.0, 0.0, 0.0)

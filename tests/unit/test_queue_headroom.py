@@ -56,8 +56,16 @@ def test_l_of_16_varying_by_5_asks_for_20_and_the_reason_names_the_stage() -> No
 
 
 def test_l_that_varies_less_than_poisson_gets_what_it_varies() -> None:
-    d = decide(varying(16.0, 1.0), spec(1.0), now_s=1000.0, ready_replicas=4)
-    assert d.value == pytest.approx(17.0)
+    d = decide(varying(16.0, 2.0), spec(1.0), now_s=1000.0, ready_replicas=4)
+    assert d.value == pytest.approx(18.0, abs=0.02)  # 16 ± 2 rises 2 above its mean
+
+
+def test_a_spread_under_one_request_is_none() -> None:
+    """A closed loop's L dips by one between an answer and the next request: 4 and 3 in
+    turn rise half a request above their mean, which buys no room (nor a second replica)."""
+    d = decide(varying(3.5, 0.5), spec(1.0), now_s=1000.0, ready_replicas=1)
+    assert d.value == pytest.approx(3.5, abs=0.01)
+    assert d.desired_replicas == 1
 
 
 def test_a_closed_loops_steady_l_gets_no_headroom() -> None:
