@@ -730,6 +730,7 @@ class _Peak:
     plain: float
     current: float
     headroom: float = 0.0  # in value: queue_headroom's
+    spread: float = 0.0  # what it was capped by: how far L rose above its mean
 
 
 def queue_headroom(level: float, beta: float, spread: float = math.inf) -> float:
@@ -761,8 +762,9 @@ def _peak(levels: _Levels, now_s: float) -> _Peak:
     plain = max(v for v in (levels.smoothed(t) for t in taus) if v is not None)
     value = max(v for v in (levels.padded(t) for t in taus) if v is not None)
     beta = levels.spec.queue_headroom
-    headroom = queue_headroom(value, beta, levels.spread(now_s - down_s)) if beta else 0.0
-    return _Peak(value + headroom, plain, current, headroom)
+    spread = levels.spread(now_s - down_s) if beta else 0.0
+    headroom = queue_headroom(value, beta, spread) if beta else 0.0
+    return _Peak(value + headroom, plain, current, headroom, spread)
 
 
 @dataclass(frozen=True)
@@ -977,8 +979,8 @@ def _reason(
     if peak.headroom > 0:
         return (
             f"headroom: max of L over the last {down_s:g} s is {peak.value - peak.headroom:g}"
-            f", plus {spec.queue_headroom:g} x its square root = {value:g} (now {current:g})"
-            f" = {count}"
+            f", plus {spec.queue_headroom:g} x min(its square root, its rise above its mean "
+            f"{peak.spread:.3g}) = {value:g} (now {current:g}) = {count}"
         )
     if peak.value - peak.plain > 0:
         return (

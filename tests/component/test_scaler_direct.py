@@ -27,6 +27,7 @@ SPEC = parse_metadata(
     {
         "scaleUpWindowSeconds": "0",
         "scaleDownWindowSeconds": "60",
+        "queueHeadroom": "0",  # the source's figures: L itself
         "floorWindowSeconds": "0",
         "startupSeconds": "0",
     }

@@ -509,7 +509,13 @@ async def test_a_held_scale_up_is_in_the_gauge_and_the_log_while_it_lasts(
     value is L again (gauge 0, a "no longer held" line). Trigger metadata as KEDA sends it."""
     bursts = [(100.0, 160.0), (400.0, 460.0)]
     source = ScriptedSource([_bursts(430.0, bursts), _bursts(560.0, bursts)])
-    meta = {"startupSeconds": "100", "floorWindowSeconds": "0", "minReplicaCount": "1"}
+    meta = {
+        "startupSeconds": "100",
+        "floorWindowSeconds": "0",
+        "minReplicaCount": "1",
+        "queueHeadroom": "0",  # the hold's figures: L itself
+        "scaleDownWindowSeconds": "60",
+    }
     labels = {"metric_name": "inflight"}
     caplog.set_level(logging.INFO, logger="external_scaler.servicer")
     async for h in _harness(lambda _metrics: source, CollectorRegistry()):

@@ -30,7 +30,14 @@ BODY = {"model": MODEL, "prompt": "summarize the meeting", "max_tokens": 300}
 TIME_SCALE = "0.1"
 SCRAPE_S = 0.5
 # scale-up 1 s, scale-down 6 s; the floor off (the value's fall after the window is checked)
-META = {"timeScale": TIME_SCALE, "slotsPerReplica": "4", "floorWindowSeconds": "0"}
+# The headroom off and the 60 s window (DOWN_S at this time-scale): the figures are L's.
+META = {
+    "timeScale": TIME_SCALE,
+    "slotsPerReplica": "4",
+    "floorWindowSeconds": "0",
+    "queueHeadroom": "0",
+    "scaleDownWindowSeconds": "60",
+}
 DOWN_S = 6.0
 WORKERS = 6
 
