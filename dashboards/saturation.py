@@ -130,10 +130,8 @@ def build() -> dash_b.Dashboard:
                 "What a QPS rule would do beside what saturation does",
                 "Desired replicas from the seed's QPS rule (requests received in 10 s ÷ 10; "
                 f"+1 above {s.QPS_RULE_UP_ABOVE}/s, −1 below {s.QPS_RULE_DOWN_BELOW}/s, from "
-                "the ready count, at least 1) and from saturation (ceil of P + "
-                f"{s.QUEUE_HEADROOM:g} × min(√P, σ), P being L averaged {s.SCALE_UP_WINDOW_S}"
-                f" s and maxed over {s.SCALE_DOWN_WINDOW_S} s, σ L's standard deviation over "
-                "that window, ÷ slots; "
+                "the ready count, at least 1) and from saturation (ceil of L, averaged "
+                f"{s.SCALE_UP_WINDOW_S} s and maxed over {s.SCALE_DOWN_WINDOW_S} s, ÷ slots; "
                 "the ready count while that is within the HPA's 10 % tolerance). "
                 "Under full load the QPS line flaps while the saturation line holds. The "
                 "QPS rule needs a scrape interval of 5 s or less to have two samples in 10 s.",

@@ -217,8 +217,8 @@ def stabilized_l_expr(sel: str, headroom: float = QUEUE_HEADROOM) -> str:
     σ being L's standard deviation over the window
     (:func:`inflight.control.policy.queue_headroom`; β 0: P alone).
 
-    Defaults 10 s, 180 s and β 1 (``inflight.names.METADATA_DEFAULTS``): scale up at once,
-    scale down only when the lower count would have carried the last three minutes.
+    Defaults 10 s, 60 s and β 0 (``inflight.names.METADATA_DEFAULTS``): scale up at once,
+    scale down only when the lower count would have carried the whole last minute.
     """
     up, down = SCALE_UP_WINDOW_S, SCALE_DOWN_WINDOW_S
     inner = f"sum(avg_over_time({n.ROUTER_INFLIGHT}{{{sel}}}[{up}s]))"
@@ -240,8 +240,8 @@ def saturation_desired_expr(sel: str, headroom: float = QUEUE_HEADROOM) -> str:
     ``tests/component/test_dashboards_tolerance.py``. Examples, 4 slots, target 1.0:
     L = 8 on 1 ready → 2; L = 44 on 10 ready → ratio 1.1 → 10, not ceil = 11. With no
     ready replica the ratio is +Inf (or NaN), so the plain ceiling applies. Those with
-    ``headroom`` 0; at the default 1, L = 16 ± 5 on 4 ready → 16 + min(4, 5) = 20 → 5, and a
-    steady L has no headroom.
+    ``headroom`` 0 (the default); at 1, L = 16 ± 5 on 4 ready → 16 + min(4, 5) = 20 → 5, and
+    a steady L has no headroom.
     """
     target = f"(max({n.ROUTER_SLOTS_PER_ENDPOINT}{{{sel}}}) * {TARGET_SATURATION_DEFAULT})"
     value = stabilized_l_expr(sel, headroom)

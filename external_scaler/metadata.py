@@ -291,7 +291,8 @@ ROWS: tuple[Row, ...] = (
         'seconds from 0 (off) to 86400 a growing backlog is drained in, e.g. "60"',
         high=MAX_WINDOW_S), True, experimental=True),
     Row(_M.META_QUEUE_HEADROOM, "queue_headroom", _number(
-        'beta from 0 (off) to 10 in L + beta x sqrt(L), e.g. "1"', high=10.0)),
+        'beta from 0 (off) to 10 in L + beta x sqrt(L), e.g. "1"', high=10.0),
+        experimental=True),
     Row(_M.META_EXCURSION_MARGIN, "excursion_margin", _number(
         'a factor from 1 to 100 on the longest recent excursion, e.g. "1.5"', low=1.0,
         high=100.0)),

@@ -358,9 +358,7 @@ DEFAULT_METRIC_NAME: Final = "inflight"
 DEFAULT_SLOTS_PER_REPLICA: Final = 4  # vLLM's --max-num-seqs in the reference setup
 DEFAULT_TARGET_SATURATION: Final = 1.0  # add a replica as soon as any request waits
 DEFAULT_SCALE_UP_WINDOW_S: Final = 10
-# 180 with queueHeadroom 1 (was 60, no headroom): chosen on 40 choose draws of the
-# generalization harness (results/2026-12-06-headroom-choose), reported on fresh ones.
-DEFAULT_SCALE_DOWN_WINDOW_S: Final = 180
+DEFAULT_SCALE_DOWN_WINDOW_S: Final = 60
 DEFAULT_ACTIVATION_INFLIGHT: Final = 0
 DEFAULT_TIME_SCALE: Final = 1.0
 #: kube-controller-manager's --horizontal-pod-autoscaler-tolerance default: the HPA keeps
@@ -405,7 +403,10 @@ ANTICIPATE_LOOP_LAG_S: Final = 30
 DEFAULT_EXCURSION_WINDOW_S: Final = 900
 DEFAULT_REBOUND_WINDOW_S: Final = 0  # off
 DEFAULT_BACKLOG_DRAIN_S: Final = 0  # off
-DEFAULT_QUEUE_HEADROOM: Final = 1.0  # beta (0: off); results/2026-12-06-headroom-choose
+# beta (0: off). Tried with a 180 s scale-down window as the default and not adopted: better
+# mean frontier gap on fresh draws, worse on the README's held-out rows and more often
+# dominated (results/2026-12-06-headroom-report, docs/decisions.md); experimental.
+DEFAULT_QUEUE_HEADROOM: Final = 0.0
 # A late scale-up's evidence: every fleet's excursions, an excursion a change of the fleet
 # ended sooner than startupSeconds after it began is none (adopted on 27 held-out row-runs
 # by a rule written before them, results/2026-12-03-fleet-change; before it "same", "any"),

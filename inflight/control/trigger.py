@@ -38,7 +38,6 @@ _STATED_DEFAULTS: Final = (
     names.META_TARGET_SATURATION,
     names.META_SCALE_UP_WINDOW_S,
     names.META_SCALE_DOWN_WINDOW_S,
-    names.META_QUEUE_HEADROOM,
 )
 
 

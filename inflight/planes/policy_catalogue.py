@@ -25,8 +25,6 @@ from inflight.names import (
     META_FLOOR_SINGLE_WINDOW_S,
     META_FLOOR_STATISTIC,
     META_FLOOR_WINDOW_S,
-    META_QUEUE_HEADROOM,
-    META_SCALE_DOWN_WINDOW_S,
     META_STARTUP_S,
     METADATA_DEFAULTS,
 )
@@ -163,10 +161,6 @@ EVIDENCE_DEFAULT_SINCE = "2026-12-03T21:00:00+00:00"
 #: When ``excursionMargin`` went back to 1, the wider evidence kept
 #: (results/2026-12-03-margin). A live run recorded between the two ran at 1.5.
 MARGIN_DEFAULT_SINCE = "2026-12-03T23:30:00+00:00"
-#: When square-root headroom over the peak of L (``queueHeadroom`` 1) and a 180 s
-#: scale-down window became the default (results/2026-12-06-headroom-choose). A live run
-#: recorded before it ran with no headroom and a 60 s window.
-HEADROOM_DEFAULT_SINCE = "2026-12-06T22:30:00+00:00"
 _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (FLOOR_DEFAULT_SINCE, ((META_FLOOR_WINDOW_S, "0"),)),
     (
@@ -188,7 +182,6 @@ _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (MARGIN_DEFAULT_SINCE, ((META_EXCURSION_MARGIN, "1.5"),)),
-    (HEADROOM_DEFAULT_SINCE, ((META_QUEUE_HEADROOM, "0"), (META_SCALE_DOWN_WINDOW_S, "60"))),
 )
 
 
@@ -201,8 +194,7 @@ def as_recorded(policy: Policy, created_at: str | None) -> Policy:
     ``startupSeconds``, one from before :data:`EVIDENCE_DEFAULT_SINCE` with a late
     scale-up's evidence as it was (``excursionFleets`` same, ``excursionFleetChange`` any,
     ``excursionMargin`` 1), one from before :data:`MARGIN_DEFAULT_SINCE` at
-    ``excursionMargin`` 1.5, one from before :data:`HEADROOM_DEFAULT_SINCE` with no
-    ``queueHeadroom`` and ``scaleDownWindowSeconds`` 60; a key is set by the earliest
+    ``excursionMargin`` 1.5; a key is set by the earliest
     switch the run came before (a run from before both margins' switches ran at 1), and a
     key its metadata names stays as named (what ``inflight sim calibrate`` re-simulates).
     None: as today."""

@@ -72,13 +72,14 @@ def test_promql_derived_replicas_equal_the_hpa_arithmetic(promtool: str, tmp_pat
     _run(promtool, tmp_path, [_scenario(*case, want) for case, want in expected.items()])
 
 
-def test_the_default_headroom_is_in_the_derived_replicas(promtool: str, tmp_path: Path) -> None:
-    """At the shipped queueHeadroom (1): P + min(sqrt(P), sigma), as the policy's peak. L in
+def test_the_headroom_is_in_the_derived_replicas(promtool: str, tmp_path: Path) -> None:
+    """With queueHeadroom 1 (experimental; the default 0 has none): P + min(sqrt(P),
+    sigma), as the policy's peak. L in
     15 s blocks of 11 and 21: P = 21 (a 10 s mean inside a block, whether the range takes
     its left end or not), sigma that of the 5 s steps 0..80 s (9 of 11, 8 of 21: 4.99), so
     21 + sqrt(21) on 4 ready -> 7 replicas; a steady L (the cases above, sigma 0) gets none."""
-    beta = s.QUEUE_HEADROOM
-    assert beta == 1.0
+    beta = 1.0
+    assert s.QUEUE_HEADROOM == 0.0  # the shipped panel: L's peak alone
     level = [21 if (t // 15) % 2 else 11 for t in range(91)]
     sigma = statistics.pstdev(level[t] for t in range(0, 81, 5))
     assert math.sqrt(21) < sigma < 5.0

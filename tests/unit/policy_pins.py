@@ -1,9 +1,10 @@
-"""The policy's settings before 2026-12-06's default (no ``queueHeadroom``, a 60 s
-``scaleDownWindowSeconds``), for the unit tests of the stages beneath it: each test's
+"""The settings the unit tests of the policy's stages were written for, named: no
+``queueHeadroom`` and a 60 s ``scaleDownWindowSeconds`` (the defaults; 2026-12-06 tried
+headroom 1 and 180 s as the default and did not adopt them, docs/decisions.md). Each test's
 figures were worked out for those settings, and they test a stage (the floor, the late
-scale-up, the growth, the sources' windows), not the default. The headroom stage has its
-own tests (``test_queue_headroom.py``); the defaults themselves are held by
-``test_names.py``."""
+scale-up, the growth, the sources' windows), not the default, so a change of the default
+leaves them be. The headroom stage has its own tests (``test_queue_headroom.py``); the
+defaults themselves are held by ``test_names.py``."""
 
 from __future__ import annotations
 

@@ -353,22 +353,15 @@ def test_the_scale_down_deadline_is_the_trigger_s_memory_and_the_hpa_s_periods()
     longer = _plan(floorWindowSeconds="1200")
     assert longer.deadline_s - shipped.deadline_s == pytest.approx(2 * 300 * 0.2)
     off = _plan(floorWindowSeconds="0", startupSeconds="0")
-    assert off.deadline_s == pytest.approx((180 + 10) * 0.2 + 2 * 15 * 0.2 + 3 * 1.0)
+    assert off.deadline_s == pytest.approx((60 + 10) * 0.2 + 2 * 15 * 0.2 + 3 * 1.0)
 
 
 def test_the_scale_down_streams_fit_in_one_replica_fewer_or_the_fault_cannot_run():
     """More streams than one replica fewer holds would keep the count where it is: the
     guaranteed fall needs L ≤ (desired − 1) × target."""
-    # With the default headroom (L + sqrt(L)): 2 + 1.41 fits 4 slots, 3 + 1.73 does not.
-    assert _plan(desired_before=2, long_streams=8).streams == 2
-    assert _plan(desired_before=4, long_streams=8).streams == 8  # 9 + 3 fits 12
-    assert _plan(desired_before=2, long_streams=8, targetSaturation="0.5").streams == 1
-    # Without it, whole replicas' slots: the count falls once L fits one replica fewer.
-    assert _plan(desired_before=2, long_streams=8, queueHeadroom="0").streams == 4
-    assert (
-        _plan(desired_before=2, long_streams=8, targetSaturation="0.5", queueHeadroom="0").streams
-        == 2
-    )
+    assert _plan(desired_before=2, long_streams=8).streams == 4
+    assert _plan(desired_before=4, long_streams=8).streams == 8
+    assert _plan(desired_before=2, long_streams=8, targetSaturation="0.5").streams == 2
     with pytest.raises(ValueError, match="nothing to scale down from"):
         _plan(desired_before=1)
 

@@ -18,8 +18,8 @@ def test_promql_templates_fill_selector() -> None:
 
 def test_metadata_defaults_match_design() -> None:
     assert names.METADATA_DEFAULTS[names.META_SLOTS_PER_REPLICA] == "4"
-    assert names.METADATA_DEFAULTS[names.META_SCALE_DOWN_WINDOW_S] == "180"
-    assert names.METADATA_DEFAULTS[names.META_QUEUE_HEADROOM] == "1.0"
+    assert names.METADATA_DEFAULTS[names.META_SCALE_DOWN_WINDOW_S] == "60"
+    assert names.METADATA_DEFAULTS[names.META_QUEUE_HEADROOM] == "0.0"
     assert names.METADATA_DEFAULTS[names.META_METRIC_NAME] == "inflight"
 
 

@@ -12,7 +12,6 @@ from inflight.planes.policy_catalogue import (
     ANTICIPATE_DEFAULT_SINCE,
     EVIDENCE_DEFAULT_SINCE,
     FLOOR_DEFAULT_SINCE,
-    HEADROOM_DEFAULT_SINCE,
     MARGIN_DEFAULT_SINCE,
     RECURRENT_FLOOR_DEFAULT_SINCE,
     STARTUP_DEFAULT_SINCE,
@@ -26,11 +25,6 @@ EVIDENCE_AS_IT_WAS = (
     (names.META_EXCURSION_FLEETS, "same"),
     (names.META_EXCURSION_FLEET_CHANGE, "any"),
     (names.META_EXCURSION_MARGIN, "1"),
-)
-# What a run recorded before HEADROOM_DEFAULT_SINCE ran with: no headroom, a 60 s window.
-HEADROOM_AS_IT_WAS = (
-    (names.META_QUEUE_HEADROOM, "0"),
-    (names.META_SCALE_DOWN_WINDOW_S, "60"),
 )
 
 
@@ -48,7 +42,6 @@ def test_the_switch_times_are_in_order() -> None:
         < STARTUP_DEFAULT_SINCE
         < EVIDENCE_DEFAULT_SINCE
         < MARGIN_DEFAULT_SINCE
-        < HEADROOM_DEFAULT_SINCE
     )
 
 
@@ -70,7 +63,6 @@ def test_a_run_between_the_second_and_third_held_the_recurring_level_unanticipat
         (names.META_ANTICIPATE_S, "0"),
         (names.META_STARTUP_S, "0"),
         *EVIDENCE_AS_IT_WAS,
-        *HEADROOM_AS_IT_WAS,
     )
     assert (spec.floor_statistic, spec.floor_single_fraction) == ("recurrent", 0.3)
     assert spec.anticipate_s == 0.0 and spec.startup_s == 0.0
@@ -78,18 +70,14 @@ def test_a_run_between_the_second_and_third_held_the_recurring_level_unanticipat
 
 def test_a_run_between_the_third_and_fourth_anticipated_without_a_start_up() -> None:
     recorded, spec = spec_of("saturation", "2026-12-02T23:00:00+00:00")
-    assert recorded.metadata == (
-        (names.META_STARTUP_S, "0"),
-        *EVIDENCE_AS_IT_WAS,
-        *HEADROOM_AS_IT_WAS,
-    )
+    assert recorded.metadata == ((names.META_STARTUP_S, "0"), *EVIDENCE_AS_IT_WAS)
     assert spec.anticipate_s == names.DEFAULT_ANTICIPATE_S == 130
     assert spec.startup_s == 0.0 and not spec.late_scale_up_on
 
 
 def test_a_run_between_the_fourth_and_fifth_held_late_scale_ups_on_the_old_evidence() -> None:
     recorded, spec = spec_of("saturation", "2026-12-03T05:00:00+00:00")
-    assert recorded.metadata == (*EVIDENCE_AS_IT_WAS, *HEADROOM_AS_IT_WAS)
+    assert recorded.metadata == EVIDENCE_AS_IT_WAS
     assert spec.startup_s == names.DEFAULT_STARTUP_S == 30 and spec.late_scale_up_on
     assert (spec.excursion_fleets, spec.excursion_fleet_change) == ("same", "any")
     assert spec.excursion_margin == 1.0
@@ -97,7 +85,7 @@ def test_a_run_between_the_fourth_and_fifth_held_late_scale_ups_on_the_old_evide
 
 def test_a_run_between_the_fifth_and_sixth_read_the_wider_evidence_at_margin_1_5() -> None:
     recorded, spec = spec_of("saturation", "2026-12-03T22:00:00+00:00")
-    assert recorded.metadata == ((names.META_EXCURSION_MARGIN, "1.5"), *HEADROOM_AS_IT_WAS)
+    assert recorded.metadata == ((names.META_EXCURSION_MARGIN, "1.5"),)
     assert (spec.excursion_fleets, spec.excursion_fleet_change) == ("any", "own")
     assert spec.excursion_margin == 1.5
 
@@ -111,20 +99,10 @@ def test_a_run_before_both_margin_switches_ran_at_the_first_ones_margin() -> Non
 
 def test_a_run_since_reads_the_evidence_as_today() -> None:
     recorded, spec = spec_of("saturation", "2026-12-04T00:00:00+00:00")
-    assert recorded.metadata == HEADROOM_AS_IT_WAS
+    assert recorded.metadata == ()
     assert (spec.excursion_fleets, spec.excursion_fleet_change) == ("any", "own")
     assert spec.excursion_margin == names.DEFAULT_EXCURSION_MARGIN == 1.0
     assert spec_of("saturation", None)[0].metadata == ()
-
-
-def test_a_run_since_the_headroom_ran_with_it() -> None:
-    recorded, spec = spec_of("saturation", "2026-12-07T00:00:00+00:00")
-    assert recorded.metadata == ()
-    assert (spec.queue_headroom, spec.scale_down_window_s) == (1.0, 180.0)
-    _, before = spec_of("saturation", "2026-12-06T12:00:00+00:00")
-    assert (before.queue_headroom, before.scale_down_window_s) == (0.0, 60.0)
-    _, named = spec_of("saturation[queueHeadroom=2]", "2026-12-06T12:00:00+00:00")
-    assert (named.queue_headroom, named.scale_down_window_s) == (2.0, 60.0)
 
 
 def test_a_key_the_run_named_stays_as_named() -> None:

@@ -98,12 +98,18 @@ def test_an_idle_window_stays_idle() -> None:
     assert not d.active
 
 
-def test_the_metadata_key_sets_beta_and_refuses_a_bad_value_by_name() -> None:
-    got = parse_metadata({**names.METADATA_DEFAULTS, names.META_QUEUE_HEADROOM: "1.5"})
-    assert got.policy.queue_headroom == 1.5
+def test_the_key_is_the_simulators_alone_and_a_bad_value_is_refused_by_name() -> None:
+    """Tried as the default and not adopted (docs/decisions.md): the simulator takes it, the
+    scaler refuses any value but the default 0, naming the key."""
+    given = {**names.METADATA_DEFAULTS, names.META_QUEUE_HEADROOM: "1.5"}
+    assert parse_metadata(given, experimental=True).policy.queue_headroom == 1.5
+    assert parse_metadata(names.METADATA_DEFAULTS).policy.queue_headroom == 0.0
+    with pytest.raises(MetadataError, match=names.META_QUEUE_HEADROOM):
+        parse_metadata(given)
     for bad in ("-1", "11", "lots"):
+        given = {**names.METADATA_DEFAULTS, names.META_QUEUE_HEADROOM: bad}
         with pytest.raises(MetadataError, match=names.META_QUEUE_HEADROOM):
-            parse_metadata({**names.METADATA_DEFAULTS, names.META_QUEUE_HEADROOM: bad})
+            parse_metadata(given, experimental=True)
 
 
 def test_a_load_that_starts_from_idle_is_a_step_not_a_spread() -> None:

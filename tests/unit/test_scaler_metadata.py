@@ -56,8 +56,7 @@ def test_what_inflight_up_sends() -> None:
         "slotsPerReplica": "4",
         "targetSaturation": "1.0",
         "scaleUpWindowSeconds": "10",
-        "scaleDownWindowSeconds": "180",
-        "queueHeadroom": "1.0",
+        "scaleDownWindowSeconds": "60",
         "timeScale": "0.1",
         "policy": "saturation",
         "minReplicaCount": "0",  # KEDA's defaults unless the caller gives its bounds

@@ -54,8 +54,8 @@ def _sim_args(*flags: str) -> argparse.Namespace:
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
     """``inflight sim compare --scenario slowing``: the runs, by policy; saturation as the
-    committed live runs (2026-12-01) ran it, before the queueing headroom and the 180 s
-    scale-down window (``inflight.planes.policy_catalogue.HEADROOM_DEFAULT_SINCE``)."""
+    committed live runs (2026-12-01) ran it, its settings named (no queueing headroom, a 60 s
+    scale-down window: today's defaults too)."""
     out = tmp_path_factory.mktemp("slowing") / "cmp"
     policies = f"qps,{AS_LIVE}"
     args = ["sim", "compare", "--scenario", "slowing", "--policies", policies, "--out-dir"]

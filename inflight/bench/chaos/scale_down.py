@@ -24,9 +24,9 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
   constant.
 
 Worked example, the shipped defaults at time-scale 0.2, 4 slots, target saturation 1:
-memory max(180 + 10, 2 × 900 + 10, …) × 0.2 = 362 s, stabilization 0, syncs 2 × 3 s,
-scrape gap 3 × 1 s → deadline 371 s; desired 3 → 5 streams fit 2 × 4 with headroom 1
-(5 + √5 = 7.2; 6 + √6 = 8.4 does not), so min(4, 5) = 4 streams.
+memory max(60 + 10, 2 × 900 + 10, …) × 0.2 = 362 s, stabilization 0, syncs 2 × 3 s,
+scrape gap 3 × 1 s → deadline 371 s; desired 3 → min(4, 2 × 4) = 4 streams (with
+``queueHeadroom`` 1, experimental, 5 fit: 5 + √5 = 7.2 ≤ 8).
 """
 
 from __future__ import annotations
@@ -61,14 +61,13 @@ def plan(
     cannot fall (at the minimum) or no stream fits in one replica fewer.
 
     Without the floor and the late scale-up, the memory is the scale-down maximum of the
-    scale-up means (180 + 10 s); 2 streams fit one replica of 4 slots with headroom 1
-    (2 + √2 = 3.4; 3 + √3 = 4.7 does not):
+    scale-up means (60 + 10 s):
 
     >>> spec = PolicySpec(floor_window_s=0, startup_s=0, min_replicas=1)
     >>> p = plan(spec, stabilization_s=0.0, hpa_sync_s=15.0, scrape_interval_s=5.0,
     ...          desired_before=2, long_streams=8)
     >>> p.streams, p.deadline_s
-    (2, 235.0)
+    (4, 115.0)
     """
     if desired_before <= spec.min_replicas:
         raise ValueError(
