@@ -42,7 +42,6 @@ SLOTS_DEFAULT: Final = int(n.METADATA_DEFAULTS[n.META_SLOTS_PER_REPLICA])
 TARGET_SATURATION_DEFAULT: Final = float(n.METADATA_DEFAULTS[n.META_TARGET_SATURATION])
 SCALE_UP_WINDOW_S: Final = int(n.METADATA_DEFAULTS[n.META_SCALE_UP_WINDOW_S])
 SCALE_DOWN_WINDOW_S: Final = int(n.METADATA_DEFAULTS[n.META_SCALE_DOWN_WINDOW_S])
-QUEUE_HEADROOM: Final = float(n.METADATA_DEFAULTS[n.META_QUEUE_HEADROOM])
 
 
 def matchers(*pairs: str) -> str:
@@ -211,26 +210,18 @@ def routers_missing_expr(sel: str) -> str:
     return f"count({n.promql(n.PROMQL_ROUTERS_DOWN, sel)}) or vector(0)"
 
 
-def stabilized_l_expr(sel: str, headroom: float = QUEUE_HEADROOM) -> str:
-    """The scaler's value without its floor: the peak P, the maximum over the scale-down
-    window of L averaged over scale-up, with its queueing headroom ``P + β min(√P, σ)``,
-    σ being L's standard deviation over the window
-    (:func:`inflight.control.policy.queue_headroom`; β 0: P alone).
+def stabilized_l_expr(sel: str) -> str:
+    """The scaler's value: max over the scale-down window of L averaged over scale-up.
 
-    Defaults 10 s, 60 s and β 0 (``inflight.names.METADATA_DEFAULTS``): scale up at once,
+    Defaults 10 s and 60 s (``inflight.names.METADATA_DEFAULTS``): scale up at once,
     scale down only when the lower count would have carried the whole last minute.
     """
     up, down = SCALE_UP_WINDOW_S, SCALE_DOWN_WINDOW_S
     inner = f"sum(avg_over_time({n.ROUTER_INFLIGHT}{{{sel}}}[{up}s]))"
-    peak = f"max_over_time(({inner})[{down}s:5s])"
-    if headroom <= 0:
-        return peak
-    spread = f"stddev_over_time((sum({n.ROUTER_INFLIGHT}{{{sel}}}))[{down}s:5s])"
-    room = f"((sqrt({peak}) <= {spread}) or {spread})"  # the smaller of the two
-    return f"({peak} + {headroom:g} * {room})"
+    return f"max_over_time(({inner})[{down}s:5s])"
 
 
-def saturation_desired_expr(sel: str, headroom: float = QUEUE_HEADROOM) -> str:
+def saturation_desired_expr(sel: str) -> str:
     """Replicas the HPA derives from the saturation rule's value, tolerance included.
 
     ``ceil(stabilized L ÷ (slots × target))``, except that the HPA keeps the current
@@ -239,12 +230,10 @@ def saturation_desired_expr(sel: str, headroom: float = QUEUE_HEADROOM) -> str:
     ``inflight.control.hpa_math.replicas_for_average_value``, checked against it by
     ``tests/component/test_dashboards_tolerance.py``. Examples, 4 slots, target 1.0:
     L = 8 on 1 ready → 2; L = 44 on 10 ready → ratio 1.1 → 10, not ceil = 11. With no
-    ready replica the ratio is +Inf (or NaN), so the plain ceiling applies. Those with
-    ``headroom`` 0 (the default); at 1, L = 16 ± 5 on 4 ready → 16 + min(4, 5) = 20 → 5, and
-    a steady L has no headroom.
+    ready replica the ratio is +Inf (or NaN), so the plain ceiling applies.
     """
     target = f"(max({n.ROUTER_SLOTS_PER_ENDPOINT}{{{sel}}}) * {TARGET_SATURATION_DEFAULT})"
-    value = stabilized_l_expr(sel, headroom)
+    value = stabilized_l_expr(sel)
     ready = ready_expr(sel)
     up, down = 1 + HPA_TOLERANCE, 1 - HPA_TOLERANCE
     ratio = f"({value}) / ({target} * ({ready}))"

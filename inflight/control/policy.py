@@ -274,8 +274,9 @@ class PolicySpec:
     # arrivals' offered load plus what drains it in this long, not as its whole size
     # (``backlogDrainSeconds``; 0: off): :func:`drain_level`.
     backlog_drain_s: float = float(names.DEFAULT_BACKLOG_DRAIN_S)
-    # Square-root staffing's headroom over the peak of L (``queueHeadroom``, beta; 0: off):
-    # the peak stage asks for L + beta x sqrt(L) (:func:`queue_headroom`).
+    # Square-root staffing's headroom over the peak of L (``queueHeadroom``, beta; 0: off;
+    # experimental): the peak stage asks for L + beta x min(sqrt(L), its rise above its
+    # mean) (:func:`queue_headroom`).
     queue_headroom: float = names.DEFAULT_QUEUE_HEADROOM
 
     @property
@@ -762,8 +763,8 @@ def _peak(levels: _Levels, now_s: float) -> _Peak:
     plain = max(v for v in (levels.smoothed(t) for t in taus) if v is not None)
     value = max(v for v in (levels.padded(t) for t in taus) if v is not None)
     beta = levels.spec.queue_headroom
-    spread = levels.spread(now_s - down_s) if beta else 0.0
-    headroom = queue_headroom(value, beta, spread) if beta else 0.0
+    spread = levels.spread(now_s - down_s) if beta > 0 else 0.0
+    headroom = queue_headroom(value, beta, spread)
     return _Peak(value + headroom, plain, current, headroom, spread)
 
 

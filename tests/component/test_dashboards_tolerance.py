@@ -9,8 +9,6 @@ PromQL said ceil(44 / 4) = 11 at 10 replicas, where the HPA stays at 10.
 
 from __future__ import annotations
 
-import math
-import statistics
 import subprocess
 from pathlib import Path
 
@@ -19,7 +17,6 @@ import yaml
 
 from dashboards import signals as s
 from inflight.control.hpa_math import HPA_TOLERANCE, replicas_for_average_value
-from inflight.control.policy import queue_headroom
 
 ROUTER = 'job="router",instance="r1"'
 SLOTS = 4
@@ -28,7 +25,7 @@ SLOTS = 4
 CASES = [(44, 10), (45, 10), (36, 10), (35, 10), (8, 2), (5, 1), (9, 1), (8, 0), (0, 2), (21, 20)]
 
 
-def _scenario(inflight: int, ready: int, expected: int, headroom: float = 0.0) -> dict[str, object]:
+def _scenario(inflight: int, ready: int, expected: int) -> dict[str, object]:
     def series(name: str, value: int, extra: str = "") -> dict[str, str]:
         labels = ROUTER + ("," + extra if extra else "")
         return {"series": f"{name}{{{labels}}}", "values": f"{value}x90"}
@@ -43,7 +40,7 @@ def _scenario(inflight: int, ready: int, expected: int, headroom: float = 0.0) -
         ],
         "promql_expr_test": [
             {
-                "expr": s.saturation_desired_expr("", headroom),
+                "expr": s.saturation_desired_expr(""),
                 "eval_time": "80s",
                 "exp_samples": [{"labels": "{}", "value": expected}],
             }
@@ -70,30 +67,6 @@ def test_promql_derived_replicas_equal_the_hpa_arithmetic(promtool: str, tmp_pat
     # The worked examples, so a change in the shared function cannot pass silently.
     assert expected[(44, 10)] == 10 and expected[(45, 10)] == 12 and expected[(8, 0)] == 2
     _run(promtool, tmp_path, [_scenario(*case, want) for case, want in expected.items()])
-
-
-def test_the_headroom_is_in_the_derived_replicas(promtool: str, tmp_path: Path) -> None:
-    """With queueHeadroom 1 (experimental; the default 0 has none): P + min(sqrt(P),
-    sigma), as the policy's peak. L in
-    15 s blocks of 11 and 21: P = 21 (a 10 s mean inside a block, whether the range takes
-    its left end or not), sigma that of the 5 s steps 0..80 s (9 of 11, 8 of 21: 4.99), so
-    21 + sqrt(21) on 4 ready -> 7 replicas; a steady L (the cases above, sigma 0) gets none."""
-    beta = 1.0
-    assert s.QUEUE_HEADROOM == 0.0  # the shipped panel: L's peak alone
-    level = [21 if (t // 15) % 2 else 11 for t in range(91)]
-    sigma = statistics.pstdev(level[t] for t in range(0, 81, 5))
-    assert math.sqrt(21) < sigma < 5.0
-    want = replicas_for_average_value(21 + queue_headroom(21, beta, sigma), SLOTS, 4, HPA_TOLERANCE)
-    assert want == 7
-    varying = _scenario(21, 4, want, beta)
-    varying["input_series"][0]["values"] = " ".join(map(str, level))  # type: ignore[index]
-    steady = [
-        _scenario(
-            inflight, ready, replicas_for_average_value(inflight, SLOTS, ready, HPA_TOLERANCE), beta
-        )
-        for inflight, ready in CASES
-    ]
-    _run(promtool, tmp_path, [varying, *steady])
 
 
 def test_the_plain_ceiling_would_be_rejected(promtool: str, tmp_path: Path) -> None:

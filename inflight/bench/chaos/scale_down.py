@@ -6,14 +6,12 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
 
 * **The condition.** After the load drops, only ``streams`` long streams stay in flight
   (each one that ends is replaced), and ``streams`` fits in one replica fewer than the
-  count wanted before, with the policy's headroom on it (``streams + β√streams ≤
-  (desired − 1) × target``, the target being slots × ``targetSaturation`` and β
-  ``queueHeadroom``: :func:`inflight.control.policy.queue_headroom`). The policy's value
-  is built from L over its memory only (:attr:`inflight.control.policy.PolicySpec.memory_s`:
-  the scale-down maximum, the floor's window and the recurrence's, the excursions'), so
-  once that memory holds nothing above ``streams`` the value is at most
-  ``streams + β√streams`` and the count wanted falls (the HPA's tolerance cannot hold it:
-  ``value ÷ (target × desired) ≤ (desired − 1) ÷ desired``).
+  count wanted before (``streams ≤ (desired − 1) × target``, the target being slots ×
+  ``targetSaturation``). The policy's value is built from L over its memory only
+  (:attr:`inflight.control.policy.PolicySpec.memory_s`: the scale-down maximum, the floor's
+  window and the recurrence's, the excursions'), so once that memory holds nothing above
+  ``streams`` the value is at most ``streams`` and the count wanted falls (the HPA's
+  tolerance cannot hold it: ``streams ÷ (target × desired) ≤ (desired − 1) ÷ desired``).
 * **The deadline** (wall seconds, counted from the moment the load's own requests have
   ended): that memory, the HPA's scale-down stabilization window, two HPA syncs (one to read
   the value, one for the phase of the loop) and the scrape-gap limit (L's newest sample may
@@ -25,8 +23,7 @@ on a condition the policy is guaranteed to reach, and keeps the streams open unt
 
 Worked example, the shipped defaults at time-scale 0.2, 4 slots, target saturation 1:
 memory max(60 + 10, 2 × 900 + 10, …) × 0.2 = 362 s, stabilization 0, syncs 2 × 3 s,
-scrape gap 3 × 1 s → deadline 371 s; desired 3 → min(4, 2 × 4) = 4 streams (with
-``queueHeadroom`` 1, experimental, 5 fit: 5 + √5 = 7.2 ≤ 8).
+scrape gap 3 × 1 s → deadline 371 s; desired 3 → min(4, 2 × 4) = 4 streams.
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ from dataclasses import dataclass
 
 from external_scaler.metadata import parse_metadata
 from inflight.control import hpa
-from inflight.control.policy import SAMPLE_GAP_SCRAPES, PolicySpec, queue_headroom
+from inflight.control.policy import SAMPLE_GAP_SCRAPES, PolicySpec
 from inflight.control.trigger import scaler_metadata
 
 
@@ -74,10 +71,7 @@ def plan(
             f"the stack wants {desired_before} replica(s), its minimum is {spec.min_replicas}: "
             "nothing to scale down from (raise --rate)"
         )
-    room = (desired_before - 1) * spec.target + 1e-9
-    fits = math.floor(room)
-    while fits > 0 and fits + queue_headroom(fits, spec.queue_headroom) > room:
-        fits -= 1
+    fits = math.floor((desired_before - 1) * spec.target + 1e-9)
     streams = min(long_streams, fits)
     if streams < 1:
         raise ValueError(f"no long stream fits in {desired_before - 1} replica(s)")
