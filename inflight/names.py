@@ -329,6 +329,11 @@ META_REBOUND_WINDOW_S: Final = "reboundWindowSeconds"
 META_BACKLOG_DRAIN_S: Final = "backlogDrainSeconds"
 # Queueing headroom over the peak of L, square-root staffing: L + beta x sqrt(L) (0: off).
 META_QUEUE_HEADROOM: Final = "queueHeadroom"
+# The operator's SLO, for sizing the fleet with Erlang C on the arrivals and service time
+# measured (inflight.control.slo_sizing): the TTFT (seconds; 0: the stage off) and the
+# share of requests that must meet it.
+META_SLO_TTFT_S: Final = "sloTtftSeconds"
+META_SLO_GOAL: Final = "sloGoal"
 META_EXCURSION_MARGIN: Final = "excursionMargin"
 # Whose excursions are that evidence: "same" (the fleet ready now) or "larger" (a larger
 # fleet's too: L above the ready fleet's capacity while more replicas were ready).
@@ -407,6 +412,8 @@ DEFAULT_BACKLOG_DRAIN_S: Final = 0  # off
 # mean frontier gap on fresh draws, worse on the README's held-out rows and more often
 # dominated (results/2026-12-06-headroom-report, docs/decisions.md); experimental.
 DEFAULT_QUEUE_HEADROOM: Final = 0.0
+DEFAULT_SLO_TTFT_S: Final = 0  # off
+DEFAULT_SLO_GOAL: Final = 0.95
 # A late scale-up's evidence: every fleet's excursions, an excursion a change of the fleet
 # ended sooner than startupSeconds after it began is none (adopted on 27 held-out row-runs
 # by a rule written before them, results/2026-12-03-fleet-change; before it "same", "any"),
@@ -459,6 +466,8 @@ METADATA_DEFAULTS: Final[dict[str, str]] = {
     META_REBOUND_WINDOW_S: str(DEFAULT_REBOUND_WINDOW_S),
     META_BACKLOG_DRAIN_S: str(DEFAULT_BACKLOG_DRAIN_S),
     META_QUEUE_HEADROOM: str(DEFAULT_QUEUE_HEADROOM),
+    META_SLO_TTFT_S: str(DEFAULT_SLO_TTFT_S),
+    META_SLO_GOAL: str(DEFAULT_SLO_GOAL),
     META_EXCURSION_MARGIN: str(DEFAULT_EXCURSION_MARGIN),
     META_EXCURSION_FLEETS: DEFAULT_EXCURSION_FLEETS,
     META_EXCURSION_FLEET_CHANGE: DEFAULT_EXCURSION_FLEET_CHANGE,

@@ -127,6 +127,7 @@ from inflight.control.recurrence import (
     short_recurrent,
 )
 from inflight.control.samples import Sample as Sample  # the policy's callers name it here
+from inflight.control.slo_sizing import SloFleet, slo_fleet
 
 PolicyName = Literal["saturation", "qps"]
 POLICIES: Final[tuple[PolicyName, ...]] = ("saturation", "qps")
@@ -278,6 +279,12 @@ class PolicySpec:
     # experimental): the peak stage asks for L + beta x min(sqrt(L), its rise above its
     # mean) (:func:`queue_headroom`).
     queue_headroom: float = names.DEFAULT_QUEUE_HEADROOM
+    # The operator's SLO (``sloTtftSeconds``, wall s; 0: off; ``sloGoal``; experimental):
+    # the fleet is at least the one Erlang C says keeps all but 1 - goal of the requests
+    # from waiting longer than the TTFT at the arrivals and service time measured
+    # (:func:`_slo`, :mod:`inflight.control.slo_sizing`).
+    slo_ttft_s: float = float(names.DEFAULT_SLO_TTFT_S)
+    slo_goal: float = names.DEFAULT_SLO_GOAL
 
     @property
     def late_scale_up_on(self) -> bool:
@@ -578,19 +585,13 @@ def decide(
         )
     levels = _Levels(points, samples, arrivals, spec)
     peak = _peak(levels, now_s)
-    # A peak beyond the most replicas there can be is queue, not demand to remember (the
-    # floor's and the rebound's memory).
+    # A peak beyond the largest fleet is queue, not demand for the floor or rebound to hold.
     cap = spec.max_replicas * spec.target
     floor = _floor(levels, now_s, cap, ready_replicas, ready_series) if spec.floor_on else _NO_FLOOR
     rebound = _rebound(levels, spec, now_s, max(peak.value, floor.value), cap)
-    floor_value = max(floor.value, rebound)
-    value = round(max(peak.value, floor_value, 0.0), _DECIMALS)
-    value, drained = _drain(
-        value, floor_value, points, arrivals, ready_series, ready_replicas, spec, now_s
-    )
-    late = None
-    if spec.late_scale_up_on and ready_replicas:
-        value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series)
+    slo = _slo(levels, ready_series, now_s)
+    floor_value = max(floor.value, rebound, slo.replicas * spec.target if slo else 0.0)
+    value, drained, late = _lowered(levels, peak, floor_value, ready_replicas, ready_series, now_s)
     active = value > spec.activation_inflight
     desired = hpa_replicas(value, spec, ready_replicas) if active else 0
     reason = _reason(
@@ -605,6 +606,7 @@ def decide(
         rebound,
         late,
         drained,
+        slo,
     )
     partial = (*partial, *_gaps(levels.times, spec, now_s))
     inflight = points[-1].value
@@ -622,6 +624,29 @@ def decide(
         held_scale_up=late is not None,
     )
     return guard(decision, partial, spec)
+
+
+def _lowered(
+    levels: _Levels,
+    peak: _Peak,
+    floor_value: float,
+    ready_replicas: int | None,
+    ready_series: Sequence[Sample],
+    now_s: float,
+) -> tuple[float, str | None, str | None]:
+    """The larger of the peak and the floor's levels, then the stages that may lower it:
+    the backlog drain (:func:`_drain`) and the late hold (:func:`_late`). (value, the
+    drain's why or None, the hold's why or None)."""
+    spec = levels.spec
+    value = round(max(peak.value, floor_value, 0.0), _DECIMALS)
+    value, drained = _drain(
+        value, floor_value, levels.points, levels.arrivals, ready_series, ready_replicas, spec,
+        now_s,
+    )  # fmt: skip
+    late = None
+    if spec.late_scale_up_on and ready_replicas:
+        value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series)
+    return value, drained, late
 
 
 def _drain(
@@ -643,6 +668,60 @@ def _drain(
     if drained is None or drained[0] >= value:
         return value, None
     return round(max(drained[0], floor_value), _DECIMALS), drained[1]
+
+
+def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFleet | None:
+    """The SLO stage (``sloTtftSeconds``): the fleet Erlang C gives for the arrivals and
+    the service time over the decision's span (the scale-down and scale-up windows), the
+    TTFT's wait shortened by how much burstier than Poisson the arrivals were over the
+    floor's window (:func:`arrival_dispersion`; Allen and Cunneen's (c_a² + c_s²) ÷ 2 with
+    exponential service, c_s² = 1). None when off, or while either rate is unknown (no
+    arrivals, or nothing completed in the span)."""
+    spec = levels.spec
+    if spec.slo_ttft_s <= 0:
+        return None
+    span_s = spec.scale_down_window_s + spec.scale_up_window_s
+    a_now, a_then = latest(levels.arrivals, now_s), latest(levels.arrivals, now_s - span_s)
+    if a_now is None or a_then is None or a_now <= a_then:
+        return None
+    rate = (a_now - a_then) / span_s
+    served = service_time(
+        _in_span(levels.points, now_s - span_s, now_s),
+        levels.arrivals,
+        ready_series,
+        spec.slots_per_replica,
+        now_s,
+    )
+    if served is None:
+        return None
+    memory_s = max(span_s, spec.floor_window_s)
+    dispersion = arrival_dispersion(levels.arrivals, now_s - memory_s, now_s)
+    wait_s = spec.slo_ttft_s * 2.0 / (dispersion + 1.0)
+    return slo_fleet(rate, served, spec.slots_per_replica, wait_s, spec.slo_goal, spec.max_replicas)
+
+
+def arrival_dispersion(arrivals_total: Sequence[Sample], since_s: float, now_s: float) -> float:
+    """How much burstier than Poisson the arrivals were from ``since_s`` to ``now_s``: the
+    index of dispersion of the counts between consecutive samples of the running total,
+    Σ (n − λΔ)² ÷ λΔ over the intervals, ÷ their number less one (1 for Poisson arrivals,
+    0 for arrivals evenly spaced, more for bursts). 1 when under three samples or no
+    arrivals (nothing known: Poisson).
+
+    >>> from inflight.control.samples import Sample as S
+    >>> arrival_dispersion([S(0, 0), S(10, 10), S(20, 20), S(30, 30)], 0, 30)
+    0.0
+    >>> arrival_dispersion([S(0, 0), S(10, 30), S(20, 30), S(30, 60)], 0, 30)
+    15.0
+    """
+    points = _in_span(arrivals_total, since_s, now_s)
+    pairs = [(q.t_s - p.t_s, max(0.0, q.value - p.value)) for p, q in pairwise(points)]
+    pairs = [(dt, n) for dt, n in pairs if dt > 0]
+    total_t, total_n = sum(dt for dt, _ in pairs), sum(n for _, n in pairs)
+    if len(pairs) < 2 or total_n <= 0:
+        return 1.0
+    rate = total_n / total_t
+    chi2 = sum((n - rate * dt) ** 2 / (rate * dt) for dt, n in pairs)
+    return chi2 / (len(pairs) - 1)
 
 
 def _rebound(levels: _Levels, spec: PolicySpec, now_s: float, held: float, cap: float) -> float:
@@ -940,6 +1019,7 @@ def _reason(
     rebound: float,
     late: str | None,
     drained: str | None = None,
+    slo: SloFleet | None = None,
 ) -> str:
     """The one stage that set the value, and its numbers: the first that applies of the
     late hold, the backlog drain (``drained``: :func:`drain_level`'s why), the rebound,
@@ -953,6 +1033,8 @@ def _reason(
         return f"{late}: holding {value:g} = {count}"
     if drained is not None:
         return f"{drained} = {count}"
+    if slo is not None and above_now and slo.replicas * target >= floor_value > peak.value:
+        return f"{slo.why(spec.slots_per_replica, spec.slo_goal)} = {count} (now {current:g})"
     if rebound > 0 and rebound >= floor_value and above_now:
         return (
             f"rebound: L came back to {rebound:g} within {spec.rebound_window_s:g} s of "

@@ -1,0 +1,120 @@
+"""The fleet an SLO needs for the traffic measured: Erlang C over the replicas' slots.
+
+A fleet of ``n`` replicas with ``slots`` each is, to a request, ``c = n x slots`` servers.
+With arrivals at rate λ and a mean service time S (a slot held from admission to the last
+token), the offered load is ``a = λS`` slots (Little's Law), and in the M/M/c queue the
+chance a request waits at all is Erlang's C formula; the chance it waits longer than
+``t`` is ``C(c, a) x exp(-(c - a) t / S)`` (Kleinrock, *Queueing Systems* vol. 1, §3.4;
+Gross and Harris, *Fundamentals of Queueing Theory*, §2.3). A request that waits longer
+than the TTFT SLO before its first step misses the SLO whatever its prefill, so the
+smallest fleet whose chance of that is at most ``1 - goal`` is the least the SLO allows.
+
+Only the operator's SLO and two measured rates go in: the arrivals, and the service time
+the engines gave over the same span (:func:`inflight.control.policy.service_time`). The
+stage never reads low while requests wait: the policy takes the larger of this fleet and
+the one L asks for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Most servers the search goes to (a fleet of 100 replicas of 100 slots); beyond, the
+# largest fleet asked for is the maximum the spec allows anyway.
+_MAX_SERVERS = 10_000
+
+
+def erlang_c(servers: int, load: float) -> float:
+    """The chance an arrival waits in M/M/``servers`` at offered ``load`` (Erlang C); 1 at
+    or above ``servers`` (the queue grows without bound), 0 at no load. Computed through
+    Erlang B's recurrence, which stays in [0, 1].
+
+    >>> round(erlang_c(1, 0.5), 6), round(erlang_c(2, 1.0), 6), erlang_c(4, 4.0)
+    (0.5, 0.333333, 1.0)
+    """
+    if load <= 0:
+        return 0.0
+    if load >= servers:
+        return 1.0
+    blocked = 1.0
+    for k in range(1, servers + 1):
+        blocked = load * blocked / (k + load * blocked)
+    return servers * blocked / (servers - load * (1.0 - blocked))
+
+
+def wait_beyond(servers: int, load: float, service_s: float, wait_s: float) -> float:
+    """The chance an arrival waits longer than ``wait_s`` in M/M/``servers`` with mean
+    service ``service_s`` at offered ``load``: ``C x exp(-(servers - load) wait_s /
+    service_s)``.
+
+    >>> round(wait_beyond(1, 0.5, 1.0, 0.0), 6), round(wait_beyond(1, 0.5, 1.0, 2.0), 6)
+    (0.5, 0.18394)
+    """
+    if load >= servers:
+        return 1.0
+    return erlang_c(servers, load) * math.exp(-(servers - load) * wait_s / service_s)
+
+
+@dataclass(frozen=True)
+class SloFleet:
+    """The stage's answer: ``replicas`` (the fewest, up to the most allowed, whose chance of
+    a wait longer than ``wait_s`` is ``late``, at most ``1 - goal`` unless capped), from
+    ``rate`` (arrivals/s) and ``service_s``; ``load`` = rate x service_s, in slots."""
+
+    replicas: int
+    rate: float
+    service_s: float
+    load: float
+    wait_s: float
+    late: float
+
+    def why(self, slots: int, goal: float) -> str:
+        """One line for the decision's reason."""
+        return (
+            f"slo: {self.rate:.3g} req/s x {self.service_s:.3g} s = {self.load:.3g} slots "
+            f"offered; {self.replicas} x {slots} slots keep the share waiting over "
+            f"{self.wait_s:g} s at {self.late:.2g} (goal {goal:g})"
+        )
+
+
+def slo_fleet(
+    rate: float,
+    service_s: float,
+    slots: int,
+    wait_s: float,
+    goal: float,
+    max_replicas: int,
+) -> SloFleet:
+    """The fewest replicas (at least 1, at most ``max_replicas``) of ``slots`` each whose
+    chance of a wait over ``wait_s`` is at most ``1 - goal`` at ``rate`` x ``service_s``.
+
+    Erlang B's recurrence is carried from one server to the next, so the search costs
+    one step per slot of the fleet found.
+
+    Worked example: 3.5 req/s of 4.5 s each (15.75 slots offered), 4 slots a replica, a
+    2 s TTFT and a goal of 0.95: 4 replicas (16 slots) leave 0.83 of the requests waiting
+    over 2 s, 5 replicas 0.035, so 5 (at a goal of 0.99, 6: 0.0009).
+
+    >>> f = slo_fleet(3.5, 4.5, 4, 2.0, 0.95, 8)
+    >>> f.replicas, round(f.late, 3)
+    (5, 0.035)
+    """
+    if slots < 1 or max_replicas < 1:
+        raise ValueError(f"slots and max_replicas must be ≥ 1, got {slots}, {max_replicas}")
+    load = max(0.0, rate * service_s)
+    allowed = 1.0 - goal
+    top = min(max_replicas * slots, _MAX_SERVERS)
+    blocked, late = 1.0, 1.0
+    for servers in range(1, top + 1):
+        blocked = load * blocked / (servers + load * blocked) if load > 0 else 0.0
+        if servers % slots:
+            continue
+        if load <= 0:
+            late = 0.0
+        elif load < servers:
+            waits = servers * blocked / (servers - load * (1.0 - blocked))
+            late = waits * math.exp(-(servers - load) * wait_s / service_s)
+        if late <= allowed:
+            return SloFleet(servers // slots, rate, service_s, load, wait_s, late)
+    return SloFleet(max(1, top // slots), rate, service_s, load, wait_s, late)

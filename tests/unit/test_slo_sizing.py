@@ -1,0 +1,137 @@
+"""The SLO stage (issue 40's lead): the fleet Erlang C gives for the arrivals and service
+time measured and the operator's TTFT (``sloTtftSeconds``, experimental), named in the
+decision's reason; its queueing arithmetic against textbook values and an independent
+formula."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from external_scaler.errors import MetadataError
+from external_scaler.metadata import parse_metadata
+from inflight import names
+from inflight.control.policy import PolicySpec, Sample, arrival_dispersion, decide
+from inflight.control.slo_sizing import erlang_c, slo_fleet, wait_beyond
+from inflight.planes.policy_catalogue import parse_policies, with_run_slo
+
+
+def erlang_c_direct(c: int, a: float) -> float:
+    """Erlang C from its closed form (Kleinrock vol. 1, eq. 3.40), summed directly."""
+    top = a**c / math.factorial(c) * c / (c - a)
+    return top / (sum(a**k / math.factorial(k) for k in range(c)) + top)
+
+
+@pytest.mark.parametrize(("c", "a"), [(1, 0.3), (2, 1.0), (4, 3.5), (10, 8.0), (20, 15.75)])
+def test_erlang_c_is_the_closed_form(c: int, a: float) -> None:
+    assert erlang_c(c, a) == pytest.approx(erlang_c_direct(c, a), rel=1e-9)
+
+
+def test_erlang_c_textbook_values() -> None:
+    assert erlang_c(1, 0.7) == pytest.approx(0.7)  # M/M/1: the utilization
+    assert erlang_c(10, 8.0) == pytest.approx(0.409, abs=0.001)  # the usual table's value
+    assert erlang_c(3, 3.0) == 1.0 and erlang_c(3, 0.0) == 0.0
+
+
+def test_wait_beyond_decays_with_the_spare_servers() -> None:
+    # M/M/1, rho 0.5, S 1 s: P(W > t) = 0.5 exp(-0.5 t)
+    assert wait_beyond(1, 0.5, 1.0, 3.0) == pytest.approx(0.5 * math.exp(-1.5))
+    assert wait_beyond(4, 4.5, 2.0, 1.0) == 1.0  # overloaded: everyone waits
+
+
+@pytest.mark.parametrize(
+    ("rate", "service_s", "wait_s", "goal"),
+    [(3.5, 4.5, 2.0, 0.95), (3.5, 4.5, 2.0, 0.99), (10.0, 1.0, 0.5, 0.9), (0.2, 30.0, 5.0, 0.95)],
+)
+def test_slo_fleet_is_the_fewest_replicas_that_meet_the_goal(
+    rate: float, service_s: float, wait_s: float, goal: float
+) -> None:
+    f = slo_fleet(rate, service_s, 4, wait_s, goal, 100)
+    load = rate * service_s
+    assert f.load == pytest.approx(load)
+    assert wait_beyond(4 * f.replicas, load, service_s, wait_s) <= 1 - goal
+    assert f.late == pytest.approx(wait_beyond(4 * f.replicas, load, service_s, wait_s))
+    if f.replicas > 1:
+        assert wait_beyond(4 * (f.replicas - 1), load, service_s, wait_s) > 1 - goal
+
+
+def test_slo_fleet_worked_example_and_cap() -> None:
+    assert slo_fleet(3.5, 4.5, 4, 2.0, 0.95, 8).replicas == 5
+    assert slo_fleet(3.5, 4.5, 4, 2.0, 0.99, 8).replicas == 6
+    capped = slo_fleet(50.0, 4.5, 4, 2.0, 0.95, 8)
+    assert capped.replicas == 8 and capped.late == 1.0  # 225 slots offered, 32 allowed
+    assert slo_fleet(0.0, 4.5, 4, 2.0, 0.95, 8).replicas == 1
+    with pytest.raises(ValueError, match="slots"):
+        slo_fleet(1.0, 1.0, 0, 1.0, 0.9, 8)
+
+
+def test_dispersion_of_even_poisson_like_and_clumped_arrivals() -> None:
+    even = [Sample(t, t) for t in range(0, 101, 10)]  # 10 every 10 s
+    assert arrival_dispersion(even, 0, 100) == 0.0
+    clumps = [Sample(t, 50 * ((t // 10 + 1) // 2)) for t in range(0, 101, 10)]  # 50, 0, ...
+    assert arrival_dispersion(clumps, 0, 100) == pytest.approx(25.0, rel=0.2)
+    assert arrival_dispersion([Sample(0, 0), Sample(10, 5)], 0, 10) == 1.0  # too few: Poisson
+    assert arrival_dispersion([Sample(0, 3), Sample(10, 3), Sample(20, 3)], 0, 20) == 1.0
+
+
+def window(rate: float, level: float, ready: int, end_s: float = 1000.0):
+    """L steady at ``level`` on ``ready`` replicas, arrivals evenly at ``rate`` for 1,000 s:
+    their dispersion is 0, so Allen and Cunneen's factor (0 + 1) / 2 doubles the wait the
+    TTFT allows."""
+    ls = [Sample(t, level) for t in range(1, int(end_s) + 1)]
+    arrivals = [Sample(t, rate * t) for t in range(0, int(end_s) + 1, 5)]
+    ready_series = [Sample(0.0, float(ready))]
+    return ls, arrivals, ready_series
+
+
+def test_decide_asks_for_the_slo_fleet_and_names_the_stage() -> None:
+    # 3.5 req/s, L 15.75 on 8 replicas (no queue): S = 15.75 / 3.5 = 4.5 s; even arrivals
+    # double the 0.5 s budget to 1 s; at goal 0.99 that needs 6 replicas where L alone
+    # asks for ceil(15.75 / 4) = 4.
+    ls, arrivals, ready = window(3.5, 15.75, 8)
+    spec = PolicySpec(slo_ttft_s=0.5, slo_goal=0.99, max_replicas=8)
+    d = decide(ls, spec, 1000.0, ready_replicas=8, arrivals=arrivals, ready_series=ready)
+    want = slo_fleet(3.5, 4.5, 4, 1.0, 0.99, 8).replicas
+    assert want > 4
+    assert d.desired_replicas == want and d.value == pytest.approx(4 * want)
+    assert d.reason.startswith("slo: 3.5 req/s x 4.5 s = 15.8 slots offered")
+    off = decide(ls, PolicySpec(max_replicas=8), 1000.0, 8, arrivals, ready_series=ready)
+    assert off.desired_replicas == 4 and not off.reason.startswith("slo")
+
+
+def test_decide_never_reads_lower_than_l() -> None:
+    # Little arrival but a deep queue: L sets the value, not the SLO fleet.
+    ls, arrivals, ready = window(0.1, 30.0, 2)
+    spec = PolicySpec(slo_ttft_s=2.0, max_replicas=8)
+    d = decide(ls, spec, 1000.0, ready_replicas=2, arrivals=arrivals, ready_series=ready)
+    assert d.value == pytest.approx(30.0) and not d.reason.startswith("slo")
+
+
+def test_decide_without_arrivals_is_the_stage_off() -> None:
+    ls, _, ready = window(3.5, 15.75, 8)
+    spec = PolicySpec(slo_ttft_s=0.5, slo_goal=0.99, max_replicas=8)
+    d = decide(ls, spec, 1000.0, ready_replicas=8, ready_series=ready)
+    assert d.desired_replicas == 4
+
+
+def test_the_scaler_refuses_the_experimental_keys_and_the_simulator_takes_them() -> None:
+    for key, value in ((names.META_SLO_TTFT_S, "2"), (names.META_SLO_GOAL, "0.99")):
+        given = {**names.METADATA_DEFAULTS, key: value}
+        with pytest.raises(MetadataError, match=key):
+            parse_metadata(given)
+        parse_metadata(given, experimental=True)
+    with pytest.raises(MetadataError, match=names.META_SLO_GOAL):
+        parse_metadata({**names.METADATA_DEFAULTS, names.META_SLO_GOAL: "1"}, experimental=True)
+    spec = parse_metadata(
+        {**names.METADATA_DEFAULTS, names.META_SLO_TTFT_S: "2", names.META_TIME_SCALE: "0.5"},
+        experimental=True,
+    ).policy
+    assert spec.slo_ttft_s == pytest.approx(1.0)  # seed seconds x timeScale
+
+
+def test_a_variant_can_take_the_runs_own_slo() -> None:
+    (policy,) = parse_policies("saturation[sloTtftSeconds=run]")
+    assert with_run_slo(policy.metadata, 1.5) == ((names.META_SLO_TTFT_S, "1.5"),)
+    with pytest.raises(ValueError, match="sloTtftSeconds"):
+        parse_policies("saturation[sloTtftSeconds=soon]")
