@@ -40,8 +40,9 @@ OPEN_LOOP_POLICIES = "fixed:MAX,saturation,kpa,ray,vllm-waiting,epp-queue,hpa-rp
 # The autoscaled policies ``inflight up --policy`` takes: ours, the seed's, and the peers'
 # control planes (issue #13).
 AUTOSCALED = POLICY_NAMES
-# ``saturation[sloTtftSeconds=run]``: the run's own TTFT SLO (:func:`with_run_slo`).
-RUN_SLO = "run"
+# ``saturation[sloTtftSeconds=run;startupSeconds=run]``: what the operator of the run knows,
+# its own TTFT SLO and replica start-up (:func:`with_run`).
+RUN_VALUE = "run"
 _VARIANT = re.compile(r"^saturation\[(?P<settings>[^\]]*)\]$")
 _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -105,21 +106,21 @@ def _variant_metadata(raw: str, settings: str) -> tuple[tuple[str, str], ...]:
         pairs.append((key, value))
     try:  # the scaler's own reading of its metadata judges the values (the settings tried
         # and not adopted too: a live run's scaler refuses those at its start, naming them)
-        parse_metadata({**METADATA_DEFAULTS, **dict(with_run_slo(pairs, 1.0))}, experimental=True)
+        parse_metadata({**METADATA_DEFAULTS, **dict(with_run(pairs, 1.0, 1.0))}, experimental=True)
     except MetadataError as exc:
         raise ValueError(f"--policies: {raw!r}: {exc}") from None
     return tuple(pairs)
 
 
-def with_run_slo(
-    pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]], ttft_s: float
+def with_run(
+    pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]], ttft_s: float, startup_s: float
 ) -> tuple[tuple[str, str], ...]:
-    """``pairs`` with ``sloTtftSeconds=run`` read as ``ttft_s``: in the simulator, a variant
-    whose operator knows the run's own SLO (``--slo-ttft-s``; the generalization harness
-    draws one per workload)."""
-    return tuple(
-        (k, f"{ttft_s:g}" if (k, v) == (META_SLO_TTFT_S, RUN_SLO) else v) for k, v in pairs
-    )
+    """``pairs`` with ``sloTtftSeconds=run`` read as ``ttft_s`` and ``startupSeconds=run``
+    as ``startup_s``: in the simulator, a variant whose operator knows the run's own SLO
+    (``--slo-ttft-s``) and replica start-up (``--startup-s``); the generalization harness
+    draws both per workload."""
+    known = {META_SLO_TTFT_S: ttft_s, META_STARTUP_S: startup_s}
+    return tuple((k, f"{known[k]:g}" if v == RUN_VALUE and k in known else v) for k, v in pairs)
 
 
 def parse_policies(text: str, start_replicas: int = 1) -> list[Policy]:

@@ -35,7 +35,7 @@ from inflight.measure.openloop_report import build_comparison, comparison_markdo
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.run_rows import TimelineRow, as_row
 from inflight.measure.slo import Outcome, slo_measures
-from inflight.planes.policy_catalogue import Policy, parse_policies, resolve_policies, with_run_slo
+from inflight.planes.policy_catalogue import Policy, parse_policies, resolve_policies, with_run
 from inflight.sim import dispatch_flags, kvcache, outages, report, token_admission
 from inflight.sim.core import SCALER_POLICIES, SimConfig, SimResult, policy_names, simulate
 from inflight.workload.flags import concurrency_list
@@ -128,7 +128,13 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
             policy=policy.name if policy.frozen else policy.kind,
             min_replicas=lo,
             max_replicas=hi,
-            scaler_metadata=dict(with_run_slo(policy.metadata, plan.slo.ttft_s)),
+            scaler_metadata=dict(
+                with_run(
+                    policy.metadata,
+                    plan.slo.ttft_s,
+                    SimConfig().startup_s if plan.startup_s is None else plan.startup_s,
+                )
+            ),
             drain_s=plan.drain_s,
             seed=seed,
             **kwargs,

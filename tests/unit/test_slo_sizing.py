@@ -14,7 +14,7 @@ from external_scaler.metadata import parse_metadata
 from inflight import names
 from inflight.control.policy import PolicySpec, Sample, arrival_dispersion, decide
 from inflight.control.slo_sizing import erlang_c, slo_fleet, wait_beyond
-from inflight.planes.policy_catalogue import parse_policies, with_run_slo
+from inflight.planes.policy_catalogue import parse_policies, with_run
 
 
 def erlang_c_direct(c: int, a: float) -> float:
@@ -130,8 +130,13 @@ def test_the_scaler_refuses_the_experimental_keys_and_the_simulator_takes_them()
     assert spec.slo_ttft_s == pytest.approx(1.0)  # seed seconds x timeScale
 
 
-def test_a_variant_can_take_the_runs_own_slo() -> None:
-    (policy,) = parse_policies("saturation[sloTtftSeconds=run]")
-    assert with_run_slo(policy.metadata, 1.5) == ((names.META_SLO_TTFT_S, "1.5"),)
+def test_a_variant_can_take_the_runs_own_slo_and_startup() -> None:
+    (policy,) = parse_policies("saturation[sloTtftSeconds=run;startupSeconds=run]")
+    assert with_run(policy.metadata, 1.5, 120.0) == (
+        (names.META_SLO_TTFT_S, "1.5"),
+        (names.META_STARTUP_S, "120"),
+    )
     with pytest.raises(ValueError, match="sloTtftSeconds"):
         parse_policies("saturation[sloTtftSeconds=soon]")
+    with pytest.raises(ValueError, match=names.META_TARGET_SATURATION):
+        parse_policies("saturation[targetSaturation=run]")  # only what a run knows
