@@ -675,7 +675,8 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     the service time over the decision's span (the scale-down and scale-up windows), the
     TTFT's wait shortened by how much burstier than Poisson the arrivals were over the
     floor's window (:func:`arrival_dispersion`; Allen and Cunneen's (c_a² + c_s²) ÷ 2 with
-    exponential service, c_s² = 1). None when off, or while either rate is unknown (no
+    exponential service, c_s² = 1), and never more replicas than hold every request L
+    counted at once over that window. None when off, or while either rate is unknown (no
     arrivals, or nothing completed in the span)."""
     spec = levels.spec
     if spec.slo_ttft_s <= 0:
@@ -697,7 +698,16 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     memory_s = max(span_s, spec.floor_window_s)
     dispersion = arrival_dispersion(levels.arrivals, now_s - memory_s, now_s)
     wait_s = spec.slo_ttft_s * 2.0 / (dispersion + 1.0)
-    return slo_fleet(rate, served, spec.slots_per_replica, wait_s, spec.slo_goal, spec.max_replicas)
+    # No request waits where every request ever in flight at once has a slot: a closed
+    # loop of N clients (the seed's sweep) needs no slot beyond N, whatever its rate.
+    most = max(p.value for p in levels.points if p.t_s >= now_s - memory_s)
+    held = max(1, _ceil_div(most, spec.slots_per_replica))
+    fleet = slo_fleet(
+        rate, served, spec.slots_per_replica, wait_s, spec.slo_goal, min(spec.max_replicas, held)
+    )
+    if fleet.replicas == held < spec.max_replicas and fleet.late > 1.0 - spec.slo_goal:
+        return replace(fleet, most_inflight=most, over_s=memory_s)
+    return fleet
 
 
 def arrival_dispersion(arrivals_total: Sequence[Sample], since_s: float, now_s: float) -> float:

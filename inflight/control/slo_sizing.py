@@ -68,9 +68,19 @@ class SloFleet:
     load: float
     wait_s: float
     late: float
+    # Set where the fleet was capped at the one that holds the most requests ever in
+    # flight at once (``most_inflight``, over the last ``over_s``): none of them waited.
+    most_inflight: float | None = None
+    over_s: float = 0.0
 
     def why(self, slots: int, goal: float) -> str:
         """One line for the decision's reason."""
+        if self.most_inflight is not None:
+            return (
+                f"slo: {self.rate:.3g} req/s x {self.service_s:.3g} s = {self.load:.3g} slots "
+                f"offered; {self.replicas} x {slots} slots hold the most ever in flight over "
+                f"the last {self.over_s:g} s ({self.most_inflight:g}), so none waits"
+            )
         return (
             f"slo: {self.rate:.3g} req/s x {self.service_s:.3g} s = {self.load:.3g} slots "
             f"offered; {self.replicas} x {slots} slots keep the share waiting over "

@@ -75,11 +75,11 @@ def test_dispersion_of_even_poisson_like_and_clumped_arrivals() -> None:
     assert arrival_dispersion([Sample(0, 3), Sample(10, 3), Sample(20, 3)], 0, 20) == 1.0
 
 
-def window(rate: float, level: float, ready: int, end_s: float = 1000.0):
+def window(rate: float, level: float, ready: int, end_s: float = 1000.0, most: float = 0.0):
     """L steady at ``level`` on ``ready`` replicas, arrivals evenly at ``rate`` for 1,000 s:
     their dispersion is 0, so Allen and Cunneen's factor (0 + 1) / 2 doubles the wait the
-    TTFT allows."""
-    ls = [Sample(t, level) for t in range(1, int(end_s) + 1)]
+    TTFT allows. ``most``: L at 500 s, one second (the most in flight at once)."""
+    ls = [Sample(t, most if t == 500 else level) for t in range(1, int(end_s) + 1)]
     arrivals = [Sample(t, rate * t) for t in range(0, int(end_s) + 1, 5)]
     ready_series = [Sample(0.0, float(ready))]
     return ls, arrivals, ready_series
@@ -88,8 +88,8 @@ def window(rate: float, level: float, ready: int, end_s: float = 1000.0):
 def test_decide_asks_for_the_slo_fleet_and_names_the_stage() -> None:
     # 3.5 req/s, L 15.75 on 8 replicas (no queue): S = 15.75 / 3.5 = 4.5 s; even arrivals
     # double the 0.5 s budget to 1 s; at goal 0.99 that needs 6 replicas where L alone
-    # asks for ceil(15.75 / 4) = 4.
-    ls, arrivals, ready = window(3.5, 15.75, 8)
+    # asks for ceil(15.75 / 4) = 4. L was 30 once, so 6 replicas are no more than it held.
+    ls, arrivals, ready = window(3.5, 15.75, 8, most=30.0)
     spec = PolicySpec(slo_ttft_s=0.5, slo_goal=0.99, max_replicas=8)
     d = decide(ls, spec, 1000.0, ready_replicas=8, arrivals=arrivals, ready_series=ready)
     want = slo_fleet(3.5, 4.5, 4, 1.0, 0.99, 8).replicas
@@ -98,6 +98,16 @@ def test_decide_asks_for_the_slo_fleet_and_names_the_stage() -> None:
     assert d.reason.startswith("slo: 3.5 req/s x 4.5 s = 15.8 slots offered")
     off = decide(ls, PolicySpec(max_replicas=8), 1000.0, 8, arrivals, ready_series=ready)
     assert off.desired_replicas == 4 and not off.reason.startswith("slo")
+
+
+def test_no_more_slots_than_requests_ever_in_flight_at_once() -> None:
+    # A closed loop of 16 clients: L never above 16, so 4 replicas hold every request and
+    # none waits, whatever Erlang C says of the same rate from random arrivals.
+    ls, arrivals, ready = window(3.5, 15.75, 4, most=16.0)
+    spec = PolicySpec(slo_ttft_s=0.5, slo_goal=0.99, max_replicas=8)
+    d = decide(ls, spec, 1000.0, ready_replicas=4, arrivals=arrivals, ready_series=ready)
+    assert d.desired_replicas == 4
+    assert "hold the most ever in flight over the last 900 s (16), so none waits" in d.reason
 
 
 def test_decide_never_reads_lower_than_l() -> None:
