@@ -4,7 +4,8 @@
 # windows of results/2026-12-06-mooncake-prefix (0 s cold; 1,200 and 2,400 s warmed on the
 # 900 s before), with today's router (least-outstanding) and with --dispatch prefix.
 # Usage from the repository root, the trace in $TRACES (default /tmp/traces):
-#   results/2026-12-07-slo-mooncake/run.sh
+#   results/2026-12-07-slo-mooncake/run.sh         # the three windows, both dispatches
+#   results/2026-12-07-slo-mooncake/run.sh bound   # the cold window's bound (below)
 # Only each run's comparison.md is kept, gzipped (the results folder's size budget).
 set -euo pipefail
 D=results/2026-12-07-slo-mooncake
@@ -20,8 +21,18 @@ run() {  # dispatch, window start
     --dispatch "$1" --out-dir "$tmp" >"$tmp.log" 2>&1 || { tail -20 "$tmp.log"; rm -rf "${tmp%/run}"; return 1; }
   mkdir -p "$out"; gzip -9c "$tmp/comparison.md" > "$out/comparison.md.gz"; tail -3 "$tmp.log"; rm -rf "${tmp%/run}"
 }
-for s in 0 1200 2400; do
-  run least-outstanding "$s" &
-  run prefix "$s"
-  wait
-done
+if [ "${1:-}" != bound ]; then
+  for s in 0 1200 2400; do
+    run least-outstanding "$s" &
+    run prefix "$s"
+    wait
+  done
+fi
+# Added: the cold window's bound, the maximum asked at the first request (targetSaturation
+# 0.01: every replica from the start), least-outstanding.
+if [ "${1:-}" = bound ]; then
+  P='fixed:MAX,saturation[targetSaturation=0.01]'
+  tmp=$(mktemp -d)/run
+  .venv/bin/python -m inflight sim compare --policies "$P" --trace "$T" --trace-start-s 0 $C --out-dir "$tmp" >"$tmp.log" 2>&1
+  mkdir -p "$D/max-at-once/conv-0"; gzip -9c "$tmp/comparison.md" > "$D/max-at-once/conv-0/comparison.md.gz"; rm -rf "${tmp%/run}"
+fi
