@@ -700,7 +700,7 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     wait_s = spec.slo_ttft_s * 2.0 / (dispersion + 1.0)
     # No request waits where every request ever in flight at once has a slot: a closed
     # loop of N clients (the seed's sweep) needs no slot beyond N, whatever its rate.
-    most = max(p.value for p in levels.points if p.t_s >= now_s - memory_s)
+    most = max(p.value for p in levels.points[bisect.bisect_left(levels.times, now_s - memory_s) :])
     held = max(1, _ceil_div(most, spec.slots_per_replica))
     fleet = slo_fleet(
         rate, served, spec.slots_per_replica, wait_s, spec.slo_goal, min(spec.max_replicas, held)

@@ -25,6 +25,26 @@ from dataclasses import dataclass
 _MAX_SERVERS = 10_000
 
 
+def _erlang_b_next(servers: int, load: float, blocked: float) -> float:
+    """Erlang B at ``servers`` from its value at ``servers - 1`` (1 at 0 servers): the
+    recurrence B(k) = aB(k-1) / (k + aB(k-1)), which stays in [0, 1]."""
+    return load * blocked / (servers + load * blocked)
+
+
+def _late_share(
+    servers: int, load: float, blocked: float, service_s: float, wait_s: float
+) -> float:
+    """The chance of a wait over ``wait_s`` in M/M/``servers`` with Erlang B ``blocked``
+    there: Erlang C = c·B ÷ (c − a(1 − B)), × exp(−(c − a) wait_s ÷ service_s); 1 at or
+    above ``servers``, 0 at no load."""
+    if load <= 0:
+        return 0.0
+    if load >= servers:
+        return 1.0
+    waits = servers * blocked / (servers - load * (1.0 - blocked))
+    return waits * math.exp(-(servers - load) * wait_s / service_s)
+
+
 def erlang_c(servers: int, load: float) -> float:
     """The chance an arrival waits in M/M/``servers`` at offered ``load`` (Erlang C); 1 at
     or above ``servers`` (the queue grows without bound), 0 at no load. Computed through
@@ -33,14 +53,7 @@ def erlang_c(servers: int, load: float) -> float:
     >>> round(erlang_c(1, 0.5), 6), round(erlang_c(2, 1.0), 6), erlang_c(4, 4.0)
     (0.5, 0.333333, 1.0)
     """
-    if load <= 0:
-        return 0.0
-    if load >= servers:
-        return 1.0
-    blocked = 1.0
-    for k in range(1, servers + 1):
-        blocked = load * blocked / (k + load * blocked)
-    return servers * blocked / (servers - load * (1.0 - blocked))
+    return wait_beyond(servers, load, 1.0, 0.0)
 
 
 def wait_beyond(servers: int, load: float, service_s: float, wait_s: float) -> float:
@@ -51,9 +64,11 @@ def wait_beyond(servers: int, load: float, service_s: float, wait_s: float) -> f
     >>> round(wait_beyond(1, 0.5, 1.0, 0.0), 6), round(wait_beyond(1, 0.5, 1.0, 2.0), 6)
     (0.5, 0.18394)
     """
-    if load >= servers:
-        return 1.0
-    return erlang_c(servers, load) * math.exp(-(servers - load) * wait_s / service_s)
+    blocked = 1.0
+    if 0 < load < servers:
+        for k in range(1, servers + 1):
+            blocked = _erlang_b_next(k, load, blocked)
+    return _late_share(servers, load, blocked, service_s, wait_s)
 
 
 @dataclass(frozen=True)
@@ -75,16 +90,18 @@ class SloFleet:
 
     def why(self, slots: int, goal: float) -> str:
         """One line for the decision's reason."""
+        offered = (
+            f"slo: {self.rate:.3g} req/s x {self.service_s:.3g} s = {self.load:.3g} slots "
+            f"offered; {self.replicas} x {slots} slots"
+        )
         if self.most_inflight is not None:
             return (
-                f"slo: {self.rate:.3g} req/s x {self.service_s:.3g} s = {self.load:.3g} slots "
-                f"offered; {self.replicas} x {slots} slots hold the most ever in flight over "
-                f"the last {self.over_s:g} s ({self.most_inflight:g}), so none waits"
+                f"{offered} hold the most ever in flight over the last {self.over_s:g} s "
+                f"({self.most_inflight:g}), so none waits"
             )
         return (
-            f"slo: {self.rate:.3g} req/s x {self.service_s:.3g} s = {self.load:.3g} slots "
-            f"offered; {self.replicas} x {slots} slots keep the share waiting over "
-            f"{self.wait_s:g} s at {self.late:.2g} (goal {goal:g})"
+            f"{offered} keep the share waiting over {self.wait_s:g} s at {self.late:.2g} "
+            f"(goal {goal:g})"
         )
 
 
@@ -117,14 +134,10 @@ def slo_fleet(
     top = min(max_replicas * slots, _MAX_SERVERS)
     blocked, late = 1.0, 1.0
     for servers in range(1, top + 1):
-        blocked = load * blocked / (servers + load * blocked) if load > 0 else 0.0
+        blocked = _erlang_b_next(servers, load, blocked)
         if servers % slots:
             continue
-        if load <= 0:
-            late = 0.0
-        elif load < servers:
-            waits = servers * blocked / (servers - load * (1.0 - blocked))
-            late = waits * math.exp(-(servers - load) * wait_s / service_s)
+        late = _late_share(servers, load, blocked, service_s, wait_s)
         if late <= allowed:
             return SloFleet(servers // slots, rate, service_s, load, wait_s, late)
     return SloFleet(max(1, top // slots), rate, service_s, load, wait_s, late)

@@ -105,6 +105,11 @@ def _bounds(plan: OpenLoopPlan) -> tuple[int, int]:
     return lo, hi
 
 
+def _startup_s(plan: OpenLoopPlan) -> float:
+    """The replicas' start-up (seed s): ``--startup-s``, else the simulator's default."""
+    return SimConfig().startup_s if plan.startup_s is None else plan.startup_s
+
+
 def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
     """One policy of the comparison on this plan's stack (``fixed:N`` keeps N replicas)."""
     lo, hi = _bounds(plan)
@@ -132,7 +137,7 @@ def sim_config(plan: OpenLoopPlan, policy: Policy, seed: int) -> SimConfig:
                 with_run(
                     policy.metadata,
                     plan.slo.ttft_s,
-                    SimConfig().startup_s if plan.startup_s is None else plan.startup_s,
+                    _startup_s(plan),
                 )
             ),
             drain_s=plan.drain_s,
@@ -170,7 +175,7 @@ def _meta(a: argparse.Namespace, plan: OpenLoopPlan, seeds: Sequence[int]) -> di
             "seeds": list(seeds),
             "min_replicas": lo,
             "max_replicas": hi,
-            "startup_s": SimConfig().startup_s if plan.startup_s is None else plan.startup_s,
+            "startup_s": _startup_s(plan),
             "hold_deadline_s": HOLD_DEADLINE_S
             if plan.hold_deadline_s is None
             else plan.hold_deadline_s,

@@ -7,9 +7,9 @@
 #   results/2026-12-06-mooncake-prefix/run.sh
 # Only each run's comparison.md is kept, gzipped (the results folder's size budget).
 set -euo pipefail
-D=results/2026-12-06-mooncake-prefix
+D=${D:-results/2026-12-06-mooncake-prefix}  # results/2026-12-07-slo-mooncake sets its own, and P
 T=${TRACES:-/tmp/traces}/mooncake_conversation_trace.jsonl
-P='fixed:MAX,saturation'
+P=${P:-'fixed:MAX,saturation'}
 C='--min-replicas 1 --max-replicas 8 --seeds 1 --trace-duration-s 1200 --max-model-len 131072'
 run() {  # dispatch, window start[, folder prefix, extra flags]
   local out="$D/${3:-}$1/conv-$2" tmp
