@@ -313,13 +313,35 @@ def calibrate_sweep(
 
 
 # --- the open loop ---------------------------------------------------------------------
-def openloop_args(scenario: Mapping[str, Any]) -> argparse.Namespace:
-    """The sim's flags for a live comparison's ``scenario`` block (same requests)."""
+def openloop_args(scenario: Mapping[str, Any], live_dir: Path | None = None) -> argparse.Namespace:
+    """The sim's flags for a live comparison's ``scenario`` block (same requests): its
+    scenario or arrivals, or its trace with the same window and warm-up. A trace's path is
+    read as recorded, else beside the comparison (``live_dir``, where a results folder
+    keeps it); CalibrationError naming it when neither exists."""
     from inflight.workload.scenarios import SCENARIOS
 
-    if "trace" in scenario:
-        raise CalibrationError("a trace comparison: simulate it with inflight sim compare --trace")
     name = scenario.get("name")
+    common = {
+        "slo_ttft_s": scenario.get("slo", {}).get("ttft_s"),
+        "slo_tpot_s": scenario.get("slo", {}).get("tpot_s"),
+        "drain_s": scenario.get("drain_s"),
+        "min_replicas": scenario.get("min_replicas"),
+        "max_replicas": scenario.get("max_replicas"),
+        "startup_s": scenario.get("startup_s"),
+        # Live comparisons made before the router's --hold-deadline-s held FIFO.
+        "hold_deadline_s": scenario.get("hold_deadline_s", 0.0),
+    }
+    if "trace" in scenario:
+        window = scenario.get("trace_window") or {}
+        warm = scenario.get("trace_warmup")
+        return argparse.Namespace(
+            scenario=None, arrivals=None, trace=str(_trace_file(scenario["trace"], live_dir)),
+            prompt_tokens=None, max_tokens=None, seed=None,
+            trace_start_s=window.get("start_s"), trace_duration_s=window.get("duration_s"),
+            trace_rate_scale=window.get("rate_scale"),
+            trace_warmup_s=warm["duration_s"] if warm else 0.0,
+            **common,
+        )  # fmt: skip
     return argparse.Namespace(
         scenario=name if name in SCENARIOS else None,
         arrivals=None if name in SCENARIOS else scenario.get("arrivals"),
@@ -327,16 +349,20 @@ def openloop_args(scenario: Mapping[str, Any]) -> argparse.Namespace:
         prompt_tokens=scenario.get("prompt_tokens"),
         max_tokens=scenario.get("max_tokens"),
         seed=scenario.get("seed"),
-        slo_ttft_s=scenario.get("slo", {}).get("ttft_s"),
-        slo_tpot_s=scenario.get("slo", {}).get("tpot_s"),
-        drain_s=scenario.get("drain_s"),
-        min_replicas=scenario.get("min_replicas"),
-        max_replicas=scenario.get("max_replicas"),
-        startup_s=scenario.get("startup_s"),
         arrivals_warmup_s=scenario.get("arrivals_warmup_s"),  # --arrivals-warmup-s, if any
-        # Live comparisons made before the router's --hold-deadline-s held FIFO.
-        hold_deadline_s=scenario.get("hold_deadline_s", 0.0),
+        **common,
     )
+
+
+def _trace_file(recorded: str, live_dir: Path | None) -> Path:
+    """A live trace comparison's trace: as recorded, else by its name in ``live_dir``."""
+    path = Path(recorded)
+    if path.exists():
+        return path
+    if live_dir is not None and (live_dir / path.name).exists():
+        return live_dir / path.name
+    where = f" nor in {live_dir}" if live_dir is not None else ""
+    raise CalibrationError(f"the live comparison's trace {recorded} is not there{where}")
 
 
 def calibrate_openloop(
@@ -358,7 +384,7 @@ def calibrate_openloop(
     from inflight.workload.plan import plan_from_args
 
     scenario = body.get("scenario", {})
-    plan = plan_from_args(openloop_args(scenario))
+    plan = plan_from_args(openloop_args(scenario, path))
     planned = scenario.get("requests_planned")
     if planned is not None and planned != len(plan.requests):
         raise CalibrationError(

@@ -29,6 +29,7 @@ the same workload again and holds the simulator to the issue's bars:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -310,3 +311,54 @@ def test_our_policies_within_both_bars_on_the_spike_and_diurnal_curve(scenario: 
     for policy in OURS:
         row = body["policies"][policy]
         assert row["attainment_within"] and row["replica_seconds_within"], (policy, row)
+
+
+# --- a trace comparison (issue 40's live confirmation replays generalize's draw.jsonl) ------
+def _trace_comparison(tmp_path: Path) -> Path:
+    """A comparison of a trace window after a warm-up, made by the simulator: calibrating
+    it against the simulator must give every figure back exactly."""
+    import random
+
+    from inflight.sim.cli import main
+    from inflight.workload.trace import PlannedRequest, write_trace
+
+    rng = random.Random(7)
+    t, requests = 0.0, []
+    while t < 240.0:
+        t += rng.expovariate(1.5 if t < 120 else 4.0)  # 120 s quiet, then 3x busier
+        requests.append(PlannedRequest(round(t, 3), rng.randint(100, 2000), rng.randint(20, 200)))
+    trace = tmp_path / "draw.jsonl"
+    write_trace(trace, requests)
+    live = tmp_path / "live"
+    argv = ["sim", "compare", "--trace", str(trace), "--trace-start-s", "120",
+            "--trace-warmup-s", "60", "--trace-duration-s", "100", "--min-replicas", "1",
+            "--max-replicas", "3", "--startup-s", "15", "--policies", "fixed:1,saturation",
+            "--seeds", "1", "--no-frontier", "--out-dir", str(live)]  # fmt: skip
+    assert main(argv) == 0
+    return live
+
+
+def test_a_trace_comparison_is_simulated_on_the_same_window_and_warmup(tmp_path: Path) -> None:
+    live = _trace_comparison(tmp_path)
+    body = calibrate([live], phases=1)
+    assert body["kind"] == "open-loop" and body["scenario"] == "trace"
+    assert set(body["policies"]) == {"fixed:1", "saturation"}
+    for name, row in body["policies"].items():
+        assert row["attainment_diff_points"] == pytest.approx(0.0), name
+        assert row["replica_seconds_diff"] == pytest.approx(0.0), name
+    # Without its warm-up the saturation policy would enter the window at one replica.
+    sc = json.loads((live / "comparison.json").read_text())["scenario"]
+    assert sc["trace_warmup"]["duration_s"] == 60.0
+
+
+def test_a_trace_moved_beside_the_comparison_is_found_and_a_lost_one_named(
+    tmp_path: Path,
+) -> None:
+    from inflight.sim.calibrate import CalibrationError
+
+    live = _trace_comparison(tmp_path)
+    (tmp_path / "draw.jsonl").rename(live / "draw.jsonl")  # as a results folder keeps it
+    assert calibrate([live], ["fixed:1"])["policies"]["fixed:1"]["attainment_within"]
+    (live / "draw.jsonl").unlink()
+    with pytest.raises(CalibrationError, match=r"draw\.jsonl is not there"):
+        calibrate([live], ["fixed:1"])
