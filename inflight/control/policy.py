@@ -329,8 +329,8 @@ class PolicySpec:
     def memory_s(self) -> float:
         """How far back (wall seconds) :func:`decide` reads L: the scale-down maximum of
         the scale-up means, the floor's window when the floor is on (the recurrence's
-        longer one with ``anticipate_s``), and the excursions' when :func:`late_scale_up` is
-        on (each behind a scale-up mean)."""
+        longer one with ``anticipate_s``) or the SLO stage is, and the excursions' when
+        :func:`late_scale_up` is on (each behind a scale-up mean)."""
         up_s = self.scale_up_window_s
         floor_s = (
             max(self.floor_window_s, self.recurrence_memory_s) + self.floor_smoothing_window_s
@@ -339,7 +339,10 @@ class PolicySpec:
         )
         late_s = self.excursion_window_s + up_s if self.late_scale_up_on else 0.0
         rebound_s = REBOUND_MEMORY_WINDOWS * self.rebound_window_s + up_s
-        return max(self.scale_down_window_s + up_s, floor_s, late_s, rebound_s)
+        # The SLO stage reads the arrivals' dispersion and the most in flight over the
+        # floor's window, the floor on or off (:func:`_slo`).
+        slo_s = self.floor_window_s if self.slo_ttft_s > 0 else 0.0
+        return max(self.scale_down_window_s + up_s, floor_s, late_s, rebound_s, slo_s)
 
     @property
     def decision_span_s(self) -> float:

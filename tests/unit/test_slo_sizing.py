@@ -110,6 +110,19 @@ def test_no_more_slots_than_requests_ever_in_flight_at_once() -> None:
     assert "hold the most ever in flight over the last 900 s (16), so none waits" in d.reason
 
 
+def test_the_stage_keeps_its_memory_with_the_floor_off() -> None:
+    # L was 30 once, 500 s ago: with the floor and the late hold off, the decision still
+    # reads that far back for the stage, so its cap is the 30 held then, not the 15.75 of
+    # the last 70 s.
+    ls, arrivals, ready = window(3.5, 15.75, 8, most=30.0)
+    spec = PolicySpec(
+        slo_ttft_s=0.5, slo_goal=0.99, max_replicas=8, floor_fraction=0.0, excursion_window_s=0.0
+    )
+    assert spec.memory_s >= spec.floor_window_s
+    d = decide(ls, spec, 1000.0, ready_replicas=8, arrivals=arrivals, ready_series=ready)
+    assert d.desired_replicas == slo_fleet(3.5, 4.5, 4, 1.0, 0.99, 8).replicas > 4
+
+
 def test_decide_never_reads_lower_than_l() -> None:
     # Little arrival but a deep queue: L sets the value, not the SLO fleet.
     ls, arrivals, ready = window(0.1, 30.0, 2)
