@@ -24,17 +24,20 @@ each draw was. The out-dir is never overwritten.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from inflight.bench import interrupt
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.stats import percentile
 from inflight.planes.policy_catalogue import OPEN_LOOP_POLICIES, parse_policies
@@ -50,6 +53,7 @@ DEFAULT_MAX_REPLICAS = 8
 # A draw is meetable when its best fixed fleet meets the SLO for at least this share of
 # its requests (a definition of the report, not a setting of any policy).
 MEETABLE_ATTAINMENT = 0.5
+STOPPED = -1  # a draw's exit code when a signal stopped the command before its run began
 
 
 def default_peers(policy: str) -> str:
@@ -97,16 +101,48 @@ def write_draw(d: Draw, folder: Path) -> Path:
     return path
 
 
-def _run(argv: list[str], log: Path) -> int:
-    """One child ``inflight`` in its own process group; the group is stopped if we stop."""
-    with log.open("w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+class _Children:
+    """The ``inflight sim compare`` children running now, each in its own process group, so
+    that SIGINT or SIGTERM (:mod:`inflight.bench.interrupt`) stops every one of them and no
+    new one starts: the worker threads only wait on them, and the signal reaches the main
+    thread alone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._stopping = False
+
+    def run(self, argv: list[str], log: Path) -> int:
+        """One child, its output in ``log``; its exit code (STOPPED when not started)."""
+        with self._lock:
+            if self._stopping:
+                return STOPPED
+            with log.open("w") as out:
+                proc = subprocess.Popen(
+                    argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            self._procs.add(proc)
         try:
             return proc.wait()
         finally:
+            with self._lock:
+                self._procs.discard(proc)
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait()
+                _stop_group(proc)
+
+    def stop_all(self) -> None:
+        """SIGTERM every child's group and reap it; start no more."""
+        with self._lock:
+            self._stopping = True
+            procs = list(self._procs)
+        for proc in procs:
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait()
 
 
 def _figures(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -262,8 +298,18 @@ def run(a: argparse.Namespace) -> int:
         write_new(folder / "draw.json", json.dumps({**d.describe(),
                   "command": ["inflight", *argv]}, indent=1) + "\n", False)  # fmt: skip
         jobs.append((d, folder, argv))
-    with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        codes = list(pool.map(lambda j: _run(inflight_command(*j[2]), j[1] / "compare.log"), jobs))
+    children = _Children()
+    with interrupt.handled(), ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        try:
+            codes = list(
+                pool.map(
+                    lambda j: children.run(inflight_command(*j[2]), j[1] / "compare.log"), jobs
+                )
+            )
+        except interrupt.Interrupted:
+            children.stop_all()  # before the pool's exit waits on its threads
+            pool.shutdown(cancel_futures=True)
+            raise
     rows = []
     for (d, folder, argv), code in zip(jobs, codes, strict=True):
         row: dict[str, Any] = {
@@ -314,6 +360,9 @@ def _guarded(a: argparse.Namespace) -> int:
     except (ValueError, ResultFileExists) as exc:
         print(f"inflight sim generalize: error: {exc}", file=sys.stderr)
         return 2
+    except interrupt.Interrupted as exc:
+        print(f"inflight sim generalize: {exc.name}: every draw's run stopped", file=sys.stderr)
+        return exc.exit_code
 
 
 def register(sub: Any) -> None:

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import time
 from pathlib import Path
 
+from inflight.bench import proctree
 from inflight.procs import inflight_command
 from inflight.sim.draws import draw
 from inflight.sim.generalize import REPORT_SEEDS_FROM
@@ -78,3 +81,33 @@ def test_a_seed_of_the_other_purpose_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "--purpose choose" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_sigterm_stops_the_running_draw_and_starts_no_other(tmp_path: Path) -> None:
+    # One draw at a time, each long enough to be caught running: SIGTERM to the command
+    # stops its `inflight sim compare` child (its own process group), and the next draw's
+    # run never starts.
+    out = tmp_path / "gen"
+    argv = [*ARGS[:6], "--purpose", "report", "--max-replicas", "8", "--duration-s", "1200",
+            "--peers", "kpa", "--jobs", "1", "--out-dir", str(out)]  # fmt: skip
+    proc = subprocess.Popen(
+        inflight_command(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        children: set[int] = set()
+        deadline = time.monotonic() + 120
+        while not children and proc.poll() is None and time.monotonic() < deadline:
+            children = proctree.descendants(proc.pid)
+            time.sleep(0.05)  # polling for the child to appear
+        assert children, "no child started"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "SIGTERM: every draw's run stopped" in err
+    assert not proctree.alive(children)  # reaped before the command exited
+    assert (out / "draws" / f"seed-{SEEDS[0]}" / "compare.log").exists()
+    assert not (out / "draws" / f"seed-{SEEDS[1]}" / "compare.log").exists()
+    assert not (out / "generalize.json").exists()
