@@ -58,6 +58,9 @@ class StackInfo:
     time_scale: float
     policy: str
     started_at: float
+    # The trigger settings the stack's scaler runs with, every key resolved
+    # (inflight.control.trigger.resolved); None in a stack.json written before it was kept.
+    trigger_metadata: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -208,9 +211,21 @@ def read_stack(path: Path) -> StackInfo:
             time_scale=float(doc["time_scale"]),
             policy=str(doc["policy"]),
             started_at=float(doc["started_at"]),
+            trigger_metadata=_settings(doc.get("trigger_metadata")),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise StateFileError(f"{path}: {exc!r}: {text[:200]!r}") from exc
+
+
+def _settings(value: object) -> dict[str, str] | None:
+    """``stack.json``'s trigger settings: a mapping of strings, or None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError(f"trigger_metadata is not a mapping of strings: {value!r}")
+    return dict(value)
 
 
 def parse_timeline(text: str, source: str = TIMELINE) -> list[TimelinePoint]:

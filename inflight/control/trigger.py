@@ -69,6 +69,41 @@ def scaler_metadata(
     }
 
 
+def resolved(sent: Mapping[str, str]) -> dict[str, str]:
+    """The fully resolved trigger settings of a run: every key the scaler reads, at the value
+    ``sent`` gives it or at its default (:data:`inflight.names.METADATA_DEFAULTS`), what a
+    run's results record so that a later change of a default cannot change what the run
+    ran (``inflight sim calibrate`` re-simulates it with these).
+
+    >>> r = resolved({"targetSaturation": "0.8"})
+    >>> r["targetSaturation"], r["scaleDownWindowSeconds"]
+    ('0.8', '60')
+    """
+    return {**names.METADATA_DEFAULTS, **sent}
+
+
+#: The keys a run's own flags and stack set (the local scrape interval, the replicas' KV
+#: series): re-simulating a recorded run takes every other key from its record.
+SET_BY_THE_STACK: Final = frozenset(
+    {
+        *FROM_FLAGS,
+        names.META_SCRAPE_INTERVAL_S,
+        names.META_CAPACITY,
+        names.META_CAPACITY_SELECTOR,
+    }
+)
+
+
+def policy_settings(recorded: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The policy's own keys of a recorded run's resolved settings (:func:`resolved`): the
+    overrides that give a re-simulation the same policy whatever today's defaults are.
+
+    >>> policy_settings({"policy": "saturation", "timeScale": "0.1", "startupSeconds": "30"})
+    (('startupSeconds', '30'),)
+    """
+    return tuple((k, v) for k, v in recorded.items() if k not in SET_BY_THE_STACK)
+
+
 def parse_overrides(text: str) -> tuple[tuple[str, str], ...]:
     """``--scaler-metadata``'s ``KEY=VALUE[,KEY=VALUE…]`` → pairs; ValueError naming the bad
     item (keys are checked by :func:`check_override_key`, values by the scaler's parser).

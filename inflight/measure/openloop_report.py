@@ -58,6 +58,7 @@ PASS_THROUGH = (
     "router_sample_errors",
     "cpu",
     "stack",
+    "trigger_metadata",
     "seeds",
 )
 

@@ -11,11 +11,12 @@ of its metadata (:func:`external_scaler.metadata.parse_metadata`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from external_scaler.errors import MetadataError
 from external_scaler.metadata import parse_metadata
-from inflight.control.trigger import check_override_key, format_overrides
+from inflight.control.trigger import check_override_key, format_overrides, policy_settings
 from inflight.names import (
     META_ANTICIPATE_S,
     META_EXCURSION_FLEET_CHANGE,
@@ -201,7 +202,9 @@ _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 
 
 def as_recorded(policy: Policy, created_at: str | None) -> Policy:
-    """``policy`` as a live run created at ``created_at`` (ISO 8601, UTC) ran it: a
+    """``policy`` as a live run created at ``created_at`` (ISO 8601, UTC) that did not record
+    its trigger settings ran it (a run that did goes through :func:`as_run`; the table is
+    frozen: no later change of a default needs a row): a
     saturation run from before :data:`FLOOR_DEFAULT_SINCE` without the floor, one from
     before :data:`RECURRENT_FLOOR_DEFAULT_SINCE` with the floor of the highest peak
     (``floorStatistic`` peak), one from before :data:`ANTICIPATE_DEFAULT_SINCE` without
@@ -225,6 +228,20 @@ def as_recorded(policy: Policy, created_at: str | None) -> Policy:
                 seen.add(k)
                 added.append((k, v))
     return replace(policy, metadata=(*policy.metadata, *added)) if added else policy
+
+
+def as_run(policy: Policy, recorded: Mapping[str, str] | None, created_at: str | None) -> Policy:
+    """``policy`` as a run ran it. A run that kept its trigger settings (``recorded``: every
+    key resolved, :func:`inflight.control.trigger.resolved`) is re-simulated with them, the
+    keys its own flags and stack set left to the re-simulation
+    (:func:`~inflight.control.trigger.policy_settings`) and the keys its name gives kept as
+    given: today's defaults do not matter. An older run (None) goes through
+    :func:`as_recorded`'s table, which no run that keeps its settings needs: it is frozen."""
+    if policy.kind != "saturation" or recorded is None:
+        return as_recorded(policy, created_at)
+    named = {k for k, _ in policy.metadata}
+    kept = tuple((k, v) for k, v in policy_settings(recorded) if k not in named)
+    return replace(policy, metadata=(*policy.metadata, *kept)) if kept else policy
 
 
 def resolve_policies(text: str | None, max_replicas: int, start_replicas: int) -> list[Policy]:

@@ -378,7 +378,7 @@ def calibrate_openloop(
     ``phases`` > 1: each policy is also simulated with its scrapes at ``phases`` offsets
     spread over one scrape interval, and the row gets the spread (``phase_spread``) and
     whether the live figures lie within it, widened by the bars (``live_inside``)."""
-    from inflight.planes.policy_catalogue import as_recorded, resolve_policies
+    from inflight.planes.policy_catalogue import as_run, resolve_policies
     from inflight.sim import report
     from inflight.sim.cli import sim_config, simulate_plan
     from inflight.workload.plan import plan_from_args
@@ -400,7 +400,9 @@ def calibrate_openloop(
     sim_runs: dict[str, dict[str, Any]] = {}
     spreads: dict[str, list[dict[str, Any]]] = {}
     for policy in resolve_policies(",".join(names), hi, max(1, lo)):
-        policy = as_recorded(policy, body.get("created_at"))  # the policy as it ran live
+        # the policy as it ran live: its recorded settings, else the table of old defaults
+        recorded = body["runs"][policy.name].get("trigger_metadata")
+        policy = as_run(policy, recorded, body.get("created_at"))
         config = replace(sim_config(plan, policy, seed), scrape_offset_s=scrape_offset_s)
         if startup_s is not None:
             config = replace(config, startup_s=startup_s)

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from inflight.control.trigger import resolved
 from inflight.measure.classes import class_measures
 from inflight.measure.results import write_new
 from inflight.measure.slo import Outcome, SloSpec, run_measures
@@ -105,7 +106,9 @@ def config_json(result: SimResult) -> dict[str, Any]:
     c = result.config
     out = asdict(c)
     out["profile"] = asdict(c.replica_profile)
-    out["scaler_metadata"] = dict(c.metadata()) if c.policy in ("saturation", "qps") else None
+    own = c.policy in ("saturation", "qps")
+    out["scaler_metadata"] = dict(c.metadata()) if own else None
+    out["trigger_metadata"] = resolved(c.metadata()) if own else None  # every key resolved
     return out
 
 

@@ -44,7 +44,7 @@ from inflight.control.restarts import (
     started,
 )
 from inflight.control.scale_down import Warmth
-from inflight.control.trigger import SCRAPE_INTERVAL_S
+from inflight.control.trigger import SCRAPE_INTERVAL_S, resolved
 from inflight.logs import LOG_FORMAT
 from inflight.planes.autoscaler import AutoscaleConfig, Autoscaler, Observation
 from inflight.planes.peers.base import ControlLoop, PeerIO
@@ -252,6 +252,7 @@ class Stack:
             time_scale=cfg.time_scale,
             policy=cfg.policy,
             started_at=time.time(),
+            trigger_metadata=resolved(cfg.trigger_metadata),
         )
         self.state.write_stack(info)
         return info

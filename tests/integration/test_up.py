@@ -119,6 +119,11 @@ def test_load_scales_up_to_two_then_back_to_one(procs, tmp_path):
     _, info = start_up(procs, state, "--time-scale", TS, "--max-replicas", "2",
                        "--scaler-metadata", "floorWindowSeconds=0")  # fmt: skip
     assert info.prometheus_url, "prometheus is installed here; the stack should use it"
+    # stack.json keeps every trigger setting the scaler runs with, the override among them
+    # (what a bench run records; inflight sim calibrate re-simulates it with them).
+    kept = info.trigger_metadata or {}
+    assert kept["floorWindowSeconds"] == "0" and kept["maxReplicaCount"] == "2"
+    assert kept["floorFraction"] and kept["timeScale"] == TS
     with Load(info, 16) as load:
         wait_for(lambda: len(ready_endpoints(info)) == 2, timeout_s=60, what="2 ready endpoints")
     assert load.codes and all(c == 200 for c in load.codes), set(map(str, load.codes))

@@ -243,4 +243,6 @@ def _one(
     if (why := unclean_reason(extra["stack"])) is not None:
         doc["invalid_reasons"].append(why)
         doc["valid"] = False
+    if (settings := extra["stack"]["stack_info"].get("trigger_metadata")) is not None:
+        doc["trigger_metadata"] = settings  # every key its scaler ran with, resolved
     return doc
