@@ -364,17 +364,22 @@ def test_a_trace_moved_beside_the_comparison_is_found_and_a_lost_one_named(
         calibrate([live], ["fixed:1"])
 
 
-# --- issue 40, item 4: a fresh draw replayed live (results/2026-12-07-live-draws) --------
-LIVE_DRAW = RESULTS / "2026-12-07-live-draws" / "live-1000900"
+# --- issue 40, item 4: fresh draws replayed live (results/2026-12-07-live-draws) ---------
+LIVE_DRAWS = RESULTS / "2026-12-07-live-draws"
 
 
-def test_the_live_replay_of_a_fresh_warm_draw_agrees_with_the_simulator() -> None:
-    # Seed 1000900 (DeepSeek-R1, a decline, 30 s start-up) replayed through `inflight up`
-    # at time-scale 0.1, its draw.jsonl.gz kept beside the comparison. fixed:7's live run is
-    # flagged (its sender fell behind, its stack stopped unclean) yet agrees as well.
-    body = calibrate([LIVE_DRAW])
+@pytest.mark.parametrize(
+    ("live", "fleets"),
+    [("live-1000900", {"fixed:6", "fixed:7"}), ("live-1000902", {"fixed:7", "fixed:8"})],
+)
+def test_the_live_replays_of_fresh_draws_agree_with_the_simulator(live: str, fleets: set) -> None:
+    # Seed 1000900 warm (DeepSeek-R1, a decline, 30 s start-up) and 1000902 cold (DeepSeek-R1,
+    # a step entered at one replica), each replayed through `inflight up` at time-scale 0.1,
+    # its draw.jsonl.gz kept beside. 1000900's fixed:7 run is flagged (its sender fell behind,
+    # its stack stopped unclean) yet agrees as well.
+    body = calibrate([LIVE_DRAWS / live])
     assert body["scenario"] == "trace"
-    assert set(body["policies"]) == {"saturation", "fixed:6", "fixed:7"}
+    assert set(body["policies"]) == {"saturation", *fleets}
     for name, row in body["policies"].items():
         assert row["attainment_within"], f"{name}: {row['attainment_diff_points']:+.1f} points"
         assert row["replica_seconds_within"], f"{name}: {row['replica_seconds_diff']:+.1%}"
