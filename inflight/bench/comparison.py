@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from inflight.bench import cpu, interrupt, proctree
+from inflight import interrupt
+from inflight.bench import cpu, proctree
 from inflight.bench.stack import Stack
 from inflight.measure.results import write_new
 from inflight.planes.policy_catalogue import Policy
@@ -47,7 +48,7 @@ def on_stack(
     up_args = [*policy.up_args(max_replicas, min_replicas), *stack.extra_args]
     print(f"== {label}: starting inflight up ({' '.join(up_args)})", file=sys.stderr, flush=True)
     wall0 = time.monotonic()
-    # One try from the start: Ctrl-C or SIGTERM (inflight.bench.interrupt) anywhere in it stops the
+    # One try from the start: Ctrl-C or SIGTERM (inflight.interrupt) anywhere in it stops the
     # stack.
     try:
         stack.start(args.stack_timeout_s)
@@ -129,7 +130,7 @@ class Progress:
 def interruptible(
     main: Callable[[argparse.Namespace, Progress], int], args: argparse.Namespace
 ) -> int:
-    """Run a comparison's ``main``; Ctrl-C or SIGTERM stop it (:mod:`inflight.bench.interrupt`): the
+    """Run a comparison's ``main``; Ctrl-C or SIGTERM stop it (:mod:`inflight.interrupt`): the
     running stack is stopped by its ``finally``, then one line and exit code 130 or 143."""
     progress = Progress()
     with interrupt.handled():

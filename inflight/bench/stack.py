@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inflight import interrupt
 from inflight import statedir as state
-from inflight.bench import interrupt, proctree
+from inflight.bench import proctree
 from inflight.bench.sampler import STATUS_PATH, parse_status
 from inflight.planes.policy_catalogue import Policy
 from inflight.ports import ports_of
@@ -146,7 +147,7 @@ class Stack:
     def stop(self, check_timeout_s: float = 30.0) -> dict[str, Any]:
         """Stop by PID; wait for every seen PID to exit and every seen port to be free.
 
-        Not cut short by Ctrl-C or SIGTERM (:func:`inflight.bench.interrupt.deferred`): a stop half
+        Not cut short by Ctrl-C or SIGTERM (:func:`inflight.interrupt.deferred`): a stop half
         done would leave the processes it has not reached yet."""
         with interrupt.deferred():
             return self._stop(check_timeout_s)

@@ -31,13 +31,12 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from inflight.bench import interrupt
+from inflight import interrupt
 from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.stats import percentile
 from inflight.planes.policy_catalogue import OPEN_LOOP_POLICIES, parse_policies
@@ -103,39 +102,38 @@ def write_draw(d: Draw, folder: Path) -> Path:
 
 class _Children:
     """The ``inflight sim compare`` children running now, each in its own process group, so
-    that SIGINT or SIGTERM (:mod:`inflight.bench.interrupt`) stops every one of them and no
-    new one starts: the worker threads only wait on them, and the signal reaches the main
-    thread alone."""
+    that SIGINT or SIGTERM (:mod:`inflight.interrupt`) stops every one of them and no new one
+    starts: the worker threads only wait on them, and the signal reaches the main thread
+    alone. No lock: the main thread sets ``stopping`` before it reads the children, and a
+    worker reads ``stopping`` again after it adds its child, so a child started as the stop
+    began is stopped by one of the two (set operations are atomic)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._procs: set[subprocess.Popen[bytes]] = set()
         self._stopping = False
 
     def run(self, argv: list[str], log: Path) -> int:
         """One child, its output in ``log``; its exit code (STOPPED when not started)."""
-        with self._lock:
-            if self._stopping:
-                return STOPPED
-            with log.open("w") as out:
-                proc = subprocess.Popen(
-                    argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            self._procs.add(proc)
+        if self._stopping:
+            return STOPPED
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._procs.add(proc)
         try:
+            if self._stopping:
+                _stop_group(proc)
             return proc.wait()
         finally:
-            with self._lock:
-                self._procs.discard(proc)
+            self._procs.discard(proc)
             if proc.poll() is None:
                 _stop_group(proc)
 
     def stop_all(self) -> None:
         """SIGTERM every child's group and reap it; start no more."""
-        with self._lock:
-            self._stopping = True
-            procs = list(self._procs)
-        for proc in procs:
+        self._stopping = True
+        for proc in list(self._procs):
             _stop_group(proc)
 
 

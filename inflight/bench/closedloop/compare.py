@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from inflight.bench import interrupt
+from inflight import interrupt
 from inflight.bench.closedloop.run import sweep_to_result
 from inflight.bench.comparison import Progress, interruptible, on_stack, unclean_reason
 from inflight.bench.stack import Stack, StackError

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from inflight.bench import interrupt
+from inflight import interrupt
 from inflight.bench.comparison import Progress, interruptible, on_stack, unclean_reason
 from inflight.bench.openloop.frontier import (
     DEFAULT_FRONTIER,

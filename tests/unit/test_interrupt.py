@@ -1,4 +1,4 @@
-"""inflight.bench.interrupt: SIGINT and SIGTERM as Interrupted, real signals to this process."""
+"""inflight.interrupt: SIGINT and SIGTERM as Interrupted, real signals to this process."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from inflight.bench import interrupt
-from inflight.bench.interrupt import Interrupted
+from inflight import interrupt
+from inflight.interrupt import Interrupted
 
 
 def test_sigint_raises_even_when_it_was_ignored_at_start_and_the_old_handler_comes_back() -> None:

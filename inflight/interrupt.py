@@ -1,4 +1,5 @@
-"""Ctrl-C (SIGINT) and SIGTERM as one exception, :class:`Interrupted`, for a long bench command.
+"""Ctrl-C (SIGINT) and SIGTERM as one exception, :class:`Interrupted`, for a long command (the
+bench's comparisons, ``inflight sim generalize``).
 
 Why the bench needs its own handler: Python turns SIGINT into ``KeyboardInterrupt`` only when
 SIGINT is not ignored at start-up, and a shell that starts a command in the background
