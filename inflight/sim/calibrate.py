@@ -253,7 +253,7 @@ def calibrate_sweep(
 ) -> dict[str, Any]:
     """Simulate the live sweep once per policy and judge it against every live run."""
     from inflight.measure import repro
-    from inflight.planes.policy_catalogue import as_recorded, parse_policies
+    from inflight.planes.policy_catalogue import as_run, parse_policies
     from inflight.sim.closed_loop import SweepPlan
     from inflight.sim.sweep_compare import bench_compare_args, run_policy
 
@@ -283,8 +283,11 @@ def calibrate_sweep(
     plan = SweepPlan.from_bench(args, time_scale)
     sim_runs: dict[str, Doc] = {}
     for policy in parse_policies(",".join(names)):
+        # as the first live run ran it: its recorded settings, else the old defaults' table
+        stack_info = docs[first_label][policy.name].get("stack", {}).get("stack_info") or {}
+        recorded = stack_info.get("trigger_metadata")
         sim_runs[policy.name] = run_policy(
-            as_recorded(policy, first_body.get("created_at")),
+            as_run(policy, recorded, first_body.get("created_at")),
             plan,
             max_replicas=2,
             startup_s=30.0,

@@ -92,3 +92,24 @@ def test_a_run_that_kept_its_settings_resimulates_the_same_after_a_default_chang
         assert abs(row["replica_seconds_diff"]) > 0.01, before["replica_seconds"]
     finally:
         scaler_metadata_module._parsed.cache_clear()
+
+
+def test_a_live_sweep_that_kept_its_settings_is_resimulated_with_them(tmp_path: Path) -> None:
+    # The seed's committed live sweep, its saturation run given recorded settings that differ
+    # from today's defaults (as a run recorded under other defaults would carry): the
+    # re-simulation follows the record, not today's defaults.
+    import gzip
+    import shutil
+
+    src = Path(__file__).resolve().parents[2] / "results" / "2026-11-29-compare"
+    live = tmp_path / "sweep"
+    shutil.copytree(src, live)
+    before = calibrate([live], ["saturation"])["policies"]["saturation"]
+    run_file = live / "saturation.json.gz"
+    doc = json.loads(gzip.decompress(run_file.read_bytes()))
+    doc["stack"]["stack_info"]["trigger_metadata"] = resolved(
+        {names.META_POLICY: "saturation", names.META_TARGET_SATURATION: "0.25"}
+    )
+    run_file.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    after = calibrate([live], ["saturation"])["policies"]["saturation"]
+    assert after != before  # a quarter of the slots per replica: it scales at lower load
