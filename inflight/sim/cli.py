@@ -29,7 +29,6 @@ from typing import Any
 
 from inflight import names
 from inflight.control.hold_order import HOLD_DEADLINE_S, hold_order_note
-from inflight.control.trigger import resolved
 from inflight.measure.classes import class_measures, class_table
 from inflight.measure.frontier import fleet_names
 from inflight.measure.openloop_report import build_comparison, comparison_markdown
@@ -321,8 +320,8 @@ def _compare(a: argparse.Namespace) -> int:
     for policy in policies:
         results = [simulate_plan(configs[policy.name][s], plans[s]) for s in seeds]
         runs[policy.name] = _pooled(results, first)
-        if results[0].config.policy in ("saturation", "qps"):  # what its scaler ran with
-            runs[policy.name]["trigger_metadata"] = resolved(results[0].config.metadata())
+        if (settings := report.trigger_settings(results[0].config)) is not None:
+            runs[policy.name]["trigger_metadata"] = settings
         if results[0].config.router_down:
             down_rows[policy.name] = outages.during(results[0], results[0].config.router_down)
         plot_runs[policy.name] = _plot_run(results[0], runs[policy.name]["seeds"][str(seeds[0])])

@@ -19,7 +19,7 @@ from inflight.control.trigger import resolved
 from inflight.measure.classes import class_measures
 from inflight.measure.results import write_new
 from inflight.measure.slo import Outcome, SloSpec, run_measures
-from inflight.sim.core import SimResult
+from inflight.sim.core import SCALER_POLICIES, SimConfig, SimResult
 
 RUN_SCHEMA = "inflight.sim.run/1"
 
@@ -102,13 +102,19 @@ def measures(result: SimResult, slo: SloSpec) -> dict[str, Any]:
     return figures
 
 
+def trigger_settings(config: SimConfig) -> dict[str, str] | None:
+    """What the run's scaler ran with, every key resolved
+    (:func:`inflight.control.trigger.resolved`); None for a fixed fleet or a peer, which run
+    no trigger of ours."""
+    return resolved(config.metadata()) if config.policy in SCALER_POLICIES else None
+
+
 def config_json(result: SimResult) -> dict[str, Any]:
     c = result.config
     out = asdict(c)
     out["profile"] = asdict(c.replica_profile)
-    own = c.policy in ("saturation", "qps")
-    out["scaler_metadata"] = dict(c.metadata()) if own else None
-    out["trigger_metadata"] = resolved(c.metadata()) if own else None  # every key resolved
+    out["scaler_metadata"] = dict(c.metadata()) if c.policy in SCALER_POLICIES else None
+    out["trigger_metadata"] = trigger_settings(c)
     return out
 
 
