@@ -364,6 +364,17 @@ class PolicySpec:
         """The seed's 10 s arrival window, in wall seconds."""
         return QPS_WINDOW_S * self.time_scale
 
+    @property
+    def counting_s(self) -> float:
+        """The shortest span (wall s) arrivals are counted over: the scale-up window, or one
+        scrape interval (``max_sample_gap_s`` ÷ ``SAMPLE_GAP_SCRAPES``) when that is
+        longer. A counter scraped every 30 s moves in 30 s steps, whatever the step of the
+        samples read back: counts over a shorter span are the scrapes' rhythm, not the
+        arrivals'."""
+        if math.isfinite(self.max_sample_gap_s):
+            return max(self.scale_up_window_s, self.max_sample_gap_s / SAMPLE_GAP_SCRAPES)
+        return self.scale_up_window_s
+
 
 @dataclass(frozen=True)
 class Partial:
@@ -699,7 +710,7 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     if served is None:
         return None
     memory_s = max(span_s, spec.floor_window_s)
-    dispersion = arrival_dispersion(levels.arrivals, now_s - memory_s, now_s)
+    dispersion = arrival_dispersion(levels.arrivals, now_s - memory_s, now_s, spec.counting_s)
     wait_s = spec.slo_ttft_s * 2.0 / (dispersion + 1.0)
     # No request waits where every request ever in flight at once has a slot: a closed
     # loop of N clients (the seed's sweep) needs no slot beyond N, whatever its rate.
@@ -713,22 +724,40 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     return fleet
 
 
-def arrival_dispersion(arrivals_total: Sequence[Sample], since_s: float, now_s: float) -> float:
+def arrival_dispersion(
+    arrivals_total: Sequence[Sample], since_s: float, now_s: float, counting_s: float
+) -> float:
     """How much burstier than Poisson the arrivals were from ``since_s`` to ``now_s``: the
-    index of dispersion of the counts between consecutive samples of the running total,
-    Σ (n − λΔ)² ÷ λΔ over the intervals, ÷ their number less one (1 for Poisson arrivals,
-    0 for arrivals evenly spaced, more for bursts). 1 when under three samples or no
+    index of dispersion of the counts over consecutive spans of ``counting_s`` ending at
+    ``now_s`` (the running total read at each span's ends: its last sample at or before),
+    Σ (n − λΔ)² ÷ λΔ over the spans, ÷ their number less one (1 for Poisson arrivals, 0
+    for arrivals evenly spaced, more for bursts). The spans are never shorter than the
+    samples' own spacing allows: a counter scraped every 5 s and read back every second
+    moves in 5 s steps, and counts over each second would be the scrapes' rhythm
+    (``PolicySpec.counting_s``). 1 when under two spans with a reading at both ends, or no
     arrivals (nothing known: Poisson).
 
     >>> from inflight.control.samples import Sample as S
-    >>> arrival_dispersion([S(0, 0), S(10, 10), S(20, 20), S(30, 30)], 0, 30)
+    >>> arrival_dispersion([S(0, 0), S(10, 10), S(20, 20), S(30, 30)], 0, 30, 10)
     0.0
-    >>> arrival_dispersion([S(0, 0), S(10, 30), S(20, 30), S(30, 60)], 0, 30)
+    >>> arrival_dispersion([S(0, 0), S(10, 30), S(20, 30), S(30, 60)], 0, 30, 10)
     15.0
+    >>> steps = [S(t, 5 * (t // 5)) for t in range(31)]  # 1 a second, scraped every 5 s
+    >>> round(arrival_dispersion(steps, 0, 30, 1), 2), arrival_dispersion(steps, 0, 30, 5)
+    (4.14, 0.0)
     """
+    if counting_s <= 0:
+        raise ValueError(f"counting_s must be > 0, got {counting_s!r}")
     points = _in_span(arrivals_total, since_s, now_s)
-    pairs = [(q.t_s - p.t_s, max(0.0, q.value - p.value)) for p, q in pairwise(points)]
-    pairs = [(dt, n) for dt, n in pairs if dt > 0]
+    spans = int((now_s - since_s) / counting_s + 1e-9)
+    ends = [now_s - k * counting_s for k in range(spans, -1, -1)]
+    times = [p.t_s for p in points]
+    # The running total at each end: its last sample at or before (points are sorted).
+    at = [bisect.bisect_right(times, t) - 1 for t in ends]
+    read = [points[i].value if i >= 0 else None for i in at]
+    pairs = [
+        (counting_s, max(0.0, b - a)) for a, b in pairwise(read) if a is not None and b is not None
+    ]
     total_t, total_n = sum(dt for dt, _ in pairs), sum(n for _, n in pairs)
     if len(pairs) < 2 or total_n <= 0:
         return 1.0
@@ -918,7 +947,7 @@ def _remembered(
     the recurrence's longer memory, undecayed; the service time that caps them at the
     arrivals' demand with ``floorPeak: demand``, else None)."""
     spec = levels.spec
-    up_s, window_s = spec.scale_up_window_s, spec.floor_window_s
+    window_s = spec.floor_window_s
     times = levels.times
     # The bursts' recurrence reads a longer memory than the floor's (four bursts).
     recall_s = spec.recurrence_memory_s
@@ -933,11 +962,7 @@ def _remembered(
             now_s,
         )
     rate = _StepSeries(levels.arrivals) if service_s is not None else None
-    # Arrivals over the scale-up window, or one scrape interval if that is longer (a
-    # counter scraped every 30 s moves in 30 s steps).
-    rate_s = up_s
-    if math.isfinite(spec.max_sample_gap_s):
-        rate_s = max(up_s, spec.max_sample_gap_s / SAMPLE_GAP_SCRAPES)
+    rate_s = spec.counting_s
     kept: list[Sample] = []
     recalled: list[Sample] = []
     for tau_s in remembered:

@@ -68,11 +68,33 @@ def test_slo_fleet_worked_example_and_cap() -> None:
 
 def test_dispersion_of_even_poisson_like_and_clumped_arrivals() -> None:
     even = [Sample(t, t) for t in range(0, 101, 10)]  # 10 every 10 s
-    assert arrival_dispersion(even, 0, 100) == 0.0
+    assert arrival_dispersion(even, 0, 100, 10) == 0.0
     clumps = [Sample(t, 50 * ((t // 10 + 1) // 2)) for t in range(0, 101, 10)]  # 50, 0, ...
-    assert arrival_dispersion(clumps, 0, 100) == pytest.approx(25.0, rel=0.2)
-    assert arrival_dispersion([Sample(0, 0), Sample(10, 5)], 0, 10) == 1.0  # too few: Poisson
-    assert arrival_dispersion([Sample(0, 3), Sample(10, 3), Sample(20, 3)], 0, 20) == 1.0
+    assert arrival_dispersion(clumps, 0, 100, 10) == pytest.approx(25.0, rel=0.2)
+    # too few spans, or no arrivals: nothing known, Poisson
+    assert arrival_dispersion([Sample(0, 0), Sample(10, 5)], 0, 10, 10) == 1.0
+    assert arrival_dispersion([Sample(0, 3), Sample(10, 3), Sample(20, 3)], 0, 20, 10) == 1.0
+    with pytest.raises(ValueError, match="counting_s"):
+        arrival_dispersion(even, 0, 100, 0)
+
+
+def test_dispersion_counts_no_faster_than_the_counter_is_scraped() -> None:
+    # Even arrivals, 3.5 a second, on a counter scraped every 5 s and read back every
+    # second (a range query's step, the simulator's reads): the readings move in 5 s steps.
+    # Counted second by second they look like clumps (0, 0, 0, 0, 17.5, ...), which made the
+    # SLO stage size for bursts that were the scrapes' rhythm; counted over the spec's
+    # counting span (the scale-up window, 10 s, or a scrape if longer) they are even.
+    stepped = [Sample(t, 3.5 * 5 * (t // 5)) for t in range(0, 1001)]
+    spec = PolicySpec(slo_ttft_s=0.5, slo_goal=0.99, max_replicas=8, max_sample_gap_s=15.0)
+    assert spec.counting_s == 10.0
+    assert arrival_dispersion(stepped, 100, 1000, 1.0) > 10  # the scrapes' rhythm
+    assert arrival_dispersion(stepped, 100, 1000, spec.counting_s) == 0.0
+    assert PolicySpec(max_sample_gap_s=90.0).counting_s == 30.0  # a 30 s scrape
+    ls, five_s, ready = window(3.5, 15.75, 8, most=30.0)
+    d = decide(ls, spec, 1000.0, ready_replicas=8, arrivals=stepped, ready_series=ready)
+    want = decide(ls, spec, 1000.0, ready_replicas=8, arrivals=five_s, ready_series=ready)
+    fleet = slo_fleet(3.5, 4.5, 4, 1.0, 0.99, 8).replicas
+    assert d.desired_replicas == want.desired_replicas == fleet
 
 
 def window(rate: float, level: float, ready: int, end_s: float = 1000.0, most: float = 0.0):
