@@ -294,11 +294,10 @@ ROWS: tuple[Row, ...] = (
         'beta from 0 (off) to 10 in L + beta x sqrt(L), e.g. "1"', high=10.0),
         experimental=True),
     Row(_M.META_SLO_TTFT_S, "slo_ttft_s", _number(
-        'seconds from 0 (off) to 3600 a request may wait for its first token, e.g. "2"',
-        high=3600.0), True, experimental=True),
+        'seconds from 0 (off) to 3600: your time-to-first-token SLO, e.g. "2"',
+        high=3600.0), True),
     Row(_M.META_SLO_GOAL, "slo_goal", _open_fraction(
-        'the share of requests that meet the TTFT, strictly between 0 and 1, e.g. "0.95"'),
-        experimental=True),
+        'the share of requests that meet the TTFT, strictly between 0 and 1, e.g. "0.99"')),
     Row(_M.META_EXCURSION_MARGIN, "excursion_margin", _number(
         'a factor from 1 to 100 on the longest recent excursion, e.g. "1.5"', low=1.0,
         high=100.0)),

@@ -279,7 +279,7 @@ class PolicySpec:
     # experimental): the peak stage asks for L + beta x min(sqrt(L), its rise above its
     # mean) (:func:`queue_headroom`).
     queue_headroom: float = names.DEFAULT_QUEUE_HEADROOM
-    # The operator's SLO (``sloTtftSeconds``, wall s; 0: off; ``sloGoal``; experimental):
+    # The operator's SLO (``sloTtftSeconds``, wall s; 0: off; ``sloGoal``; on by default):
     # the fleet is at least the one Erlang C says keeps all but 1 - goal of the requests
     # from waiting longer than the TTFT at the arrivals and service time measured
     # (:func:`_slo`, :mod:`inflight.control.slo_sizing`).

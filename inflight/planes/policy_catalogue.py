@@ -177,6 +177,10 @@ EVIDENCE_DEFAULT_SINCE = "2026-12-03T21:00:00+00:00"
 #: When ``excursionMargin`` went back to 1, the wider evidence kept
 #: (results/2026-12-03-margin). A live run recorded between the two ran at 1.5.
 MARGIN_DEFAULT_SINCE = "2026-12-03T23:30:00+00:00"
+#: When the SLO stage became the default (``sloTtftSeconds`` 2, ``sloGoal`` 0.99;
+#: results/2026-12-07-slo-fixed-report). Every run that did not record its settings is older
+#: (runs record them since a21dd75) and ran without it: the table's last row.
+SLO_DEFAULT_SINCE = "2026-12-07T07:45:00+00:00"
 _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (FLOOR_DEFAULT_SINCE, ((META_FLOOR_WINDOW_S, "0"),)),
     (
@@ -198,13 +202,15 @@ _AS_RECORDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (MARGIN_DEFAULT_SINCE, ((META_EXCURSION_MARGIN, "1.5"),)),
+    (SLO_DEFAULT_SINCE, ((META_SLO_TTFT_S, "0"),)),
 )
 
 
 def as_recorded(policy: Policy, created_at: str | None) -> Policy:
     """``policy`` as a live run created at ``created_at`` (ISO 8601, UTC) that did not record
     its trigger settings ran it (a run that did goes through :func:`as_run`; the table is
-    frozen: no later change of a default needs a row): a
+    frozen: the runs it describes all predate the recording, and no later change of a
+    default needs a row): a
     saturation run from before :data:`FLOOR_DEFAULT_SINCE` without the floor, one from
     before :data:`RECURRENT_FLOOR_DEFAULT_SINCE` with the floor of the highest peak
     (``floorStatistic`` peak), one from before :data:`ANTICIPATE_DEFAULT_SINCE` without
@@ -212,7 +218,8 @@ def as_recorded(policy: Policy, created_at: str | None) -> Policy:
     ``startupSeconds``, one from before :data:`EVIDENCE_DEFAULT_SINCE` with a late
     scale-up's evidence as it was (``excursionFleets`` same, ``excursionFleetChange`` any,
     ``excursionMargin`` 1), one from before :data:`MARGIN_DEFAULT_SINCE` at
-    ``excursionMargin`` 1.5; a key is set by the earliest
+    ``excursionMargin`` 1.5, one from before :data:`SLO_DEFAULT_SINCE` without the SLO stage
+    (``sloTtftSeconds`` 0: every run without recorded settings); a key is set by the earliest
     switch the run came before (a run from before both margins' switches ran at 1), and a
     key its metadata names stays as named (what ``inflight sim calibrate`` re-simulates).
     None: as today."""

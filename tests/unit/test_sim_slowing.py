@@ -29,7 +29,7 @@ from inflight.workload.sweep import DEFAULT_TIME_SCALE
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 # A live `inflight bench compare` at its defaults (its slowing runs are committed).
 LIVE = RESULTS / "2026-12-01-compare"
-AS_LIVE = "saturation[queueHeadroom=0;scaleDownWindowSeconds=60]"
+AS_LIVE = "saturation[queueHeadroom=0;scaleDownWindowSeconds=60;sloTtftSeconds=0]"
 SLOWING_FLAGS = ("no_slowing", "slowing_concurrency", "slowing_max_tokens", "slowing_phase_s")
 Doc = Mapping[str, Any]
 EPS_S = 1e-3  # run documents keep seed times to the ms
@@ -55,7 +55,7 @@ def _sim_args(*flags: str) -> argparse.Namespace:
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
     """``inflight sim compare --scenario slowing``: the runs, by policy; saturation as the
     committed live runs (2026-12-01) ran it, its settings named (no queueing headroom, a 60 s
-    scale-down window: today's defaults too)."""
+    scale-down window: today's defaults too; no SLO stage, the default since 2026-12-07)."""
     out = tmp_path_factory.mktemp("slowing") / "cmp"
     policies = f"qps,{AS_LIVE}"
     args = ["sim", "compare", "--scenario", "slowing", "--policies", policies, "--out-dir"]

@@ -35,7 +35,7 @@ SPACE = [
 ]  # fmt: skip
 # The search in this process (the unit tier starts none): the default runs a process pool.
 IN_PROCESS = ["--jobs", "1"]
-GOAL = 0.95
+GOAL = 0.98  # the SLO stage (default) keeps every candidate here above 0.97: 0.98 cuts
 
 
 @dataclass(frozen=True)

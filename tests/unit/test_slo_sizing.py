@@ -118,8 +118,9 @@ def test_decide_asks_for_the_slo_fleet_and_names_the_stage() -> None:
     assert want > 4
     assert d.desired_replicas == want and d.value == pytest.approx(4 * want)
     assert d.reason.startswith("slo: 3.5 req/s x 4.5 s = 15.8 slots offered")
-    off = decide(ls, PolicySpec(max_replicas=8), 1000.0, 8, arrivals, ready_series=ready)
-    assert off.desired_replicas == 4 and not off.reason.startswith("slo")
+    off = PolicySpec(max_replicas=8, slo_ttft_s=0.0)  # sloTtftSeconds 0: the stage off
+    d_off = decide(ls, off, 1000.0, 8, arrivals, ready_series=ready)
+    assert d_off.desired_replicas == 4 and not d_off.reason.startswith("slo")
 
 
 def test_no_more_slots_than_requests_ever_in_flight_at_once() -> None:
@@ -160,18 +161,19 @@ def test_decide_without_arrivals_is_the_stage_off() -> None:
     assert d.desired_replicas == 4
 
 
-def test_the_scaler_refuses_the_experimental_keys_and_the_simulator_takes_them() -> None:
-    for key, value in ((names.META_SLO_TTFT_S, "2"), (names.META_SLO_GOAL, "0.99")):
-        given = {**names.METADATA_DEFAULTS, key: value}
+def test_the_scaler_takes_the_slo_keys_with_defaults_and_refuses_bad_values() -> None:
+    # The stage is the default (results/2026-12-07-slo-fixed-report): the scaler takes the
+    # operator's SLO, at 2 s and 0.99 when not named, and names a key it refuses.
+    spec = parse_metadata(dict(names.METADATA_DEFAULTS)).policy
+    assert (spec.slo_ttft_s, spec.slo_goal) == (2.0, 0.99)
+    assert parse_metadata({}).policy.slo_ttft_s == 2.0
+    off = parse_metadata({names.META_SLO_TTFT_S: "0"}).policy
+    assert off.slo_ttft_s == 0.0
+    for key, bad in ((names.META_SLO_GOAL, "1"), (names.META_SLO_GOAL, "0"),
+                     (names.META_SLO_TTFT_S, "-1"), (names.META_SLO_TTFT_S, "soon")):  # fmt: skip
         with pytest.raises(MetadataError, match=key):
-            parse_metadata(given)
-        parse_metadata(given, experimental=True)
-    with pytest.raises(MetadataError, match=names.META_SLO_GOAL):
-        parse_metadata({**names.METADATA_DEFAULTS, names.META_SLO_GOAL: "1"}, experimental=True)
-    spec = parse_metadata(
-        {**names.METADATA_DEFAULTS, names.META_SLO_TTFT_S: "2", names.META_TIME_SCALE: "0.5"},
-        experimental=True,
-    ).policy
+            parse_metadata({key: bad})
+    spec = parse_metadata({names.META_SLO_TTFT_S: "2", names.META_TIME_SCALE: "0.5"}).policy
     assert spec.slo_ttft_s == pytest.approx(1.0)  # seed seconds x timeScale
 
 
