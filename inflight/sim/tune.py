@@ -68,11 +68,14 @@ class Candidate:
     # held (``excursionMargin``; searched with ``--excursion-margins``): stated with the
     # start-up, the only time it acts.
     excursion_margin: float = names.DEFAULT_EXCURSION_MARGIN
+    # The TTFT SLO the search simulated (``sloTtftSeconds``, the SLO stage's; None: left
+    # out, the scaler's default): not searched, stated, as the README tells a user to.
+    slo_ttft_s: float | None = None
 
     def metadata(self) -> dict[str, str]:
         """The ScaledObject trigger metadata keys for this candidate (a floor window of 0
         when the floor is off; ``startupSeconds`` and ``excursionMargin`` when the start-up
-        is known)."""
+        is known; ``sloTtftSeconds`` when the SLO is)."""
         window_s = self.floor_window_s if self.floor_fraction > 0 else 0.0
         startup = (
             {}
@@ -91,6 +94,7 @@ class Candidate:
             names.META_GROWTH_HORIZON_S: f"{self.growth_horizon_s:g}",
             names.META_ACTIVATION_INFLIGHT: f"{self.activation_inflight:g}",
             **startup,
+            **({} if self.slo_ttft_s is None else {names.META_SLO_TTFT_S: f"{self.slo_ttft_s:g}"}),
         }
 
 
@@ -134,6 +138,7 @@ class SearchSpace:
     floor_fractions: tuple[float, ...] = (names.DEFAULT_FLOOR_FRACTION,)
     floor_window_s: float = float(names.DEFAULT_FLOOR_WINDOW_S)
     startup_s: float | None = None  # every candidate's (Candidate.startup_s)
+    slo_ttft_s: float | None = None  # every candidate's (Candidate.slo_ttft_s)
     # the default only; --excursion-margins 1,1.5 also tries the README's advice
     excursion_margins: tuple[float, ...] = (names.DEFAULT_EXCURSION_MARGIN,)
 
@@ -249,7 +254,16 @@ def tune(
     def candidate(target: float, combo: Combo) -> Candidate:
         down, growth, up, act, floor, margin = combo
         return Candidate(
-            target, down, growth, up, act, floor, space.floor_window_s, space.startup_s, margin
+            target,
+            down,
+            growth,
+            up,
+            act,
+            floor,
+            space.floor_window_s,
+            space.startup_s,
+            margin,
+            space.slo_ttft_s,
         )
 
     def line(combo: Combo) -> list[Candidate]:

@@ -364,9 +364,12 @@ def _floats(text: str | None, flag: str) -> tuple[float, ...] | None:
     return values
 
 
-def search_space(a: argparse.Namespace, startup_s: float, min_replicas: int) -> SearchSpace:
+def search_space(
+    a: argparse.Namespace, startup_s: float, min_replicas: int, slo_ttft_s: float | None = None
+) -> SearchSpace:
     """``SearchSpace.for_startup``, narrowed by ``--targets``, ``--down-windows-s`` and
-    ``--growth-horizons-s`` where given."""
+    ``--growth-horizons-s`` where given; every candidate states ``slo_ttft_s``, the TTFT SLO
+    the search simulates, as its ``sloTtftSeconds``."""
     space = SearchSpace.for_startup(startup_s, min_replicas)
     targets = _floats(a.targets, "--targets")
     downs = _floats(a.down_windows_s, "--down-windows-s")
@@ -394,6 +397,7 @@ def search_space(a: argparse.Namespace, startup_s: float, min_replicas: int) -> 
         floor_window_s=space.floor_window_s,
         startup_s=space.startup_s,
         excursion_margins=margins or space.excursion_margins,
+        slo_ttft_s=slo_ttft_s,
     )
 
 
@@ -484,7 +488,7 @@ def _tune(a: argparse.Namespace) -> int:
         raise UsageError(f"--trace: {exc}") from None
     lo, hi = _bounds(first)
     startup_s = SimConfig().startup_s if first.startup_s is None else first.startup_s
-    space = search_space(a, startup_s, lo)
+    space = search_space(a, startup_s, lo, first.slo.ttft_s)
     flags = workload_flags(a)
     start = max(1, lo)
     [fixed] = resolve_policies("fixed:MAX", hi, start)

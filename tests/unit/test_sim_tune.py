@@ -182,3 +182,23 @@ def test_excursion_margins_are_searched_and_stated_with_the_start_up() -> None:
     assert names.META_EXCURSION_MARGIN not in Candidate(0.9, 60.0, 0.0).metadata()
     with pytest.raises(ValueError, match="excursion margins"):
         SearchSpace(excursion_margins=(0.5,))
+
+
+def test_the_ttft_slo_searched_is_in_every_candidates_metadata() -> None:
+    """With the SLO stage on by default, a candidate's runs size the fleet for a TTFT SLO:
+    the one the search simulates (``sim tune --slo-ttft-s``), which the metadata states
+    (``sloTtftSeconds``) so the scaler sizes for it too, not for its default 2 s."""
+    space = replace(SearchSpace.for_startup(30.0, min_replicas=1), slo_ttft_s=1.0)
+    meta = Candidate(0.9, 60.0, 0.0, slo_ttft_s=space.slo_ttft_s).metadata()
+    assert meta[names.META_SLO_TTFT_S] == "1"
+    assert parse_metadata(meta).policy.slo_ttft_s == 1.0
+    assert names.META_SLO_TTFT_S not in Candidate(0.9, 60.0, 0.0).metadata()
+
+    seen: list[Candidate] = []
+
+    def judge(c: Candidate, seed: int) -> Verdict:
+        seen.append(c)
+        return Verdict(1.0, c.target_saturation)
+
+    tune(judge, replace(space, targets=(1.0, 0.5)), 0.9, [1])
+    assert seen and {c.slo_ttft_s for c in seen} == {1.0}

@@ -105,9 +105,12 @@ def test_the_printed_block_is_the_scaled_object_metadata(tuned: Tuned) -> None:
     block = tuned.out.split("\n\n")[0]
     parsed = yaml.safe_load(block)
     assert parsed == {"metadata": tuned.body["metadata"]}
-    assert set(parsed["metadata"]) == set(Candidate(1.0, 60.0, 0.0, startup_s=30.0).metadata())
-    # The start-up it simulated (--startup-s 30), stated as the README tells a user to.
+    stated = Candidate(1.0, 60.0, 0.0, startup_s=30.0, slo_ttft_s=2.0).metadata()
+    assert set(parsed["metadata"]) == set(stated)
+    # The start-up and the TTFT SLO it simulated (--startup-s 30, the default --slo-ttft-s 2),
+    # stated as the README tells a user to: the SLO stage runs at the SLO searched for.
     assert parsed["metadata"][names.META_STARTUP_S] == "30"
+    assert parsed["metadata"][names.META_SLO_TTFT_S] == "2"
     assert parsed["metadata"][names.META_EXCURSION_MARGIN] == "1"  # the default it simulated
     for key, value in tuned.body["metadata"].items():
         assert f'  {key}: "{value}"' in block  # quoted strings, as the ScaledObject has them
