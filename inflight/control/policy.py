@@ -748,13 +748,10 @@ def arrival_dispersion(
     """
     if counting_s <= 0:
         raise ValueError(f"counting_s must be > 0, got {counting_s!r}")
-    points = _in_span(arrivals_total, since_s, now_s)
+    total = _StepSeries(_in_span(arrivals_total, since_s, now_s))
     spans = int((now_s - since_s) / counting_s + 1e-9)
-    ends = [now_s - k * counting_s for k in range(spans, -1, -1)]
-    times = [p.t_s for p in points]
-    # The running total at each end: its last sample at or before (points are sorted).
-    at = [bisect.bisect_right(times, t) - 1 for t in ends]
-    read = [points[i].value if i >= 0 else None for i in at]
+    # The running total at each span's end: its last sample at or before.
+    read = [total.at(now_s - k * counting_s) for k in range(spans, -1, -1)]
     pairs = [
         (counting_s, max(0.0, b - a)) for a, b in pairwise(read) if a is not None and b is not None
     ]

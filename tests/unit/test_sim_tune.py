@@ -42,6 +42,18 @@ def brute_force(space: SearchSpace, goal: float, seeds: list[int]) -> Candidate:
     return best[1]
 
 
+def judged_candidates(space: SearchSpace) -> list[Candidate]:
+    """Every candidate a search of ``space`` judges (each meets the goal; cost its target)."""
+    seen: list[Candidate] = []
+
+    def judge(c: Candidate, seed: int) -> Verdict:
+        seen.append(c)
+        return Verdict(1.0, c.target_saturation)
+
+    tune(judge, space, 0.9, [1])
+    return seen
+
+
 @pytest.mark.parametrize("goal", [0.95, 0.97, 0.99])
 def test_bisection_finds_what_a_full_grid_finds(goal: float) -> None:
     space = SearchSpace(growth_horizons_s=(0.0, 100.0))
@@ -153,13 +165,7 @@ def test_the_start_up_is_in_every_candidates_metadata_when_known() -> None:
     assert parsed.anticipate_s == 270.0  # left out: it follows the start-up
     assert names.META_STARTUP_S not in Candidate(0.9, 60.0, 0.0).metadata()
 
-    seen: list[Candidate] = []
-
-    def judge(c: Candidate, seed: int) -> Verdict:
-        seen.append(c)
-        return Verdict(1.0, c.target_saturation)
-
-    tune(judge, replace(space, targets=(1.0, 0.5)), 0.9, [1])
+    seen = judged_candidates(replace(space, targets=(1.0, 0.5)))
     assert seen and {c.startup_s for c in seen} == {240.0}
 
 
@@ -194,11 +200,5 @@ def test_the_ttft_slo_searched_is_in_every_candidates_metadata() -> None:
     assert parse_metadata(meta).policy.slo_ttft_s == 1.0
     assert names.META_SLO_TTFT_S not in Candidate(0.9, 60.0, 0.0).metadata()
 
-    seen: list[Candidate] = []
-
-    def judge(c: Candidate, seed: int) -> Verdict:
-        seen.append(c)
-        return Verdict(1.0, c.target_saturation)
-
-    tune(judge, replace(space, targets=(1.0, 0.5)), 0.9, [1])
+    seen = judged_candidates(replace(space, targets=(1.0, 0.5)))
     assert seen and {c.slo_ttft_s for c in seen} == {1.0}
