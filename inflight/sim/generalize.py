@@ -41,7 +41,7 @@ from inflight.measure.results import ResultFileExists, new_out_dir, write_new
 from inflight.measure.stats import percentile
 from inflight.planes.policy_catalogue import OPEN_LOOP_POLICIES, parse_policies
 from inflight.procs import inflight_command
-from inflight.sim.draws import WARMUP_S, Draw, draw
+from inflight.sim.draws import SHAPES, WARMUP_S, Draw, draw
 from inflight.workload.trace import write_trace
 
 SCHEMA = "inflight-sim-generalize/1"
@@ -168,9 +168,9 @@ def meetable(draws: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def summarize(draws: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:
-    """Per policy over the draws judged: the frontier gap's median, p10 and worst (points),
-    the share of draws a fixed fleet dominates it, and (the first name against each other)
-    the share of draws its gap beats theirs."""
+    """Per policy over the draws judged: the frontier gap's mean (the choose draws' criterion),
+    median, p10 and worst (points), the share of draws a fixed fleet dominates it, and (the
+    first name against each other) the share of draws its gap beats theirs."""
     judged = [d for d in draws if d.get("policies")]
     out: dict[str, Any] = {}
     for name in names:
@@ -179,6 +179,7 @@ def summarize(draws: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[
         dominated = [bool(d["policies"][name]["dominated_by_fixed"]) for d in judged]
         out[name] = {
             "draws": len(known),
+            "gap_mean": round(statistics.fmean(known), 3) if known else None,
             "gap_median": round(statistics.median(known), 3) if known else None,
             "gap_p10": round(percentile(known, 10), 3) if known else None,
             "gap_worst": min(known) if known else None,
@@ -200,6 +201,17 @@ def summarize(draws: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[
             sum(all(beats(d, p) for p in peers) for d in judged) / len(judged), 4
         )
     return out
+
+
+def by_shape(draws: Sequence[Mapping[str, Any]], policy: str) -> dict[str, Any]:
+    """:func:`summarize` of ``policy`` alone over each shape's draws (ramp, step, decline,
+    burst; a trace's own), in :data:`inflight.sim.draws.SHAPES` order, then the others
+    by name: where its gaps and dominations come from."""
+    shapes: dict[str, list[Mapping[str, Any]]] = {}
+    for d in draws:
+        shapes.setdefault(d["draw"]["shape"], []).append(d)
+    order = sorted(shapes, key=lambda k: (SHAPES.index(k) if k in SHAPES else len(SHAPES), k))
+    return {k: summarize(shapes[k], [policy])[policy] for k in order}
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
@@ -224,6 +236,9 @@ def markdown(doc: Mapping[str, Any]) -> str:
                   f"{_share(m['meetable_attainment'])} of the requests (column 'best fixed' "
                   f"below); the others tell no policy from another.", "",
                   *_summary_table(doc["summary_meetable"], m["policy"])]  # fmt: skip
+    if "meetable_by_shape" in doc:
+        lines += ["", f"### `{m['policy']}` on the meetable draws, by shape", "",
+                  *_summary_table(doc["meetable_by_shape"], m["policy"], "shape")]  # fmt: skip
     lines += ["", "## The draws", "", "| seed | source | shape | window | start-up | SLO | "
               f"requests | {m['policy']}: attainment, cost ÷ fixed:MAX, gap | dominated by "
               "| best fixed |", "|---|---|---|---:|---:|---|---:|---|---|---:|"]  # fmt: skip
@@ -244,17 +259,17 @@ def markdown(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary_table(summary: Mapping[str, Any], policy: str) -> list[str]:
+def _summary_table(summary: Mapping[str, Any], policy: str, row: str = "policy") -> list[str]:
     lines = [
-        f"| policy | draws | gap median | gap p10 | worst | dominated by a fixed fleet | "
-        f"beaten by {policy} |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| {row} | draws | gap mean | gap median | gap p10 | worst | dominated by a fixed "
+        f"fleet | beaten by {policy} |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in summary.items():
         beaten = s.get(f"beaten_by_{policy}")
         lines.append(
-            f"| {name} | {s['draws']} | {_pts(s['gap_median'])} | {_pts(s['gap_p10'])} | "
-            f"{_pts(s['gap_worst'])} | {_share(s['share_dominated'])} | "
+            f"| {name} | {s['draws']} | {_mean(s.get('gap_mean'))} | {_pts(s['gap_median'])} | "
+            f"{_pts(s['gap_p10'])} | {_pts(s['gap_worst'])} | {_share(s['share_dominated'])} | "
             f"{'–' if beaten is None else _share(beaten)} |"
         )
     every = summary.get(policy, {}).get("beats_every_peer")
@@ -265,6 +280,10 @@ def _summary_table(summary: Mapping[str, Any], policy: str) -> list[str]:
 
 def _pts(v: float | None) -> str:
     return "–" if v is None else f"{v:+.1f}"
+
+
+def _mean(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.2f}"
 
 
 def _share(v: float | None) -> str:
@@ -343,6 +362,7 @@ def run(a: argparse.Namespace) -> int:
         "meta": {**meta, "meetable_attainment": MEETABLE_ATTAINMENT},
         "summary": summarize(rows, names),
         "summary_meetable": summarize(meetable(rows), names),
+        "meetable_by_shape": by_shape(meetable(rows), names[0]),
         "draws": rows,
     }
     write_new(out / "generalize.json", json.dumps(doc, indent=1) + "\n", False)

@@ -64,6 +64,12 @@ def test_generalize_reports_the_gap_distribution_of_every_draw(tmp_path: Path) -
     kept = [r for r in doc["draws"] if r["best_fixed_attainment"] >= 0.5]
     assert doc["meta"]["meetable_attainment"] == 0.5
     assert doc["summary_meetable"]["saturation"]["draws"] == len(kept)
+    gaps = [r["policies"]["saturation"]["frontier_gap_points"] for r in kept]
+    if kept:  # the mean the choose draws are judged by, and the draws by shape
+        assert doc["summary_meetable"]["saturation"]["gap_mean"] == round(sum(gaps) / len(gaps), 3)
+    shapes = {r["draw"]["shape"] for r in kept}
+    assert set(doc["meetable_by_shape"]) == shapes
+    assert sum(s["draws"] for s in doc["meetable_by_shape"].values()) == len(kept)
     md = (out / "generalize.md").read_text()
     assert "Purpose: **report**" in md and f"Seeds {SEEDS[0]}–{SEEDS[1]}" in md
     assert f"### The {len(kept)} meetable draws" in md
