@@ -695,21 +695,15 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     spec = levels.spec
     if spec.slo_ttft_s <= 0:
         return None
-    span_s = spec.scale_down_window_s + spec.scale_up_window_s
-    a_now, a_then = latest(levels.arrivals, now_s), latest(levels.arrivals, now_s - span_s)
-    if a_now is None or a_then is None or a_now <= a_then:
+    base_s = spec.scale_down_window_s + spec.scale_up_window_s
+    memory_s = max(base_s, spec.floor_window_s)
+    measured = _rates(levels, ready_series, now_s, base_s)
+    if measured is None:
         return None
-    rate = (a_now - a_then) / span_s
-    served = service_time(
-        _in_span(levels.points, now_s - span_s, now_s),
-        levels.arrivals,
-        ready_series,
-        spec.slots_per_replica,
-        now_s,
-    )
-    if served is None:
-        return None
-    memory_s = max(span_s, spec.floor_window_s)
+    span_s = counted_span(levels.arrivals, now_s, base_s, memory_s, measured, spec)
+    if span_s > base_s:
+        measured = _rates(levels, ready_series, now_s, span_s) or measured
+    rate, served = measured
     dispersion = arrival_dispersion(levels.arrivals, now_s - memory_s, now_s, spec.counting_s)
     wait_s = spec.slo_ttft_s * 2.0 / (dispersion + 1.0)
     # No request waits where every request ever in flight at once has a slot: a closed
@@ -722,6 +716,63 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     if fleet.replicas == held < spec.max_replicas and fleet.late > 1.0 - spec.slo_goal:
         return replace(fleet, most_inflight=most, over_s=memory_s)
     return fleet
+
+
+def _rates(
+    levels: _Levels, ready_series: Sequence[Sample], now_s: float, span_s: float
+) -> tuple[float, float] | None:
+    """The arrival rate (req/s) and the served requests' mean service time (s) over the
+    last ``span_s``; None while either is unknown (no arrivals, or nothing completed)."""
+    a_now, a_then = latest(levels.arrivals, now_s), latest(levels.arrivals, now_s - span_s)
+    if a_now is None or a_then is None or a_now <= a_then:
+        return None
+    served = service_time(
+        _in_span(levels.points, now_s - span_s, now_s),
+        levels.arrivals,
+        ready_series,
+        levels.spec.slots_per_replica,
+        now_s,
+    )
+    return None if served is None else ((a_now - a_then) / span_s, served)
+
+
+def counted_span(
+    arrivals_total: Sequence[Sample],
+    now_s: float,
+    base_s: float,
+    memory_s: float,
+    measured: tuple[float, float],
+    spec: PolicySpec,
+) -> float:
+    """The span the SLO stage counts its arrivals over: ``base_s``, or longer (at most
+    ``memory_s``) until it holds enough arrivals to tell one fleet from the next. A rate
+    counted from N arrivals is off by about 1 ÷ √N of itself (Poisson), and one replica is
+    1 ÷ r of an offered load of r replicas' worth (rate × service ÷ slots), so the span
+    holds at least 4r² arrivals: the rate's error at most half a replica. The newest
+    reading of the running total at or before each instant counts.
+
+    Worked example: 0.5 req/s of 40 s requests on 4-slot replicas (5 replicas' worth)
+    needs 100 arrivals; 70 s holds 35, the last 200 s hold 100: 200 s.
+
+    >>> from inflight.control.samples import Sample as S
+    >>> total = [S(t, 0.5 * t) for t in range(0, 1001, 5)]
+    >>> counted_span(total, 1000.0, 70.0, 900.0, (0.5, 40.0), PolicySpec())
+    200.0
+    >>> counted_span(total, 1000.0, 70.0, 900.0, (0.5, 8.0), PolicySpec())  # 1 replica
+    70.0
+    """
+    rate, served = measured
+    need = 4.0 * (rate * served / spec.slots_per_replica) ** 2
+    a_now = latest(arrivals_total, now_s)
+    if a_now is None:
+        return base_s
+    times = [p.t_s for p in arrivals_total]
+    lo = bisect.bisect_left(times, now_s - memory_s)
+    hi = bisect.bisect_right(times, now_s)
+    for p in reversed(arrivals_total[lo:hi]):  # newest first: the first with enough
+        if a_now - p.value >= need:
+            return min(memory_s, max(base_s, now_s - p.t_s))
+    return base_s if hi - lo < 2 else min(memory_s, max(base_s, now_s - arrivals_total[lo].t_s))
 
 
 def arrival_dispersion(
