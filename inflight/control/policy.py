@@ -766,13 +766,11 @@ def counted_span(
     a_now = latest(arrivals_total, now_s)
     if a_now is None:
         return base_s
-    times = [p.t_s for p in arrivals_total]
-    lo = bisect.bisect_left(times, now_s - memory_s)
-    hi = bisect.bisect_right(times, now_s)
-    for p in reversed(arrivals_total[lo:hi]):  # newest first: the first with enough
+    recent = _in_span(arrivals_total, now_s - memory_s, now_s)
+    for p in reversed(recent):  # newest first: the first with enough
         if a_now - p.value >= need:
-            return min(memory_s, max(base_s, now_s - p.t_s))
-    return base_s if hi - lo < 2 else min(memory_s, max(base_s, now_s - arrivals_total[lo].t_s))
+            return max(base_s, now_s - p.t_s)
+    return base_s if len(recent) < 2 else max(base_s, now_s - recent[0].t_s)
 
 
 def arrival_dispersion(
