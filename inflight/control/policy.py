@@ -127,7 +127,7 @@ from inflight.control.recurrence import (
     short_recurrent,
 )
 from inflight.control.samples import Sample as Sample  # the policy's callers name it here
-from inflight.control.slo_sizing import SloFleet, slo_fleet
+from inflight.control.slo_sizing import SloFleet, slo_fleet, undrained_share
 
 PolicyName = Literal["saturation", "qps"]
 POLICIES: Final[tuple[PolicyName, ...]] = ("saturation", "qps")
@@ -598,14 +598,18 @@ def decide(
             + "".join(f"; {p.detail}" for p in partial)
         )
     levels = _Levels(points, samples, arrivals, spec)
-    peak = _peak(levels, now_s)
     # A peak beyond the largest fleet is queue, not demand for the floor or rebound to hold.
     cap = spec.max_replicas * spec.target
-    floor = _floor(levels, now_s, cap, ready_replicas, ready_series) if spec.floor_on else _NO_FLOOR
-    rebound = _rebound(levels, spec, now_s, max(peak.value, floor.value), cap)
     slo = _slo(levels, ready_series, now_s)
+    share = undrained_share(slo.service_s, spec.slo_ttft_s) if slo and slo.service_s > 0 else 1.0
+    peak = _counted_peak(_peak(levels, now_s), share)
+    floor = _floor(levels, now_s, cap, ready_replicas, ready_series) if spec.floor_on else _NO_FLOOR
+    floor = replace(floor, value=floor.value * share)
+    rebound = _rebound(levels, spec, now_s, max(peak.value, floor.value), cap)
     floor_value = max(floor.value, rebound, slo.replicas * spec.target if slo else 0.0)
-    value, drained, late = _lowered(levels, peak, floor_value, ready_replicas, ready_series, now_s)
+    value, drained, late = _lowered(
+        levels, peak, floor_value, ready_replicas, ready_series, now_s, share
+    )
     active = value > spec.activation_inflight
     desired = hpa_replicas(value, spec, ready_replicas) if active else 0
     reason = _reason(
@@ -622,6 +626,11 @@ def decide(
         drained,
         slo,
     )
+    if share < 1.0 and slo is not None:
+        reason += (
+            f"; L counted at {share:.3g} of itself, S {slo.service_s:.3g} s ÷ (S + the TTFT "
+            f"{spec.slo_ttft_s:g} s): a queue the fleet drains within the TTFT needs no replica"
+        )
     partial = (*partial, *_gaps(levels.times, spec, now_s))
     inflight = points[-1].value
     decision = Decision(
@@ -647,10 +656,12 @@ def _lowered(
     ready_replicas: int | None,
     ready_series: Sequence[Sample],
     now_s: float,
+    share: float = 1.0,
 ) -> tuple[float, str | None, str | None]:
     """The larger of the peak and the floor's levels, then the stages that may lower it:
-    the backlog drain (:func:`_drain`) and the late hold (:func:`_late`). (value, the
-    drain's why or None, the hold's why or None)."""
+    the backlog drain (:func:`_drain`) and the late hold (:func:`_late`, L counted at
+    ``share`` of itself as the peak was). (value, the drain's why or None, the hold's why
+    or None)."""
     spec = levels.spec
     value = round(max(peak.value, floor_value, 0.0), _DECIMALS)
     value, drained = _drain(
@@ -659,7 +670,7 @@ def _lowered(
     )  # fmt: skip
     late = None
     if spec.late_scale_up_on and ready_replicas:
-        value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series)
+        value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series, share)
     return value, drained, late
 
 
@@ -921,6 +932,20 @@ def queue_headroom(level: float, beta: float, spread: float = math.inf) -> float
     return beta * min(math.sqrt(level), max(0.0, spread))
 
 
+def _counted_peak(peak: _Peak, share: float) -> _Peak:
+    """The peak with L counted at ``share`` of itself (:func:`undrained_share`: the
+    requests a queue drained within the TTFT leaves needing a slot); itself at 1."""
+    if share >= 1.0:
+        return peak
+    return replace(
+        peak,
+        value=peak.value * share,
+        plain=peak.plain * share,
+        current=peak.current * share,
+        headroom=peak.headroom * share,
+    )
+
+
 def _peak(levels: _Levels, now_s: float) -> _Peak:
     # Evaluated at every sample time in the scale-down window, and at now itself.
     down_s = levels.spec.scale_down_window_s
@@ -1072,10 +1097,12 @@ def _late(
     floor: float,
     ready_replicas: int,
     ready_series: Sequence[Sample],
+    share: float = 1.0,
 ) -> tuple[float, str | None]:
     """No scale-up that cannot arrive in time (:func:`late_scale_up`): the held
-    excursion's L leaves the maximum; what stood before it began (the maximum then), the
-    floor and the ready count stay. (value, the hold's reason or None)."""
+    excursion's L leaves the maximum; what stood before it began (the maximum then, L
+    counted at ``share`` of itself), the floor and the ready count stay. (value, the
+    hold's reason or None)."""
     spec = levels.spec
     times = levels.times
     hold = late_scale_up(levels.series(-math.inf, now_s), ready_series, ready_replicas, spec, now_s)
@@ -1085,7 +1112,8 @@ def _late(
     others = [
         levels.padded(t) for t in [*times, now_s] if t >= since_s and not hold.excursion.covers(t)
     ]
-    held = max([floor, ready_replicas * spec.target, *(v for v in others if v is not None)])
+    counted = (v * share for v in others if v is not None)
+    held = max([floor, ready_replicas * spec.target, *counted])
     if value > round(held, _DECIMALS):
         return round(held, _DECIMALS), hold.reason
     return value, None
