@@ -715,6 +715,9 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     if span_s > base_s:
         measured = _rates(levels, ready_series, now_s, span_s) or measured
     rate, served = measured
+    horizon_s = spec.startup_s
+    rise = planned_rise(levels.arrivals, now_s, base_s, memory_s, horizon_s, spec.counting_s)
+    rate += rise
     dispersion = arrival_dispersion(levels.arrivals, now_s - memory_s, now_s, spec.counting_s)
     wait_s = spec.slo_ttft_s * 2.0 / (dispersion + 1.0)
     # No request waits where every request ever in flight at once has a slot: a closed
@@ -724,9 +727,62 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     fleet = slo_fleet(
         rate, served, spec.slots_per_replica, wait_s, spec.slo_goal, min(spec.max_replicas, held)
     )
+    fleet = replace(fleet, rise=rise, horizon_s=horizon_s)
     if fleet.replicas == held < spec.max_replicas and fleet.late > 1.0 - spec.slo_goal:
         return replace(fleet, most_inflight=most, over_s=memory_s)
     return fleet
+
+
+# The share of the memory's rises over a start-up that the plan covers.
+RISE_QUANTILE: Final = 0.9
+
+
+def planned_rise(
+    arrivals_total: Sequence[Sample],
+    now_s: float,
+    span_s: float,
+    memory_s: float,
+    horizon_s: float,
+    step_s: float,
+) -> float:
+    """How much faster (req/s) the arrivals may come a start-up from now: the 0.9 quantile
+    (``RISE_QUANTILE``) of the rises the memory saw over ``horizon_s``, each the rate over
+    ``span_s`` ending at τ + ``horizon_s`` less the rate over ``span_s`` ending at τ, for τ
+    every ``step_s`` back from now − ``horizon_s`` while both spans are in the memory; 0
+    where that quantile is no rise, or under two such pairs were read. A replica asked for
+    now serves a start-up later; on a load that has risen that much within a start-up
+    before, it is asked for now.
+
+    Worked example: a rate that rose from 1 to 2 req/s over the last 600 s (1/600 req/s²)
+    rose by 0.05 req/s over every 30 s: planned 0.05.
+
+    >>> from inflight.control.samples import Sample as S
+    >>> total = [S(t, t + t * t / 1200) for t in range(0, 601, 5)]
+    >>> round(planned_rise(total, 600.0, 70.0, 900.0, 30.0, 10.0), 3)
+    0.05
+    >>> planned_rise([S(t, 2.0 * t) for t in range(0, 601, 5)], 600.0, 70.0, 900.0, 30.0, 10.0)
+    0.0
+    """
+    if horizon_s <= 0 or step_s <= 0:
+        return 0.0
+    total = _StepSeries(_in_span(arrivals_total, now_s - memory_s, now_s))
+
+    def rate(end_s: float) -> float | None:
+        a, b = total.at(end_s - span_s), total.at(end_s)
+        return None if a is None or b is None else (b - a) / span_s
+
+    rises: list[float] = []
+    tau = now_s - horizon_s
+    while tau - span_s >= now_s - memory_s:
+        before, after = rate(tau), rate(tau + horizon_s)
+        if before is None or after is None:
+            break
+        rises.append(after - before)
+        tau -= step_s
+    if len(rises) < 2:
+        return 0.0
+    rises.sort()
+    return max(0.0, rises[min(len(rises) - 1, int(RISE_QUANTILE * len(rises)))])
 
 
 def _rates(

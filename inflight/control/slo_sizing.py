@@ -87,12 +87,21 @@ class SloFleet:
     # flight at once (``most_inflight``, over the last ``over_s``): none of them waited.
     most_inflight: float | None = None
     over_s: float = 0.0
+    # The rise in the rate planned for over the start-up (req/s, in ``rate``) and that
+    # start-up (s): :func:`inflight.control.policy.planned_rise`.
+    rise: float = 0.0
+    horizon_s: float = 0.0
 
     def why(self, slots: int, goal: float) -> str:
         """One line for the decision's reason."""
+        planned = (
+            f" (+{self.rise:.3g}, the rise seen over a {self.horizon_s:g} s start-up)"
+            if self.rise > 0
+            else ""
+        )
         offered = (
-            f"slo: {self.rate:.3g} req/s x {self.service_s:.3g} s = {self.load:.3g} slots "
-            f"offered; {self.replicas} x {slots} slots"
+            f"slo: {self.rate:.3g} req/s{planned} x {self.service_s:.3g} s = {self.load:.3g} "
+            f"slots offered; {self.replicas} x {slots} slots"
         )
         if self.most_inflight is not None:
             return (
