@@ -583,8 +583,11 @@ def decide(
     ``demand`` peak (:func:`service_time`).
 
     The stages, each a pure function of what came before: the window of L
-    (:class:`_Levels`); the peak, L's maximum over the scale-down window, padded by the
-    arrivals' growth (:func:`_peak`); the floor from recent peaks, with the bursts'
+    (:class:`_Levels`); the SLO stage's fleet for the arrivals, with the rise planned over
+    a start-up (:func:`_slo`, :func:`planned_rise`), whose service time S also counts L at
+    S ÷ (S + the TTFT) of itself in the stages that read L (:func:`undrained_share`: a queue
+    the fleet drains within the TTFT buys no replica); the peak, L's maximum over the
+    scale-down window, padded by the arrivals' growth (:func:`_peak`); the floor from recent peaks, with the bursts'
     recurrence, the filled fleet and the tolerance (:func:`_floor`); the rebound
     (:func:`_rebound`) and the backlog drain (:func:`_drain`), both off by default; the
     hold of a scale-up that cannot arrive in time (:func:`_late`); then the HPA's count
@@ -613,24 +616,9 @@ def decide(
     active = value > spec.activation_inflight
     desired = hpa_replicas(value, spec, ready_replicas) if active else 0
     reason = _reason(
-        spec,
-        value,
-        desired,
-        active,
-        ready_replicas,
-        peak,
-        floor,
-        floor_value,
-        rebound,
-        late,
-        drained,
-        slo,
-    )
-    if share < 1.0 and slo is not None:
-        reason += (
-            f"; L counted at {share:.3g} of itself, S {slo.service_s:.3g} s ÷ (S + the TTFT "
-            f"{spec.slo_ttft_s:g} s): a queue the fleet drains within the TTFT needs no replica"
-        )
+        spec, value, desired, active, ready_replicas, peak, floor, floor_value, rebound, late,
+        drained, slo,
+    ) + _drain_note(share, slo, spec)  # fmt: skip
     partial = (*partial, *_gaps(levels.times, spec, now_s))
     inflight = points[-1].value
     decision = Decision(
@@ -986,6 +974,16 @@ def queue_headroom(level: float, beta: float, spread: float = math.inf) -> float
     if level <= 0 or beta <= 0:
         return 0.0
     return beta * min(math.sqrt(level), max(0.0, spread))
+
+
+def _drain_note(share: float, slo: SloFleet | None, spec: PolicySpec) -> str:
+    """What the reason adds where L was counted at ``share`` of itself (nothing at 1)."""
+    if share >= 1.0 or slo is None:
+        return ""
+    return (
+        f"; L counted at {share:.3g} of itself, S {slo.service_s:.3g} s ÷ (S + the TTFT "
+        f"{spec.slo_ttft_s:g} s): a queue the fleet drains within the TTFT needs no replica"
+    )
 
 
 def _counted_peak(peak: _Peak, share: float) -> _Peak:
