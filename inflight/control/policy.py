@@ -587,8 +587,9 @@ def decide(
     a start-up (:func:`_slo`, :func:`planned_rise`), whose service time S also counts L at
     S ÷ (S + the TTFT) of itself in the stages that read L (:func:`undrained_share`: a queue
     the fleet drains within the TTFT buys no replica); the peak, L's maximum over the
-    scale-down window, padded by the arrivals' growth (:func:`_peak`); the floor from recent peaks, with the bursts'
-    recurrence, the filled fleet and the tolerance (:func:`_floor`); the rebound
+    scale-down window, padded by the arrivals' growth (:func:`_peak`); the floor from
+    recent peaks, with the bursts' recurrence, the filled fleet and the tolerance
+    (:func:`_floor`); the rebound
     (:func:`_rebound`) and the backlog drain (:func:`_drain`), both off by default; the
     hold of a scale-up that cannot arrive in time (:func:`_late`); then the HPA's count
     and the one stage that set the value (:func:`_reason`).
