@@ -605,7 +605,7 @@ def decide(
     # A peak beyond the largest fleet is queue, not demand for the floor or rebound to hold.
     cap = spec.max_replicas * spec.target
     slo = _slo(levels, ready_series, now_s)
-    share = undrained_share(slo.service_s, spec.slo_ttft_s) if slo and slo.service_s > 0 else 1.0
+    share, served_s = _undrained(levels, ready_series, now_s)
     peak = _counted_peak(_peak(levels, now_s), share)
     floor = _floor(levels, now_s, cap, ready_replicas, ready_series) if spec.floor_on else _NO_FLOOR
     floor = replace(floor, value=floor.value * share)
@@ -619,7 +619,7 @@ def decide(
     reason = _reason(
         spec, value, desired, active, ready_replicas, peak, floor, floor_value, rebound, late,
         drained, slo,
-    ) + _drain_note(share, slo, spec)  # fmt: skip
+    ) + _drain_note(share, served_s, spec)  # fmt: skip
     partial = (*partial, *_gaps(levels.times, spec, now_s))
     inflight = points[-1].value
     decision = Decision(
@@ -977,13 +977,38 @@ def queue_headroom(level: float, beta: float, spread: float = math.inf) -> float
     return beta * min(math.sqrt(level), max(0.0, spread))
 
 
-def _drain_note(share: float, slo: SloFleet | None, spec: PolicySpec) -> str:
+def _undrained(
+    levels: _Levels, ready_series: Sequence[Sample], now_s: float
+) -> tuple[float, float | None]:
+    """The share of L the stages that read it count (:func:`undrained_share`), from the
+    service time over the SLO stage's whole memory (the floor's window: a mean over many
+    requests, as the drain of a queue is, not the last span's, which a few long requests
+    swing), and that service time; (1, None) with the SLO stage off or nothing served."""
+    spec = levels.spec
+    if spec.slo_ttft_s <= 0:
+        return 1.0, None
+    memory_s = max(spec.scale_down_window_s + spec.scale_up_window_s, spec.floor_window_s)
+    served = service_time(
+        _in_span(levels.points, now_s - memory_s, now_s),
+        levels.arrivals,
+        ready_series,
+        spec.slots_per_replica,
+        now_s,
+    )
+    if served is None or served <= 0:
+        return 1.0, None
+    return undrained_share(served, spec.slo_ttft_s), served
+
+
+def _drain_note(share: float, served_s: float | None, spec: PolicySpec) -> str:
     """What the reason adds where L was counted at ``share`` of itself (nothing at 1)."""
-    if share >= 1.0 or slo is None:
+    if share >= 1.0 or served_s is None:
         return ""
     return (
-        f"; L counted at {share:.3g} of itself, S {slo.service_s:.3g} s ÷ (S + the TTFT "
-        f"{spec.slo_ttft_s:g} s): a queue the fleet drains within the TTFT needs no replica"
+        f"; L counted at {share:.3g} of itself, S {served_s:.3g} s over the last "
+        f"{max(spec.floor_window_s, spec.scale_down_window_s + spec.scale_up_window_s):g} s "
+        f"÷ (S + the TTFT {spec.slo_ttft_s:g} s): a queue the fleet drains within the TTFT "
+        "needs no replica"
     )
 
 
