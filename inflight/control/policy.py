@@ -584,9 +584,10 @@ def decide(
 
     The stages, each a pure function of what came before: the window of L
     (:class:`_Levels`); the SLO stage's fleet for the arrivals, with the rise planned over
-    a start-up (:func:`_slo`, :func:`planned_rise`), whose service time S also counts L at
-    S ÷ (S + the TTFT) of itself in the stages that read L (:func:`undrained_share`: a queue
-    the fleet drains within the TTFT buys no replica); the peak, L's maximum over the
+    a start-up (:func:`_slo`, :func:`planned_rise`); the service time S over the memory,
+    by which the peak stage counts L at S ÷ (S + the TTFT) of itself (:func:`_undrained`,
+    :func:`undrained_share`: a queue the fleet drains within the TTFT buys no replica; the
+    floor holds recent peaks in full); the peak, L's maximum over the
     scale-down window, padded by the arrivals' growth (:func:`_peak`); the floor from
     recent peaks, with the bursts' recurrence, the filled fleet and the tolerance
     (:func:`_floor`); the rebound
@@ -608,7 +609,6 @@ def decide(
     share, served_s = _undrained(levels, ready_series, now_s)
     peak = _counted_peak(_peak(levels, now_s), share)
     floor = _floor(levels, now_s, cap, ready_replicas, ready_series) if spec.floor_on else _NO_FLOOR
-    floor = replace(floor, value=floor.value * share)
     rebound = _rebound(levels, spec, now_s, max(peak.value, floor.value), cap)
     floor_value = max(floor.value, rebound, slo.replicas * spec.target if slo else 0.0)
     value, drained, late = _lowered(
