@@ -127,7 +127,7 @@ from inflight.control.recurrence import (
     short_recurrent,
 )
 from inflight.control.samples import Sample as Sample  # the policy's callers name it here
-from inflight.control.slo_sizing import SloFleet, slo_fleet
+from inflight.control.slo_sizing import SloFleet, slo_fleet, undrained_share
 
 PolicyName = Literal["saturation", "qps"]
 POLICIES: Final[tuple[PolicyName, ...]] = ("saturation", "qps")
@@ -583,9 +583,14 @@ def decide(
     ``demand`` peak (:func:`service_time`).
 
     The stages, each a pure function of what came before: the window of L
-    (:class:`_Levels`); the peak, L's maximum over the scale-down window, padded by the
-    arrivals' growth (:func:`_peak`); the floor from recent peaks, with the bursts'
-    recurrence, the filled fleet and the tolerance (:func:`_floor`); the rebound
+    (:class:`_Levels`); the SLO stage's fleet for the arrivals, with the rise planned over
+    a start-up (:func:`_slo`, :func:`planned_rise`); the service time S over the memory,
+    by which the peak stage counts L at S ÷ (S + the TTFT) of itself (:func:`_undrained`,
+    :func:`undrained_share`: a queue the fleet drains within the TTFT buys no replica; the
+    floor holds recent peaks in full); the peak, L's maximum over the
+    scale-down window, padded by the arrivals' growth (:func:`_peak`); the floor from
+    recent peaks, with the bursts' recurrence, the filled fleet and the tolerance
+    (:func:`_floor`); the rebound
     (:func:`_rebound`) and the backlog drain (:func:`_drain`), both off by default; the
     hold of a scale-up that cannot arrive in time (:func:`_late`); then the HPA's count
     and the one stage that set the value (:func:`_reason`).
@@ -598,30 +603,23 @@ def decide(
             + "".join(f"; {p.detail}" for p in partial)
         )
     levels = _Levels(points, samples, arrivals, spec)
-    peak = _peak(levels, now_s)
     # A peak beyond the largest fleet is queue, not demand for the floor or rebound to hold.
     cap = spec.max_replicas * spec.target
+    slo = _slo(levels, ready_series, now_s)
+    share, served_s = _undrained(levels, ready_series, now_s)
+    peak = _counted_peak(_peak(levels, now_s), share)
     floor = _floor(levels, now_s, cap, ready_replicas, ready_series) if spec.floor_on else _NO_FLOOR
     rebound = _rebound(levels, spec, now_s, max(peak.value, floor.value), cap)
-    slo = _slo(levels, ready_series, now_s)
     floor_value = max(floor.value, rebound, slo.replicas * spec.target if slo else 0.0)
-    value, drained, late = _lowered(levels, peak, floor_value, ready_replicas, ready_series, now_s)
+    value, drained, late = _lowered(
+        levels, peak, floor_value, ready_replicas, ready_series, now_s, share
+    )
     active = value > spec.activation_inflight
     desired = hpa_replicas(value, spec, ready_replicas) if active else 0
     reason = _reason(
-        spec,
-        value,
-        desired,
-        active,
-        ready_replicas,
-        peak,
-        floor,
-        floor_value,
-        rebound,
-        late,
-        drained,
-        slo,
-    )
+        spec, value, desired, active, ready_replicas, peak, floor, floor_value, rebound, late,
+        drained, slo,
+    ) + _drain_note(share, served_s, spec)  # fmt: skip
     partial = (*partial, *_gaps(levels.times, spec, now_s))
     inflight = points[-1].value
     decision = Decision(
@@ -647,10 +645,12 @@ def _lowered(
     ready_replicas: int | None,
     ready_series: Sequence[Sample],
     now_s: float,
+    share: float = 1.0,
 ) -> tuple[float, str | None, str | None]:
     """The larger of the peak and the floor's levels, then the stages that may lower it:
-    the backlog drain (:func:`_drain`) and the late hold (:func:`_late`). (value, the
-    drain's why or None, the hold's why or None)."""
+    the backlog drain (:func:`_drain`) and the late hold (:func:`_late`, L counted at
+    ``share`` of itself as the peak was). (value, the drain's why or None, the hold's why
+    or None)."""
     spec = levels.spec
     value = round(max(peak.value, floor_value, 0.0), _DECIMALS)
     value, drained = _drain(
@@ -659,7 +659,7 @@ def _lowered(
     )  # fmt: skip
     late = None
     if spec.late_scale_up_on and ready_replicas:
-        value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series)
+        value, late = _late(levels, now_s, value, floor_value, ready_replicas, ready_series, share)
     return value, drained, late
 
 
@@ -704,6 +704,9 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     if span_s > base_s:
         measured = _rates(levels, ready_series, now_s, span_s) or measured
     rate, served = measured
+    horizon_s = spec.startup_s
+    rise = planned_rise(levels.arrivals, now_s, base_s, memory_s, horizon_s, spec.counting_s)
+    rate += rise
     dispersion = arrival_dispersion(levels.arrivals, now_s - memory_s, now_s, spec.counting_s)
     wait_s = spec.slo_ttft_s * 2.0 / (dispersion + 1.0)
     # No request waits where every request ever in flight at once has a slot: a closed
@@ -713,9 +716,62 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     fleet = slo_fleet(
         rate, served, spec.slots_per_replica, wait_s, spec.slo_goal, min(spec.max_replicas, held)
     )
+    fleet = replace(fleet, rise=rise, horizon_s=horizon_s)
     if fleet.replicas == held < spec.max_replicas and fleet.late > 1.0 - spec.slo_goal:
         return replace(fleet, most_inflight=most, over_s=memory_s)
     return fleet
+
+
+# The share of the memory's rises over a start-up that the plan covers.
+RISE_QUANTILE: Final = 0.9
+
+
+def planned_rise(
+    arrivals_total: Sequence[Sample],
+    now_s: float,
+    span_s: float,
+    memory_s: float,
+    horizon_s: float,
+    step_s: float,
+) -> float:
+    """How much faster (req/s) the arrivals may come a start-up from now: the 0.9 quantile
+    (``RISE_QUANTILE``) of the rises the memory saw over ``horizon_s``, each the rate over
+    ``span_s`` ending at τ + ``horizon_s`` less the rate over ``span_s`` ending at τ, for τ
+    every ``step_s`` back from now − ``horizon_s`` while both spans are in the memory; 0
+    where that quantile is no rise, or under two such pairs were read. A replica asked for
+    now serves a start-up later; on a load that has risen that much within a start-up
+    before, it is asked for now.
+
+    Worked example: a rate that rose from 1 to 2 req/s over the last 600 s (1/600 req/s²)
+    rose by 0.05 req/s over every 30 s: planned 0.05.
+
+    >>> from inflight.control.samples import Sample as S
+    >>> total = [S(t, t + t * t / 1200) for t in range(0, 601, 5)]
+    >>> round(planned_rise(total, 600.0, 70.0, 900.0, 30.0, 10.0), 3)
+    0.05
+    >>> planned_rise([S(t, 2.0 * t) for t in range(0, 601, 5)], 600.0, 70.0, 900.0, 30.0, 10.0)
+    0.0
+    """
+    if horizon_s <= 0 or step_s <= 0:
+        return 0.0
+    total = _StepSeries(_in_span(arrivals_total, now_s - memory_s, now_s))
+
+    def rate(end_s: float) -> float | None:
+        a, b = total.at(end_s - span_s), total.at(end_s)
+        return None if a is None or b is None else (b - a) / span_s
+
+    rises: list[float] = []
+    tau = now_s - horizon_s
+    while tau - span_s >= now_s - memory_s:
+        before, after = rate(tau), rate(tau + horizon_s)
+        if before is None or after is None:
+            break
+        rises.append(after - before)
+        tau -= step_s
+    if len(rises) < 2:
+        return 0.0
+    rises.sort()
+    return max(0.0, rises[min(len(rises) - 1, int(RISE_QUANTILE * len(rises)))])
 
 
 def _rates(
@@ -921,6 +977,55 @@ def queue_headroom(level: float, beta: float, spread: float = math.inf) -> float
     return beta * min(math.sqrt(level), max(0.0, spread))
 
 
+def _undrained(
+    levels: _Levels, ready_series: Sequence[Sample], now_s: float
+) -> tuple[float, float | None]:
+    """The share of L the stages that read it count (:func:`undrained_share`), from the
+    service time over the SLO stage's whole memory (the floor's window: a mean over many
+    requests, as the drain of a queue is, not the last span's, which a few long requests
+    swing), and that service time; (1, None) with the SLO stage off or nothing served."""
+    spec = levels.spec
+    if spec.slo_ttft_s <= 0:
+        return 1.0, None
+    memory_s = max(spec.scale_down_window_s + spec.scale_up_window_s, spec.floor_window_s)
+    served = service_time(
+        _in_span(levels.points, now_s - memory_s, now_s),
+        levels.arrivals,
+        ready_series,
+        spec.slots_per_replica,
+        now_s,
+    )
+    if served is None or served <= 0:
+        return 1.0, None
+    return undrained_share(served, spec.slo_ttft_s), served
+
+
+def _drain_note(share: float, served_s: float | None, spec: PolicySpec) -> str:
+    """What the reason adds where L was counted at ``share`` of itself (nothing at 1)."""
+    if share >= 1.0 or served_s is None:
+        return ""
+    return (
+        f"; L counted at {share:.3g} of itself, S {served_s:.3g} s over the last "
+        f"{max(spec.floor_window_s, spec.scale_down_window_s + spec.scale_up_window_s):g} s "
+        f"÷ (S + the TTFT {spec.slo_ttft_s:g} s): a queue the fleet drains within the TTFT "
+        "needs no replica"
+    )
+
+
+def _counted_peak(peak: _Peak, share: float) -> _Peak:
+    """The peak with L counted at ``share`` of itself (:func:`undrained_share`: the
+    requests a queue drained within the TTFT leaves needing a slot); itself at 1."""
+    if share >= 1.0:
+        return peak
+    return replace(
+        peak,
+        value=peak.value * share,
+        plain=peak.plain * share,
+        current=peak.current * share,
+        headroom=peak.headroom * share,
+    )
+
+
 def _peak(levels: _Levels, now_s: float) -> _Peak:
     # Evaluated at every sample time in the scale-down window, and at now itself.
     down_s = levels.spec.scale_down_window_s
@@ -1072,10 +1177,12 @@ def _late(
     floor: float,
     ready_replicas: int,
     ready_series: Sequence[Sample],
+    share: float = 1.0,
 ) -> tuple[float, str | None]:
     """No scale-up that cannot arrive in time (:func:`late_scale_up`): the held
-    excursion's L leaves the maximum; what stood before it began (the maximum then), the
-    floor and the ready count stay. (value, the hold's reason or None)."""
+    excursion's L leaves the maximum; what stood before it began (the maximum then, L
+    counted at ``share`` of itself), the floor and the ready count stay. (value, the
+    hold's reason or None)."""
     spec = levels.spec
     times = levels.times
     hold = late_scale_up(levels.series(-math.inf, now_s), ready_series, ready_replicas, spec, now_s)
@@ -1085,7 +1192,8 @@ def _late(
     others = [
         levels.padded(t) for t in [*times, now_s] if t >= since_s and not hold.excursion.covers(t)
     ]
-    held = max([floor, ready_replicas * spec.target, *(v for v in others if v is not None)])
+    counted = (v * share for v in others if v is not None)
+    held = max([floor, ready_replicas * spec.target, *counted])
     if value > round(held, _DECIMALS):
         return round(held, _DECIMALS), hold.reason
     return value, None

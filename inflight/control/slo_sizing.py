@@ -87,12 +87,21 @@ class SloFleet:
     # flight at once (``most_inflight``, over the last ``over_s``): none of them waited.
     most_inflight: float | None = None
     over_s: float = 0.0
+    # The rise in the rate planned for over the start-up (req/s, in ``rate``) and that
+    # start-up (s): :func:`inflight.control.policy.planned_rise`.
+    rise: float = 0.0
+    horizon_s: float = 0.0
 
     def why(self, slots: int, goal: float) -> str:
         """One line for the decision's reason."""
+        planned = (
+            f" (+{self.rise:.3g}, the rise seen over a {self.horizon_s:g} s start-up)"
+            if self.rise > 0
+            else ""
+        )
         offered = (
-            f"slo: {self.rate:.3g} req/s x {self.service_s:.3g} s = {self.load:.3g} slots "
-            f"offered; {self.replicas} x {slots} slots"
+            f"slo: {self.rate:.3g} req/s{planned} x {self.service_s:.3g} s = {self.load:.3g} "
+            f"slots offered; {self.replicas} x {slots} slots"
         )
         if self.most_inflight is not None:
             return (
@@ -141,3 +150,22 @@ def slo_fleet(
         if late <= allowed:
             return SloFleet(servers // slots, rate, service_s, load, wait_s, late)
     return SloFleet(max(1, top // slots), rate, service_s, load, wait_s, late)
+
+
+def undrained_share(service_s: float, ttft_s: float) -> float:
+    """The share of the requests in flight that need a slot of their own for the TTFT to
+    hold: ``S ÷ (S + TTFT)``. With c slots busy, a queue drains at c ÷ S requests a second
+    (S: the mean service time), so the last of the L − c requests waiting starts after
+    (L − c) S ÷ c, within the TTFT where c ≥ L S ÷ (S + TTFT). A queue the fleet clears
+    within the TTFT misses nothing for want of a replica; one of requests that hold a slot
+    far longer than the TTFT needs nearly a slot a request.
+
+    Worked example: 100 requests in flight of 0.12 s each, a 1 s TTFT: 10.7 slots (3
+    replicas of 4) drain them in time; of 60 s each, 98.4 slots.
+
+    >>> round(undrained_share(0.12, 1.0), 3), round(undrained_share(60.0, 1.0), 3)
+    (0.107, 0.984)
+    """
+    if not (service_s > 0 and ttft_s > 0):
+        raise ValueError(f"service_s and ttft_s must be > 0, got {service_s!r}, {ttft_s!r}")
+    return service_s / (service_s + ttft_s)

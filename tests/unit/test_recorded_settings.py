@@ -78,8 +78,9 @@ def test_a_run_that_kept_its_settings_resimulates_the_same_after_a_default_chang
     live = tmp_path / "c"
     body = _compare(live)
     before = body["runs"]["saturation"]
-    # The floor's default changes after the run (off): the run kept 0.6, so it reads the same.
-    monkeypatch.setitem(names.METADATA_DEFAULTS, names.META_FLOOR_FRACTION, "0")
+    # The SLO stage's default changes after the run (off): the run kept 2 s, so it reads the
+    # same.
+    monkeypatch.setitem(names.METADATA_DEFAULTS, names.META_SLO_TTFT_S, "0")
     scaler_metadata_module._parsed.cache_clear()
     try:
         row = calibrate([live], ["saturation"])["policies"]["saturation"]

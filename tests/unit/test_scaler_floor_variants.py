@@ -20,6 +20,7 @@ BASE = {
     "scale_up_window_s": 10.0,
     "floor_statistic": "peak",  # the variants of the highest peak's floor
     "floor_single_window_s": 0.0,
+    "slo_ttft_s": 0.0,  # the floors alone, L in full (the SLO stage counts it at S ÷ (S + TTFT))
 }
 FLAT = PolicySpec(**BASE)  # type: ignore[arg-type]
 LINEAR = PolicySpec(**BASE, floor_decay="linear")  # type: ignore[arg-type]

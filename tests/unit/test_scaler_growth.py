@@ -11,7 +11,11 @@ from inflight import names
 from inflight.control.policy import PolicySpec, Sample, Window, decide, evaluate, growth_headroom
 
 GROWING = PolicySpec(
-    queue_headroom=0.0, scale_down_window_s=60.0, growth_horizon_s=120.0, growth_window_s=60.0
+    queue_headroom=0.0,
+    slo_ttft_s=0.0,
+    scale_down_window_s=60.0,
+    growth_horizon_s=120.0,
+    growth_window_s=60.0,
 )
 
 
@@ -44,7 +48,10 @@ def test_off_by_default_and_without_history() -> None:
     a = arrivals([4.0] * 12 + [5.0] * 12)
     assert (
         growth_headroom(
-            flat(20.0), a, PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0), 1000.0
+            flat(20.0),
+            a,
+            PolicySpec(queue_headroom=0.0, slo_ttft_s=0.0, scale_down_window_s=60.0),
+            1000.0,
         )
         == 0.0
     )
@@ -63,7 +70,7 @@ def test_decide_pads_the_current_l_and_says_why() -> None:
     assert (
         decide(
             flat(20.0),
-            PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0),
+            PolicySpec(queue_headroom=0.0, slo_ttft_s=0.0, scale_down_window_s=60.0),
             1000.0,
             ready_replicas=5,
             arrivals=a,
@@ -83,19 +90,25 @@ def test_lookback_covers_two_growth_windows() -> None:
     assert replace(GROWING, floor_window_s=0.0, startup_s=0.0).lookback_s == 120.0
     assert (
         PolicySpec(
-            queue_headroom=0.0, scale_down_window_s=60.0, floor_window_s=0.0, startup_s=0.0
+            queue_headroom=0.0,
+            slo_ttft_s=0.0,
+            scale_down_window_s=60.0,
+            floor_window_s=0.0,
+            startup_s=0.0,
         ).lookback_s
         == 70.0
     )
     # The floor (on by default): its memory (900 s) plus the smoothing is the longest; the
     # bursts' recurrence (anticipateSeconds, on by default) reads two of them.
     assert (
-        PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0, anticipate_s=0.0).lookback_s
+        PolicySpec(
+            queue_headroom=0.0, slo_ttft_s=0.0, scale_down_window_s=60.0, anticipate_s=0.0
+        ).lookback_s
         == 910.0
     )
     assert (
         GROWING.lookback_s
-        == PolicySpec(queue_headroom=0.0, scale_down_window_s=60.0).lookback_s
+        == PolicySpec(queue_headroom=0.0, slo_ttft_s=0.0, scale_down_window_s=60.0).lookback_s
         == 1810.0
     )
 
@@ -119,7 +132,11 @@ def test_the_headroom_is_held_over_the_scale_down_window() -> None:
     # maximum is held, so a replica asked for at 970 s is not cancelled while it starts.
     a = arrivals([4.0] * 12 + [5.0] * 12 + [5.0] * 6, end_s=1000.0)
     spec = PolicySpec(
-        queue_headroom=0.0, growth_horizon_s=120.0, growth_window_s=60.0, scale_down_window_s=60.0
+        queue_headroom=0.0,
+        slo_ttft_s=0.0,
+        growth_horizon_s=120.0,
+        growth_window_s=60.0,
+        scale_down_window_s=60.0,
     )
     now_pad = growth_headroom(flat(20.0), a, spec, 1000.0)
     earlier_pad = growth_headroom(flat(20.0), a, spec, 970.0)

@@ -6,6 +6,7 @@ formula."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -146,12 +147,38 @@ def test_the_stage_keeps_its_memory_with_the_floor_off() -> None:
     assert d.desired_replicas == slo_fleet(3.5, 4.5, 4, 1.0, 0.99, 8).replicas > 4
 
 
-def test_decide_never_reads_lower_than_l() -> None:
-    # Little arrival but a deep queue: L sets the value, not the SLO fleet.
+def test_decide_counts_the_queue_the_ttft_does_not_drain() -> None:
+    # Little arrival but a deep queue: L sets the value, not the SLO fleet. 30 in flight on 8
+    # busy slots at 0.1 req/s: S = 80 s (Little), so all but 2 ÷ 82 of L waits past the TTFT.
     ls, arrivals, ready = window(0.1, 30.0, 2)
     spec = PolicySpec(slo_ttft_s=2.0, max_replicas=8)
     d = decide(ls, spec, 1000.0, ready_replicas=2, arrivals=arrivals, ready_series=ready)
-    assert d.value == pytest.approx(30.0) and not d.reason.startswith("slo")
+    assert d.value == pytest.approx(30.0 * 80.0 / 82.0, rel=1e-3)
+    assert not d.reason.startswith("slo") and "L counted at 0.976 of itself" in d.reason
+    # The same queue of 0.2 s requests (40 req/s): 8 busy slots drain it in 0.6 s, inside
+    # the TTFT, so it buys no replica; the SLO fleet for the arrivals sets the count.
+    ls, arrivals, ready = window(40.0, 30.0, 2)
+    d = decide(ls, spec, 1000.0, ready_replicas=2, arrivals=arrivals, ready_series=ready)
+    assert d.reason.startswith("slo") and d.desired_replicas == 3 and d.value == 12.0
+    # With the stage off, L counts in full.
+    off = replace(spec, slo_ttft_s=0.0)
+    d = decide(ls, off, 1000.0, ready_replicas=2, arrivals=arrivals, ready_series=ready)
+    assert d.value == pytest.approx(30.0) and "counted at" not in d.reason
+
+
+def test_decide_plans_for_the_rise_seen_over_a_start_up() -> None:
+    # Arrivals rising from 1 to 4 req/s over 1,000 s (3/1000 req/s²) rose 0.09 req/s over
+    # every 30 s start-up: the SLO stage plans for it, and says so; over a 120 s start-up,
+    # for 0.36 req/s more.
+    ls = [Sample(t, 4.0) for t in range(1, 1001)]
+    arrivals = [Sample(t, t + 1.5 * t * t / 1000) for t in range(0, 1001, 5)]
+    ready = [Sample(0.0, 1.0)]
+    spec = PolicySpec(slo_ttft_s=2.0, max_replicas=8, startup_s=30.0)
+    d = decide(ls, spec, 1000.0, ready_replicas=1, arrivals=arrivals, ready_series=ready)
+    assert "(+0.09, the rise seen over a 30 s start-up)" in d.reason
+    longer = replace(spec, startup_s=120.0)
+    d = decide(ls, longer, 1000.0, ready_replicas=1, arrivals=arrivals, ready_series=ready)
+    assert "(+0.36, the rise seen over a 120 s start-up)" in d.reason
 
 
 def test_decide_without_arrivals_is_the_stage_off() -> None:
