@@ -345,6 +345,14 @@ class PolicySpec:
         return max(self.scale_down_window_s + up_s, floor_s, late_s, rebound_s, slo_s)
 
     @property
+    def slo_memory_s(self) -> float:
+        """How far back (wall s) the SLO stage reads the arrivals' dispersion, the most in
+        flight, a longer count (:func:`counted_span`) and the service time the peak stage's
+        discount takes (:func:`_undrained`): the floor's window, never under the scale-down
+        and scale-up windows."""
+        return max(self.scale_down_window_s + self.scale_up_window_s, self.floor_window_s)
+
+    @property
     def decision_span_s(self) -> float:
         """The span (wall seconds back from now) whose L, arrivals and gaps the count rests
         on: the scale-down maximum of the scale-up means, the qps window, the growth's two
@@ -696,7 +704,7 @@ def _slo(levels: _Levels, ready_series: Sequence[Sample], now_s: float) -> SloFl
     if spec.slo_ttft_s <= 0:
         return None
     base_s = spec.scale_down_window_s + spec.scale_up_window_s
-    memory_s = max(base_s, spec.floor_window_s)
+    memory_s = spec.slo_memory_s
     measured = _rates(levels, ready_series, now_s, base_s)
     if measured is None:
         return None
@@ -987,9 +995,8 @@ def _undrained(
     spec = levels.spec
     if spec.slo_ttft_s <= 0:
         return 1.0, None
-    memory_s = max(spec.scale_down_window_s + spec.scale_up_window_s, spec.floor_window_s)
     served = service_time(
-        _in_span(levels.points, now_s - memory_s, now_s),
+        _in_span(levels.points, now_s - spec.slo_memory_s, now_s),
         levels.arrivals,
         ready_series,
         spec.slots_per_replica,
@@ -1006,7 +1013,7 @@ def _drain_note(share: float, served_s: float | None, spec: PolicySpec) -> str:
         return ""
     return (
         f"; L counted at {share:.3g} of itself, S {served_s:.3g} s over the last "
-        f"{max(spec.floor_window_s, spec.scale_down_window_s + spec.scale_up_window_s):g} s "
+        f"{spec.slo_memory_s:g} s "
         f"÷ (S + the TTFT {spec.slo_ttft_s:g} s): a queue the fleet drains within the TTFT "
         "needs no replica"
     )
