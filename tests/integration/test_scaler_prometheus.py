@@ -156,8 +156,13 @@ def test_prometheus_down_is_unavailable_then_recovers(
 def test_two_scalers_and_a_restarted_one_answer_alike(
     router: FakeRouter, prometheus: PrometheusServer, start_scaler
 ) -> None:
-    # hold for 60 s; the headroom off: the figures are L's
-    meta = {"timeScale": "0.1", "scaleDownWindowSeconds": "600", "queueHeadroom": "0"}
+    # hold for 60 s; the headroom and the SLO stage's discount off: the figures are L's
+    meta = {
+        "timeScale": "0.1",
+        "scaleDownWindowSeconds": "600",
+        "queueHeadroom": "0",
+        "sloTtftSeconds": "0",
+    }
     first = start_scaler()
     router.inflight.set(7)
     wait_for(lambda: first.value(meta) == 7.0, timeout_s=30, what="value 7")

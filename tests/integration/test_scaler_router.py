@@ -37,6 +37,9 @@ META = {
     "floorWindowSeconds": "0",
     "queueHeadroom": "0",
     "scaleDownWindowSeconds": "60",
+    # the SLO stage's discount off (it counts a peak of L at S / (S + TTFT) of itself): the
+    # figures here are L's, through each source
+    "sloTtftSeconds": "0",
 }
 DOWN_S = 6.0
 WORKERS = 6

@@ -17,6 +17,7 @@ SPEC = PolicySpec(
     backlog_drain_s=60.0,
     floor_window_s=0.0,
     startup_s=0.0,
+    slo_ttft_s=0.0,  # the drain alone, L in full (the SLO stage counts it at S ÷ (S + TTFT))
 )
 
 
@@ -49,8 +50,8 @@ def test_a_growing_backlog_asks_for_its_arrivals_and_a_drain_not_its_size() -> N
     assert decision.reason.startswith("backlog drain")
     # Off (the scaler's only setting): L stands (its mean over the scale-up window).
     off = decide(inflight, PolicySpec(
-        queue_headroom=0.0, scale_down_window_s=60.0, floor_window_s=0.0, startup_s=0.0),
-        60.0, 1, arrivals,
+        queue_headroom=0.0, scale_down_window_s=60.0, floor_window_s=0.0, startup_s=0.0,
+        slo_ttft_s=0.0), 60.0, 1, arrivals,
                  ready_series=ready)  # fmt: skip
     assert off.value == 38.5 and off.desired_replicas == 10
 

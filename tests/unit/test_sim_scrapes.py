@@ -107,7 +107,8 @@ def test_sim_scaler_holds_on_a_gap_scales_up_on_it_and_refuses_without_a_count()
     keeps the count, never lowers it; UNAVAILABLE only when nothing is known to be safe."""
     clock = [0.0]
     s = _scrapes([(float(t), 9.0) for t in range(0, 41, 5)])
-    metadata = scaler_metadata(4, 1.0, "saturation", PRE_HEADROOM)
+    # the guard alone, L in full (the SLO stage counts a peak at S / (S + TTFT) of itself)
+    metadata = scaler_metadata(4, 1.0, "saturation", {**PRE_HEADROOM, names.META_SLO_TTFT_S: "0"})
     scaler = SimScaler(metadata, s, lambda: clock[0])
     assert scaler.metric_spec().target == 4.0
     clock[0] = 40.0
