@@ -13,6 +13,7 @@ import threading
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import aiohttp
 import grpc
@@ -349,6 +350,20 @@ async def _one_router_goes_missing(h: Harness, router: FakeRouter, other: FakeRo
 async def test_stream_pushes_true_once_per_activation(router: FakeRouter, direct: Harness) -> None:
     router.inflight.set(0)
     await poll(lambda: _equals(direct.value(**INSTANT), 0.0), what="idle")
+    # Count the source's reads: while the test makes no call, each is the stream's decision.
+    source = direct.app.servicer.source
+    reads = [0]
+    observe = source.observe
+
+    async def counted(*args: Any, **kwargs: Any) -> Observed:
+        reads[0] += 1
+        return await observe(*args, **kwargs)
+
+    source.observe = counted  # type: ignore[method-assign]
+
+    async def stream_decided_since(count: int) -> bool:
+        return reads[0] >= count + 2  # one whole decision began after ``count``
+
     stream = direct.stub.StreamIsActive(direct.ref(**INSTANT))
     try:
         router.inflight.set(3)
@@ -361,6 +376,10 @@ async def test_stream_pushes_true_once_per_activation(router: FakeRouter, direct
             await asyncio.wait_for(asyncio.shield(following), 2)
         router.inflight.set(0)
         await poll(lambda: _equals(direct.value(**INSTANT), 0.0), what="idle again")
+        # The stream must see the idle state too before L rises (it decides every 0.05 s,
+        # on its own schedule): wait for one of its decisions to begin after ours.
+        seen = reads[0]
+        await poll(lambda: stream_decided_since(seen), what="the stream to decide while idle")
         assert not following.done()  # going idle pushes nothing (KEDA ignores a pushed false)
         router.inflight.set(2)
         second = await asyncio.wait_for(following, timeout=15)
