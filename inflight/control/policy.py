@@ -339,9 +339,8 @@ class PolicySpec:
         )
         late_s = self.excursion_window_s + up_s if self.late_scale_up_on else 0.0
         rebound_s = REBOUND_MEMORY_WINDOWS * self.rebound_window_s + up_s
-        # The SLO stage reads the arrivals' dispersion and the most in flight over the
-        # floor's window, the floor on or off (:func:`_slo`).
-        slo_s = self.floor_window_s if self.slo_ttft_s > 0 else 0.0
+        # The SLO stage reads its memory, the floor on or off (:func:`_slo`, :func:`_undrained`).
+        slo_s = self.slo_memory_s if self.slo_ttft_s > 0 else 0.0
         return max(self.scale_down_window_s + up_s, floor_s, late_s, rebound_s, slo_s)
 
     @property

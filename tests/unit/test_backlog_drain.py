@@ -5,20 +5,18 @@ left to L."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from inflight.control.policy import PolicySpec, Sample, decide, drain_level
+from inflight.control.policy import Sample, decide, drain_level
+from tests.unit.policy_pins import STAGE_ALONE_SPEC
 
 pytestmark = pytest.mark.unit
 
-SPEC = PolicySpec(
-    queue_headroom=0.0,
-    scale_down_window_s=60.0,
-    backlog_drain_s=60.0,
-    floor_window_s=0.0,
-    startup_s=0.0,
-    slo_ttft_s=0.0,  # the drain alone, L in full (the SLO stage counts it at S ÷ (S + TTFT))
-)
+# The drain alone (no floor, no late hold, the SLO stage off: L counted in full).
+OFF = replace(STAGE_ALONE_SPEC, floor_window_s=0.0, startup_s=0.0)
+SPEC = replace(OFF, backlog_drain_s=60.0)
 
 
 def _ramp(values: list[tuple[float, float]]) -> list[Sample]:
@@ -49,10 +47,7 @@ def test_a_growing_backlog_asks_for_its_arrivals_and_a_drain_not_its_size() -> N
     assert decision.value == pytest.approx(need) and decision.desired_replicas == 4
     assert decision.reason.startswith("backlog drain")
     # Off (the scaler's only setting): L stands (its mean over the scale-up window).
-    off = decide(inflight, PolicySpec(
-        queue_headroom=0.0, scale_down_window_s=60.0, floor_window_s=0.0, startup_s=0.0,
-        slo_ttft_s=0.0), 60.0, 1, arrivals,
-                 ready_series=ready)  # fmt: skip
+    off = decide(inflight, OFF, 60.0, 1, arrivals, ready_series=ready)
     assert off.value == 38.5 and off.desired_replicas == 10
 
 

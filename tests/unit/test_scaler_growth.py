@@ -8,15 +8,10 @@ import pytest
 
 from external_scaler.metadata import MetadataError, parse_metadata
 from inflight import names
-from inflight.control.policy import PolicySpec, Sample, Window, decide, evaluate, growth_headroom
+from inflight.control.policy import Sample, Window, decide, evaluate, growth_headroom
+from tests.unit.policy_pins import STAGE_ALONE_SPEC
 
-GROWING = PolicySpec(
-    queue_headroom=0.0,
-    slo_ttft_s=0.0,
-    scale_down_window_s=60.0,
-    growth_horizon_s=120.0,
-    growth_window_s=60.0,
-)
+GROWING = replace(STAGE_ALONE_SPEC, growth_horizon_s=120.0, growth_window_s=60.0)
 
 
 def arrivals(rates: list[float], step_s: float = 5.0, end_s: float = 1000.0) -> list[Sample]:
@@ -50,7 +45,7 @@ def test_off_by_default_and_without_history() -> None:
         growth_headroom(
             flat(20.0),
             a,
-            PolicySpec(queue_headroom=0.0, slo_ttft_s=0.0, scale_down_window_s=60.0),
+            STAGE_ALONE_SPEC,
             1000.0,
         )
         == 0.0
@@ -70,7 +65,7 @@ def test_decide_pads_the_current_l_and_says_why() -> None:
     assert (
         decide(
             flat(20.0),
-            PolicySpec(queue_headroom=0.0, slo_ttft_s=0.0, scale_down_window_s=60.0),
+            STAGE_ALONE_SPEC,
             1000.0,
             ready_replicas=5,
             arrivals=a,
@@ -88,29 +83,11 @@ def test_a_settled_closed_loop_is_not_padded() -> None:
 def test_lookback_covers_two_growth_windows() -> None:
     # Without the floor's memory, or the late scale-up's (on by default, 900 s).
     assert replace(GROWING, floor_window_s=0.0, startup_s=0.0).lookback_s == 120.0
-    assert (
-        PolicySpec(
-            queue_headroom=0.0,
-            slo_ttft_s=0.0,
-            scale_down_window_s=60.0,
-            floor_window_s=0.0,
-            startup_s=0.0,
-        ).lookback_s
-        == 70.0
-    )
+    assert replace(STAGE_ALONE_SPEC, floor_window_s=0.0, startup_s=0.0).lookback_s == 70.0
     # The floor (on by default): its memory (900 s) plus the smoothing is the longest; the
     # bursts' recurrence (anticipateSeconds, on by default) reads two of them.
-    assert (
-        PolicySpec(
-            queue_headroom=0.0, slo_ttft_s=0.0, scale_down_window_s=60.0, anticipate_s=0.0
-        ).lookback_s
-        == 910.0
-    )
-    assert (
-        GROWING.lookback_s
-        == PolicySpec(queue_headroom=0.0, slo_ttft_s=0.0, scale_down_window_s=60.0).lookback_s
-        == 1810.0
-    )
+    assert replace(STAGE_ALONE_SPEC, anticipate_s=0.0).lookback_s == 910.0
+    assert GROWING.lookback_s == STAGE_ALONE_SPEC.lookback_s == 1810.0
 
 
 def test_metadata_keys_scale_with_time_scale_and_are_checked() -> None:
@@ -131,13 +108,7 @@ def test_the_headroom_is_held_over_the_scale_down_window() -> None:
     # 970 s (one growth window ago in its own frame) still pads the value, as L's own
     # maximum is held, so a replica asked for at 970 s is not cancelled while it starts.
     a = arrivals([4.0] * 12 + [5.0] * 12 + [5.0] * 6, end_s=1000.0)
-    spec = PolicySpec(
-        queue_headroom=0.0,
-        slo_ttft_s=0.0,
-        growth_horizon_s=120.0,
-        growth_window_s=60.0,
-        scale_down_window_s=60.0,
-    )
+    spec = replace(STAGE_ALONE_SPEC, growth_horizon_s=120.0, growth_window_s=60.0)
     now_pad = growth_headroom(flat(20.0), a, spec, 1000.0)
     earlier_pad = growth_headroom(flat(20.0), a, spec, 970.0)
     assert earlier_pad > now_pad

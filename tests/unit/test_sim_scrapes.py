@@ -15,7 +15,7 @@ from inflight.control.trigger import scaler_metadata
 from inflight.planes.scaler_client import ScalerUnavailable
 from inflight.sim import scrapes as S
 from inflight.sim.scaler import SimScaler
-from tests.unit.policy_pins import PRE_HEADROOM
+from tests.unit.policy_pins import PRE_HEADROOM, STAGE_ALONE
 
 # The 70 s window these cases count steps in: the floor (on by default) looks back 910 s.
 # No 900 s memory: the floor off, and the late scale-up's excursions (on by default).
@@ -107,8 +107,7 @@ def test_sim_scaler_holds_on_a_gap_scales_up_on_it_and_refuses_without_a_count()
     keeps the count, never lowers it; UNAVAILABLE only when nothing is known to be safe."""
     clock = [0.0]
     s = _scrapes([(float(t), 9.0) for t in range(0, 41, 5)])
-    # the guard alone, L in full (the SLO stage counts a peak at S / (S + TTFT) of itself)
-    metadata = scaler_metadata(4, 1.0, "saturation", {**PRE_HEADROOM, names.META_SLO_TTFT_S: "0"})
+    metadata = scaler_metadata(4, 1.0, "saturation", STAGE_ALONE)  # the guard alone
     scaler = SimScaler(metadata, s, lambda: clock[0])
     assert scaler.metric_spec().target == 4.0
     clock[0] = 40.0
